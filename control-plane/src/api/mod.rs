@@ -1,0 +1,37 @@
+//! gRPC handlers: decode → domain → engine → encode. Thin on purpose.
+
+pub mod catalog;
+pub mod executors;
+pub mod policy;
+pub mod registry;
+pub mod tenants;
+
+use tonic::Status;
+use tp_registry::DomainError;
+
+use crate::engine::EngineError;
+
+/// Maps engine errors to statuses; store failures are logged and reported without internals.
+pub(crate) fn status(error: EngineError) -> Status {
+    match error {
+        EngineError::Domain(error) => tp_proto::to_status(&error),
+        EngineError::Store(error) => {
+            tracing::error!(%error, "store failure");
+            Status::unavailable("the control plane's store is unavailable; retry later")
+        }
+    }
+}
+
+/// Maps a domain error.
+pub(crate) fn domain(error: DomainError) -> Status {
+    tp_proto::to_status(&error)
+}
+
+/// A required, non-empty string field.
+pub(crate) fn required<'a>(field: &str, value: &'a str) -> Result<&'a str, Status> {
+    if value.is_empty() {
+        Err(domain(DomainError::invalid(field, "is required")))
+    } else {
+        Ok(value)
+    }
+}

@@ -1,0 +1,275 @@
+//! `toolplane.v1.Registry`: what edges call — authenticate keys, resolve registries, watch
+//! the change log, report usage.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tp_proto::convert::change_pb;
+use tp_proto::pb::{self, registry_server::Registry};
+use tp_registry::{Change, DomainError, ObjectKind, resolve};
+use tp_store::UsageEvent;
+
+use super::{domain, required, status};
+use crate::engine::{Engine, EngineError, now_secs};
+
+/// Most usage records per `ReportUsage` call.
+pub const MAX_USAGE_RECORDS: usize = 1000;
+/// Change records read from the log per batch while replaying.
+const REPLAY_BATCH: u32 = 500;
+
+/// The edge-facing service.
+#[derive(Debug, Clone)]
+pub struct RegistryService {
+    engine: Arc<Engine>,
+    default_heartbeat_ms: u32,
+}
+
+impl RegistryService {
+    /// Serves the engine to edges.
+    pub fn new(engine: Arc<Engine>, default_heartbeat_ms: u32) -> Self {
+        Self {
+            engine,
+            default_heartbeat_ms,
+        }
+    }
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
+
+/// Resolves the tenant of changes that carry no object (deletes of keys and tenants).
+fn tenant_of(change: &Change) -> Option<String> {
+    match change {
+        Change::Delete {
+            kind: ObjectKind::Tenant,
+            key,
+        } => Some(key.clone()),
+        Change::Delete { .. } | Change::Put { .. } => None,
+    }
+}
+
+#[tonic::async_trait]
+impl Registry for RegistryService {
+    async fn authenticate(
+        &self,
+        request: Request<pb::AuthenticateRequest>,
+    ) -> Result<Response<pb::Identity>, Status> {
+        let key = request.into_inner().key;
+        let refused = || Status::unauthenticated("invalid, revoked or expired API key");
+        if !tp_proto::keys::looks_like_key(&key) {
+            return Err(refused());
+        }
+        let digest = tp_proto::keys::hash(&key);
+        let now = now_secs();
+        let identity = self
+            .engine
+            .read(|state| {
+                state.authenticate(&digest, now).map(|record| pb::Identity {
+                    tenant: record.tenant.clone(),
+                    role: record.role.clone(),
+                    key_id: record.id.clone(),
+                    expires_at: record.expires_at.unwrap_or(0),
+                    revision: state.revision,
+                })
+            })
+            .await;
+        identity.map(Response::new).ok_or_else(refused)
+    }
+
+    async fn resolve_registry(
+        &self,
+        request: Request<pb::ResolveRegistryRequest>,
+    ) -> Result<Response<pb::ResolvedRegistry>, Status> {
+        let request = request.into_inner();
+        required("tenant", &request.tenant)?;
+        required("role", &request.role)?;
+        let registry = self
+            .engine
+            .read(|state| {
+                let tenant = state.tenant(&request.tenant)?;
+                let tools = resolve(&state.tools, tenant, &request.role);
+                let mut executor_names: Vec<&str> =
+                    tools.iter().map(|t| t.executor.as_str()).collect();
+                executor_names.sort_unstable();
+                executor_names.dedup();
+                Ok::<_, DomainError>(pb::ResolvedRegistry {
+                    tenant: tenant.id.clone(),
+                    role: request.role.clone(),
+                    revision: state.revision,
+                    tools: tools.iter().map(pb::ResolvedTool::from).collect(),
+                    executors: executor_names
+                        .iter()
+                        .filter_map(|name| state.executors.get(*name))
+                        .map(pb::ExecutorInfo::from)
+                        .collect(),
+                    disclosure: Some((&tenant.disclosure).into()),
+                    rate_limit_per_minute: tenant.rate_limit_per_minute,
+                    catalogue_size: u32::try_from(state.live_tool_count()).unwrap_or(u32::MAX),
+                })
+            })
+            .await
+            .map_err(domain)?;
+        Ok(Response::new(registry))
+    }
+
+    type WatchStream = WatchStream;
+
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let request = request.into_inner();
+        let heartbeat_ms = match request.heartbeat_ms {
+            0 => self.default_heartbeat_ms,
+            n if (100..=60_000).contains(&n) => n,
+            n => {
+                return Err(domain(DomainError::invalid(
+                    "heartbeat_ms",
+                    format!("must be 0 (default) or between 100 and 60000 (got {n})"),
+                )));
+            }
+        };
+        // Subscribe before reading the log so no commit falls between the two.
+        let notifications = self.engine.subscribe();
+        let head = self.engine.revision().await;
+        if request.since_revision > head {
+            return Err(Status::out_of_range(format!(
+                "since_revision {} is ahead of the control plane's revision {head}; drop cached state and watch from 0 or {head}",
+                request.since_revision
+            )));
+        }
+        let (sender, receiver) = mpsc::channel(256);
+        let engine = Arc::clone(&self.engine);
+        tokio::spawn(stream_changes(
+            engine,
+            request.since_revision,
+            Duration::from_millis(u64::from(heartbeat_ms)),
+            notifications,
+            sender,
+        ));
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    async fn report_usage(
+        &self,
+        request: Request<pb::ReportUsageRequest>,
+    ) -> Result<Response<pb::ReportUsageResponse>, Status> {
+        let records = request.into_inner().records;
+        if records.len() > MAX_USAGE_RECORDS {
+            return Err(domain(DomainError::invalid(
+                "records",
+                format!(
+                    "at most {MAX_USAGE_RECORDS} per call (got {})",
+                    records.len()
+                ),
+            )));
+        }
+        let events: Vec<UsageEvent> = records
+            .iter()
+            .filter(|r| !r.tenant.is_empty() && !r.tool.is_empty())
+            .map(|r| UsageEvent {
+                tenant: r.tenant.clone(),
+                tool: r.tool.clone(),
+                error: !matches!(
+                    pb::CallOutcome::try_from(r.outcome),
+                    Ok(pb::CallOutcome::Ok)
+                ),
+                at_ms: r.at_ms,
+            })
+            .collect();
+        self.engine
+            .store()
+            .record_usage(&events)
+            .await
+            .map_err(|e| status(EngineError::Store(e)))?;
+        Ok(Response::new(pb::ReportUsageResponse {
+            accepted: u32::try_from(events.len()).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn get_usage(
+        &self,
+        request: Request<pb::GetUsageRequest>,
+    ) -> Result<Response<pb::GetUsageResponse>, Status> {
+        let tenant = request.into_inner().tenant;
+        let usage = self
+            .engine
+            .store()
+            .usage((!tenant.is_empty()).then_some(tenant.as_str()))
+            .await
+            .map_err(|e| status(EngineError::Store(e)))?;
+        Ok(Response::new(pb::GetUsageResponse {
+            tools: usage
+                .into_iter()
+                .map(|u| pb::ToolUsage {
+                    tool: u.tool,
+                    calls: u.calls,
+                    errors: u.errors,
+                    last_used_ms: u.last_used_ms,
+                })
+                .collect(),
+        }))
+    }
+}
+
+/// Replays the log after `since`, then follows new commits, with heartbeats, until the client
+/// goes away. Each revision is sent exactly once, in order.
+async fn stream_changes(
+    engine: Arc<Engine>,
+    since: u64,
+    heartbeat: Duration,
+    mut notifications: broadcast::Receiver<u64>,
+    sender: mpsc::Sender<Result<pb::WatchEvent, Status>>,
+) {
+    let mut last = since;
+    let mut ticker = tokio::time::interval(heartbeat);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        // Send everything committed after `last`.
+        loop {
+            let records = match engine.store().changes_since(last, REPLAY_BATCH).await {
+                Ok(records) => records,
+                Err(error) => {
+                    let _ = sender.send(Err(status(EngineError::Store(error)))).await;
+                    return;
+                }
+            };
+            let full = records.len() == REPLAY_BATCH as usize;
+            for record in records {
+                let event = pb::WatchEvent {
+                    event: Some(pb::watch_event::Event::Change(change_pb(
+                        record.revision,
+                        record.at_ms,
+                        &record.changes,
+                        tenant_of,
+                    ))),
+                };
+                if sender.send(Ok(event)).await.is_err() {
+                    return;
+                }
+                last = record.revision;
+            }
+            if !full {
+                break;
+            }
+        }
+        tokio::select! {
+            _ = ticker.tick() => {
+                let revision = engine.revision().await.max(last);
+                let beat = pb::WatchEvent { event: Some(pb::watch_event::Event::Heartbeat(pb::Heartbeat { revision })) };
+                if sender.send(Ok(beat)).await.is_err() {
+                    return;
+                }
+            }
+            notified = notifications.recv() => match notified {
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            () = sender.closed() => return,
+        }
+    }
+}

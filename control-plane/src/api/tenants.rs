@@ -1,0 +1,226 @@
+//! `toolplane.v1.Tenants`: tenants, API keys and registry previews.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+use tp_proto::convert::try_tenant;
+use tp_proto::keys::{KEY_PREFIX, hash};
+use tp_proto::pb::{self, tenants_server::Tenants};
+use tp_registry::{ApiKey, DomainError, resolve};
+
+use super::{domain, required, status};
+use crate::engine::{Engine, now_secs};
+
+/// Longest key lifetime that can be requested (10 years).
+pub const MAX_KEY_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+/// The tenants service.
+#[derive(Debug, Clone)]
+pub struct TenantsService {
+    engine: Arc<Engine>,
+}
+
+impl TenantsService {
+    /// Serves the engine's tenants.
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Self { engine }
+    }
+
+    async fn tenant(&self, id: &str) -> Result<pb::Tenant, Status> {
+        self.engine
+            .read(|state| state.tenant(id).map(pb::Tenant::from))
+            .await
+            .map_err(domain)
+    }
+}
+
+/// A new secret key and its record fields: 256 random bits, hex, with the `tpk_` prefix.
+pub fn generate_key() -> (String, String) {
+    let secret: [u8; 32] = rand::random();
+    let id: [u8; 8] = rand::random();
+    (
+        format!("{KEY_PREFIX}{}", hex::encode(secret)),
+        format!("key_{}", hex::encode(id)),
+    )
+}
+
+#[tonic::async_trait]
+impl Tenants for TenantsService {
+    async fn create_tenant(
+        &self,
+        request: Request<pb::CreateTenantRequest>,
+    ) -> Result<Response<pb::Tenant>, Status> {
+        let tenant = try_tenant(request.into_inner().tenant).map_err(domain)?;
+        let id = tenant.id.clone();
+        self.engine
+            .write(|state| Ok((state.create_tenant(tenant.clone())?, ())))
+            .await
+            .map_err(status)?;
+        Ok(Response::new(self.tenant(&id).await?))
+    }
+
+    async fn update_tenant(
+        &self,
+        request: Request<pb::UpdateTenantRequest>,
+    ) -> Result<Response<pb::Tenant>, Status> {
+        let tenant = try_tenant(request.into_inner().tenant).map_err(domain)?;
+        let id = tenant.id.clone();
+        self.engine
+            .write(|state| Ok((state.update_tenant(tenant.clone())?, ())))
+            .await
+            .map_err(status)?;
+        Ok(Response::new(self.tenant(&id).await?))
+    }
+
+    async fn get_tenant(
+        &self,
+        request: Request<pb::GetTenantRequest>,
+    ) -> Result<Response<pb::Tenant>, Status> {
+        let request = request.into_inner();
+        required("id", &request.id)?;
+        Ok(Response::new(self.tenant(&request.id).await?))
+    }
+
+    async fn list_tenants(
+        &self,
+        _: Request<pb::ListTenantsRequest>,
+    ) -> Result<Response<pb::ListTenantsResponse>, Status> {
+        let tenants = self
+            .engine
+            .read(|state| state.tenants.values().map(pb::Tenant::from).collect())
+            .await;
+        Ok(Response::new(pb::ListTenantsResponse { tenants }))
+    }
+
+    async fn delete_tenant(
+        &self,
+        request: Request<pb::DeleteTenantRequest>,
+    ) -> Result<Response<pb::DeleteTenantResponse>, Status> {
+        let request = request.into_inner();
+        required("id", &request.id)?;
+        let written = self
+            .engine
+            .write(|state| {
+                let changes = state.delete_tenant(&request.id)?;
+                let keys = changes.len().saturating_sub(1);
+                Ok((changes, keys))
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::DeleteTenantResponse {
+            revision: written.revision,
+            keys_deleted: u32::try_from(written.value).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn issue_api_key(
+        &self,
+        request: Request<pb::IssueApiKeyRequest>,
+    ) -> Result<Response<pb::IssueApiKeyResponse>, Status> {
+        let request = request.into_inner();
+        required("tenant", &request.tenant)?;
+        required("role", &request.role)?;
+        if request.ttl_seconds > MAX_KEY_TTL_SECONDS {
+            return Err(domain(DomainError::invalid(
+                "ttl_seconds",
+                format!("must be at most {MAX_KEY_TTL_SECONDS} (10 years)"),
+            )));
+        }
+        let now = now_secs();
+        let (secret, id) = generate_key();
+        let record = ApiKey {
+            id,
+            tenant: request.tenant,
+            role: request.role,
+            hash: hash(&secret),
+            label: request.label,
+            created_at: now,
+            expires_at: (request.ttl_seconds > 0).then(|| now + request.ttl_seconds),
+            revoked_at: None,
+        };
+        self.engine
+            .write(|state| Ok((state.issue_key(record.clone(), now)?, ())))
+            .await
+            .map_err(status)?;
+        tracing::info!(key_id = %record.id, tenant = %record.tenant, role = %record.role, "api key issued");
+        Ok(Response::new(pb::IssueApiKeyResponse {
+            key: secret,
+            info: Some((&record).into()),
+        }))
+    }
+
+    async fn list_api_keys(
+        &self,
+        request: Request<pb::ListApiKeysRequest>,
+    ) -> Result<Response<pb::ListApiKeysResponse>, Status> {
+        let request = request.into_inner();
+        let keys = self
+            .engine
+            .read(|state| {
+                if !request.tenant.is_empty() {
+                    state.tenant(&request.tenant)?;
+                }
+                Ok::<_, DomainError>(
+                    state
+                        .keys
+                        .values()
+                        .filter(|key| request.tenant.is_empty() || key.tenant == request.tenant)
+                        .map(pb::ApiKeyInfo::from)
+                        .collect(),
+                )
+            })
+            .await
+            .map_err(domain)?;
+        Ok(Response::new(pb::ListApiKeysResponse { keys }))
+    }
+
+    async fn revoke_api_key(
+        &self,
+        request: Request<pb::RevokeApiKeyRequest>,
+    ) -> Result<Response<pb::ApiKeyInfo>, Status> {
+        let request = request.into_inner();
+        required("id", &request.id)?;
+        let now = now_secs();
+        self.engine
+            .write(|state| Ok((state.revoke_key(&request.id, now)?, ())))
+            .await
+            .map_err(status)?;
+        tracing::info!(key_id = %request.id, "api key revoked");
+        let info = self
+            .engine
+            .read(|state| state.keys.get(&request.id).map(pb::ApiKeyInfo::from))
+            .await;
+        info.map(Response::new)
+            .ok_or_else(|| Status::internal("key vanished after revocation"))
+    }
+
+    async fn preview_registry(
+        &self,
+        request: Request<pb::PreviewRegistryRequest>,
+    ) -> Result<Response<pb::PreviewRegistryResponse>, Status> {
+        let request = request.into_inner();
+        required("tenant", &request.tenant)?;
+        required("role", &request.role)?;
+        let response = self
+            .engine
+            .read(|state| {
+                let tenant = state.tenant(&request.tenant)?;
+                if !state.roles.contains_key(&request.role) {
+                    return Err(DomainError::invalid(
+                        "role",
+                        format!("unknown role {:?}", request.role),
+                    ));
+                }
+                Ok(pb::PreviewRegistryResponse {
+                    revision: state.revision,
+                    tools: resolve(&state.tools, tenant, &request.role)
+                        .iter()
+                        .map(pb::ResolvedTool::from)
+                        .collect(),
+                })
+            })
+            .await
+            .map_err(domain)?;
+        Ok(Response::new(response))
+    }
+}

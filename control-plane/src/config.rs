@@ -1,0 +1,353 @@
+//! Control-plane configuration: defaults < TOML file < `TOOLPLANE_CP_*` environment, into a
+//! struct that rejects unknown keys, validated once into [`ControlPlaneConfig`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// Prefix of the control plane's environment variables (`TOOLPLANE_CP_LISTEN`,
+/// `TOOLPLANE_CP_AUTH__ADMIN_TOKEN`, ...; `__` separates nested keys).
+pub const ENV_PREFIX: &str = "TOOLPLANE_CP_";
+
+/// The file format of the configuration, as written by operators.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawConfig {
+    /// gRPC listen address.
+    pub listen: String,
+    /// Directory for the SQLite database and generated tokens.
+    pub data_dir: PathBuf,
+    /// Store URL: empty = `<data_dir>/control-plane.db`; `sqlite://PATH`.
+    pub store_url: String,
+    /// Tokens.
+    pub auth: RawAuth,
+    /// The ceiling written on first start when the store has none.
+    pub bootstrap: RawBootstrap,
+    /// Watch stream settings.
+    pub watch: RawWatch,
+    /// Logging.
+    pub log: RawLog,
+}
+
+/// `[auth]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAuth {
+    /// Token for admin RPCs; empty = generated once and kept in `<data_dir>/admin-token`.
+    pub admin_token: String,
+    /// Token for edge RPCs; empty = generated once and kept in `<data_dir>/edge-token`.
+    pub edge_token: String,
+}
+
+/// `[bootstrap]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawBootstrap {
+    /// Ceiling value.
+    pub ceiling: u32,
+    /// ADR recorded (accepted) as the one that set it.
+    pub ceiling_adr: String,
+    /// Title of that ADR.
+    pub ceiling_adr_title: String,
+    /// Roles created on an empty store.
+    pub roles: Vec<String>,
+    /// Seed the demo world (ADR-037/039's 34 tools, 3 tenants) into an empty store.
+    pub demo: bool,
+    /// Endpoint of the demo executor in the seeded world.
+    pub demo_executor: String,
+    /// Endpoint of the wiki service in the seeded world.
+    pub wiki_executor: String,
+}
+
+/// `[watch]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawWatch {
+    /// Default heartbeat period of Watch streams.
+    pub heartbeat_ms: u32,
+    /// How often to look for writes committed by other processes (0 = never; SQLite has one
+    /// writer process).
+    pub poll_ms: u32,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLog {
+    /// `text` or `json`.
+    pub format: String,
+    /// An `EnvFilter` directive; `RUST_LOG` wins when set.
+    pub level: String,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneConfig {
+    /// gRPC listen address.
+    pub listen: SocketAddr,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// SQLite database path.
+    pub sqlite_path: PathBuf,
+    /// Admin token (None = generate/read from the data dir).
+    pub admin_token: Option<String>,
+    /// Edge token (None = generate/read from the data dir).
+    pub edge_token: Option<String>,
+    /// Bootstrap ceiling.
+    pub bootstrap: RawBootstrap,
+    /// Heartbeat period.
+    pub heartbeat_ms: u32,
+    /// Poll period for foreign writes (0 = off).
+    pub poll_ms: u32,
+    /// Log format is JSON.
+    pub log_json: bool,
+    /// Log filter.
+    pub log_level: String,
+}
+
+// === impl RawConfig ===
+
+impl Default for RawConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:50051".into(),
+            data_dir: PathBuf::from(".toolplane"),
+            store_url: String::new(),
+            auth: RawAuth::default(),
+            bootstrap: RawBootstrap::default(),
+            watch: RawWatch::default(),
+            log: RawLog::default(),
+        }
+    }
+}
+
+impl Default for RawBootstrap {
+    fn default() -> Self {
+        Self {
+            ceiling: 35,
+            ceiling_adr: "ADR-000".into(),
+            ceiling_adr_title: "Initial tool ceiling (set by configuration at first start)".into(),
+            roles: vec!["collector".into(), "executor".into()],
+            demo: false,
+            demo_executor: "http://127.0.0.1:50053".into(),
+            wiki_executor: "http://127.0.0.1:50052".into(),
+        }
+    }
+}
+
+impl Default for RawWatch {
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: 5_000,
+            poll_ms: 0,
+        }
+    }
+}
+
+impl Default for RawLog {
+    fn default() -> Self {
+        Self {
+            format: "text".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+impl RawConfig {
+    /// Checks every field and builds the validated configuration.
+    pub fn validate(self) -> anyhow::Result<ControlPlaneConfig> {
+        let listen: SocketAddr = self.listen.parse().with_context(|| {
+            format!(
+                "listen: {:?} is not an address like 127.0.0.1:50051",
+                self.listen
+            )
+        })?;
+        if self.data_dir.as_os_str().is_empty() {
+            bail!("data_dir: must not be empty");
+        }
+        let sqlite_path = if self.store_url.is_empty() {
+            self.data_dir.join("control-plane.db")
+        } else if let Some(path) = self.store_url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                bail!("store_url: sqlite:// needs a path");
+            }
+            PathBuf::from(path)
+        } else {
+            bail!(
+                "store_url: {:?} is not supported (use sqlite://PATH)",
+                self.store_url
+            );
+        };
+        for (name, token) in [
+            ("auth.admin_token", &self.auth.admin_token),
+            ("auth.edge_token", &self.auth.edge_token),
+        ] {
+            if !token.is_empty() && token.len() < 16 {
+                bail!("{name}: must be at least 16 characters");
+            }
+            if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                bail!("{name}: must not contain whitespace");
+            }
+        }
+        if self.bootstrap.ceiling == 0 || self.bootstrap.ceiling > tp_registry::state::MAX_CEILING {
+            bail!(
+                "bootstrap.ceiling: must be between 1 and {}",
+                tp_registry::state::MAX_CEILING
+            );
+        }
+        tp_registry::ident::check_adr_id(&self.bootstrap.ceiling_adr)
+            .map_err(|e| anyhow::anyhow!("bootstrap.ceiling_adr: {e}"))?;
+        for role in &self.bootstrap.roles {
+            tp_registry::ident::check_slug(role)
+                .map_err(|e| anyhow::anyhow!("bootstrap.roles: {role:?}: {e}"))?;
+        }
+        for (name, url) in [
+            ("bootstrap.demo_executor", &self.bootstrap.demo_executor),
+            ("bootstrap.wiki_executor", &self.bootstrap.wiki_executor),
+        ] {
+            tp_registry::model::check_http_url(url).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        }
+        if !(100..=60_000).contains(&self.watch.heartbeat_ms) {
+            bail!("watch.heartbeat_ms: must be between 100 and 60000");
+        }
+        if self.watch.poll_ms != 0 && self.watch.poll_ms < 10 {
+            bail!("watch.poll_ms: must be 0 (off) or at least 10");
+        }
+        let log_json = match self.log.format.as_str() {
+            "text" => false,
+            "json" => true,
+            other => bail!("log.format: {other:?} is not text or json"),
+        };
+        Ok(ControlPlaneConfig {
+            listen,
+            data_dir: self.data_dir,
+            sqlite_path,
+            admin_token: (!self.auth.admin_token.is_empty()).then_some(self.auth.admin_token),
+            edge_token: (!self.auth.edge_token.is_empty()).then_some(self.auth.edge_token),
+            bootstrap: self.bootstrap,
+            heartbeat_ms: self.watch.heartbeat_ms,
+            poll_ms: self.watch.poll_ms,
+            log_json,
+            log_level: self.log.level,
+        })
+    }
+}
+
+/// The standard figment: defaults, then the TOML file if given, then the environment.
+pub fn figment(file: Option<&std::path::Path>) -> Figment {
+    let mut figment = Figment::from(Serialized::defaults(RawConfig::default()));
+    if let Some(file) = file {
+        figment = figment.merge(Toml::file_exact(file));
+    }
+    figment.merge(Env::prefixed(ENV_PREFIX).split("__"))
+}
+
+/// Extracts and validates a configuration.
+pub fn load(figment: Figment) -> anyhow::Result<ControlPlaneConfig> {
+    let raw: RawConfig = figment.extract().context("reading control-plane config")?;
+    raw.validate()
+}
+
+#[cfg(test)]
+mod tests {
+    use figment::providers::Serialized;
+
+    use super::*;
+
+    fn with(key: &str, value: impl Serialize) -> anyhow::Result<ControlPlaneConfig> {
+        load(
+            Figment::from(Serialized::defaults(RawConfig::default()))
+                .merge(Serialized::default(key, value)),
+        )
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = load(Figment::from(Serialized::defaults(RawConfig::default()))).unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:50051");
+        assert_eq!(
+            config.sqlite_path,
+            PathBuf::from(".toolplane/control-plane.db")
+        );
+        assert_eq!(config.bootstrap.ceiling, 35);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_key_named() {
+        for (key, value, needle) in [
+            ("listen", serde_json::json!("nowhere"), "listen"),
+            ("store_url", serde_json::json!("mysql://x"), "store_url"),
+            (
+                "auth.admin_token",
+                serde_json::json!("short"),
+                "auth.admin_token",
+            ),
+            (
+                "bootstrap.ceiling",
+                serde_json::json!(0),
+                "bootstrap.ceiling",
+            ),
+            (
+                "bootstrap.ceiling_adr",
+                serde_json::json!("adr 7"),
+                "bootstrap.ceiling_adr",
+            ),
+            (
+                "watch.heartbeat_ms",
+                serde_json::json!(5),
+                "watch.heartbeat_ms",
+            ),
+            ("log.format", serde_json::json!("xml"), "log.format"),
+        ] {
+            let err = with(key, value).unwrap_err();
+            assert!(format!("{err:#}").contains(needle), "{key}: {err:#}");
+        }
+    }
+
+    #[test]
+    fn the_example_config_in_deploy_loads() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy/config/control-plane.toml");
+        let config = load(figment(Some(&path))).unwrap();
+        let defaults = load(Figment::from(Serialized::defaults(RawConfig::default()))).unwrap();
+        assert_eq!(config.listen, defaults.listen);
+        assert_eq!(config.sqlite_path, defaults.sqlite_path);
+        assert_eq!(config.bootstrap.ceiling, 35);
+        assert_eq!(config.heartbeat_ms, defaults.heartbeat_ms);
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API
+    fn the_file_and_the_environment_override_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "cp.toml",
+                "listen = \"127.0.0.1:6000\"\n[bootstrap]\nceiling = 50\n",
+            )?;
+            jail.set_env("TOOLPLANE_CP_LISTEN", "127.0.0.1:7000");
+            jail.set_env(
+                "TOOLPLANE_CP_AUTH__ADMIN_TOKEN",
+                "an-admin-token-of-some-length",
+            );
+            let config =
+                load(figment(Some(std::path::Path::new("cp.toml")))).map_err(|e| e.to_string())?;
+            assert_eq!(config.listen.to_string(), "127.0.0.1:7000");
+            assert_eq!(config.bootstrap.ceiling, 50);
+            assert_eq!(
+                config.admin_token.as_deref(),
+                Some("an-admin-token-of-some-length")
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = with("lisen", "127.0.0.1:1").unwrap_err();
+        assert!(format!("{err:#}").contains("lisen"), "{err:#}");
+    }
+}

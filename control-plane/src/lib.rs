@@ -1,0 +1,15 @@
+//! The Toolplane control plane: the one true tool catalogue, the ADR-bound tool ceiling,
+//! tenants and API keys, executors, and the versioned change stream edges watch — over gRPC
+//! with reflection and health.
+//!
+//! Reading order: [`engine`] (state + store + write path), [`api`] (handlers), [`server`]
+//! (wiring), [`config`].
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod engine;
+pub mod server;
+
+pub use config::ControlPlaneConfig;
+pub use server::{ControlPlane, Tokens};

@@ -1,0 +1,85 @@
+//! `tp-control-plane`: serves the catalogue, policy, tenants, executors and the change stream.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use figment::providers::Serialized;
+use tp_control_plane::{ControlPlane, config};
+
+/// The Toolplane control plane.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// TOML configuration file (keys: see docs/configuration.md).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Listen address (overrides the file and environment).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Data directory (overrides the file and environment).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Seed the demo world into an empty store (`bootstrap.demo`).
+    #[arg(long)]
+    demo: bool,
+    /// Once listening, write the bound address to this file (for launchers and tests that
+    /// listen on port 0).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let mut figment = config::figment(args.config.as_deref());
+    if let Some(listen) = &args.listen {
+        figment = figment.merge(Serialized::default("listen", listen));
+    }
+    if let Some(data_dir) = &args.data_dir {
+        figment = figment.merge(Serialized::default("data_dir", data_dir));
+    }
+    if args.demo {
+        figment = figment.merge(Serialized::default("bootstrap.demo", true));
+    }
+    let config = config::load(figment)?;
+    tp_telemetry::init(&config.log_level, config.log_json);
+    let control_plane = ControlPlane::start(&config, shutdown_signal()).await?;
+    if let Some(path) = &args.ready_file {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{}\n", control_plane.addr))
+            .context("writing the ready file")?;
+        std::fs::rename(&tmp, path).context("writing the ready file")?;
+    }
+    let token_hint = if config.admin_token.is_some() {
+        "from configuration".to_owned()
+    } else {
+        format!("in {}", config.data_dir.join("admin-token").display())
+    };
+    tracing::info!(addr = %control_plane.addr, admin_token = %token_hint, "ready");
+    control_plane.task.await.context("server task")??;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,221 @@
+//! Wiring: store → engine → gRPC services with auth, health and reflection.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Server;
+use tp_proto::pb::{
+    catalog_server::CatalogServer, executors_server::ExecutorsServer, policy_server::PolicyServer,
+    registry_server::RegistryServer, tenants_server::TenantsServer,
+};
+use tp_store::{SqliteStore, Store};
+
+use crate::api::{
+    catalog::CatalogService, executors::ExecutorsService, policy::PolicyService,
+    registry::RegistryService, tenants::TenantsService,
+};
+use crate::auth::TokenCheck;
+use crate::config::ControlPlaneConfig;
+use crate::engine::Engine;
+
+/// The tokens in force.
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    /// For admin RPCs.
+    pub admin: String,
+    /// For edge RPCs.
+    pub edge: String,
+}
+
+/// A running control plane.
+#[derive(Debug)]
+pub struct ControlPlane {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// The tokens in force.
+    pub tokens: Tokens,
+    /// The engine (for in-process launchers and tests).
+    pub engine: Arc<Engine>,
+    /// The server task.
+    pub task: JoinHandle<anyhow::Result<()>>,
+}
+
+/// Reads a token from `path`, or generates one and writes it there (mode 0600).
+pub fn token_file(path: &Path) -> anyhow::Result<String> {
+    if let Ok(existing) = std::fs::read_to_string(path) {
+        let token = existing.trim().to_owned();
+        if token.len() >= 16 {
+            return Ok(token);
+        }
+    }
+    let bytes: [u8; 24] = rand::random();
+    let token = format!("tpt_{}", hex::encode(bytes));
+    write_private(path, &token).with_context(|| format!("writing {}", path.display()))?;
+    Ok(token)
+}
+
+/// Writes a file readable by its owner only.
+pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut file = options.open(path)?;
+    file.write_all(contents.as_bytes())?;
+    file.sync_all()
+}
+
+// === impl ControlPlane ===
+
+impl ControlPlane {
+    /// Opens the store, bootstraps it if empty, binds and serves until `shutdown` resolves.
+    pub async fn start(
+        config: &ControlPlaneConfig,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<ControlPlane> {
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&config.sqlite_path)
+                .await
+                .with_context(|| format!("opening {}", config.sqlite_path.display()))?,
+        );
+        let engine = Engine::open(store).await.context("loading state")?;
+        Self::start_with_engine(config, engine, shutdown).await
+    }
+
+    /// Like [`ControlPlane::start`] with an engine the caller opened (and maybe seeded).
+    pub async fn start_with_engine(
+        config: &ControlPlaneConfig,
+        engine: Arc<Engine>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<ControlPlane> {
+        let bootstrap = &config.bootstrap;
+        if bootstrap.demo {
+            let world = tp_registry::demo::DemoWorld::load()
+                .with_endpoints(&bootstrap.demo_executor, &bootstrap.wiki_executor);
+            if engine
+                .seed(&world)
+                .await
+                .context("seeding the demo world")?
+            {
+                tracing::info!(
+                    tools = world.tools.len(),
+                    tenants = world.tenants.len(),
+                    "seeded the demo world"
+                );
+            }
+        }
+        engine
+            .bootstrap(
+                bootstrap.ceiling,
+                &bootstrap.ceiling_adr,
+                &bootstrap.ceiling_adr_title,
+                &bootstrap.roles,
+            )
+            .await
+            .context("bootstrapping the store")?;
+        let tokens = Tokens {
+            admin: match &config.admin_token {
+                Some(token) => token.clone(),
+                None => token_file(&config.data_dir.join("admin-token"))?,
+            },
+            edge: match &config.edge_token {
+                Some(token) => token.clone(),
+                None => token_file(&config.data_dir.join("edge-token"))?,
+            },
+        };
+        if config.poll_ms > 0 {
+            engine.spawn_poller(Duration::from_millis(u64::from(config.poll_ms)));
+        }
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        let router = router(&engine, &tokens, config.heartbeat_ms).await?;
+        let task = tokio::spawn(async move {
+            router
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+                .await
+                .context("serving gRPC")
+        });
+        tracing::info!(%addr, revision = engine.revision().await, "control plane listening");
+        Ok(ControlPlane {
+            addr,
+            tokens,
+            engine,
+            task,
+        })
+    }
+}
+
+async fn router(
+    engine: &Arc<Engine>,
+    tokens: &Tokens,
+    heartbeat_ms: u32,
+) -> anyhow::Result<tonic::transport::server::Router> {
+    let admin = TokenCheck::new("admin", &[&tokens.admin]);
+    // The admin token is a superset: operators may call the edge-facing service to debug.
+    let edge = TokenCheck::new("edge", &[&tokens.edge, &tokens.admin]);
+    let admin_check = move |request| admin.check(request);
+
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<CatalogServer<CatalogService>>()
+        .await;
+    health_reporter
+        .set_serving::<PolicyServer<PolicyService>>()
+        .await;
+    health_reporter
+        .set_serving::<TenantsServer<TenantsService>>()
+        .await;
+    health_reporter
+        .set_serving::<ExecutorsServer<ExecutorsService>>()
+        .await;
+    health_reporter
+        .set_serving::<RegistryServer<RegistryService>>()
+        .await;
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(tp_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
+    };
+    let registry = RegistryService::new(Arc::clone(engine), heartbeat_ms);
+    let registry = InterceptedService::new(
+        RegistryServer::new(registry),
+        move |request: tonic::Request<()>| edge.check(request),
+    );
+    Ok(Server::builder()
+        .add_service(health_service)
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?)
+        .add_service(CatalogServer::with_interceptor(
+            CatalogService::new(Arc::clone(engine)),
+            admin_check.clone(),
+        ))
+        .add_service(PolicyServer::with_interceptor(
+            PolicyService::new(Arc::clone(engine)),
+            admin_check.clone(),
+        ))
+        .add_service(TenantsServer::with_interceptor(
+            TenantsService::new(Arc::clone(engine)),
+            admin_check.clone(),
+        ))
+        .add_service(ExecutorsServer::with_interceptor(
+            ExecutorsService::new(Arc::clone(engine)),
+            admin_check,
+        ))
+        .add_service(registry))
+}

@@ -1,0 +1,409 @@
+//! `toolplanectl`: drive a Toolplane control plane from the shell. Tables by default,
+//! `--json` for scripts. Exit codes: 0 success, 1 a failed request or drift found, 2 usage.
+
+mod client;
+mod commands;
+pub mod output;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use client::Admin;
+
+/// The Toolplane admin CLI.
+#[derive(Debug, Parser)]
+#[command(name = "toolplanectl", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Control-plane address.
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLPLANE_ADDR",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    pub addr: String,
+    /// Admin token (default: $TOOLPLANE_ADMIN_TOKEN, else the file given by --token-file).
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLPLANE_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// File holding the admin token.
+    #[arg(long, global = true, default_value = ".toolplane/admin-token")]
+    pub token_file: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The tool catalogue.
+    #[command(subcommand)]
+    Tools(ToolsCmd),
+    /// Architecture decision records.
+    #[command(subcommand)]
+    Adrs(AdrsCmd),
+    /// The tool ceiling.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
+    /// Tenants.
+    #[command(subcommand)]
+    Tenants(TenantsCmd),
+    /// API keys.
+    #[command(subcommand)]
+    Keys(KeysCmd),
+    /// Backend executors.
+    #[command(subcommand)]
+    Executors(ExecutorsCmd),
+    /// Providers (external API connections).
+    #[command(subcommand)]
+    Providers(ProvidersCmd),
+    /// Roles.
+    #[command(subcommand)]
+    Roles(RolesCmd),
+    /// The registry a (tenant, role) resolves to.
+    Registry(RegistryArgs),
+    /// Tool usage counts reported by edges.
+    Usage(UsageArgs),
+    /// The catalogue as a document.
+    #[command(subcommand)]
+    Docs(DocsCmd),
+}
+
+/// `tools ...`
+#[derive(Debug, Subcommand)]
+pub enum ToolsCmd {
+    /// List tools (name order).
+    List {
+        /// Only this category.
+        #[arg(long, default_value = "")]
+        category: String,
+        /// Only this provider ("-" = platform tools).
+        #[arg(long, default_value = "")]
+        provider: String,
+        /// Only this status: active, deprecated, retired.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Show one tool.
+    Get {
+        /// Tool name.
+        name: String,
+    },
+    /// Register a tool from a JSON file (the shape of `tools get --json`'s "def").
+    Register {
+        /// JSON file; `-` for stdin.
+        file: PathBuf,
+    },
+    /// Replace a tool's definition from a JSON file.
+    Update {
+        /// JSON file; `-` for stdin.
+        file: PathBuf,
+    },
+    /// Deprecate a tool (it keeps counting against the ceiling).
+    Deprecate {
+        /// Tool name.
+        name: String,
+        /// Sunset date, YYYY-MM-DD.
+        #[arg(long)]
+        sunset: String,
+    },
+    /// Retire a tool (frees a ceiling slot).
+    Retire {
+        /// Tool name.
+        name: String,
+    },
+    /// Reactivate a deprecated or retired tool.
+    Reactivate {
+        /// Tool name.
+        name: String,
+    },
+}
+
+/// `adrs ...`
+#[derive(Debug, Subcommand)]
+pub enum AdrsCmd {
+    /// List ADRs.
+    List,
+    /// Show one ADR.
+    Get {
+        /// ADR id.
+        id: String,
+    },
+    /// Record an ADR.
+    Create(AdrArgs),
+    /// Update title, date, links, summary, supersedes.
+    Update(AdrArgs),
+    /// proposed -> accepted.
+    Accept {
+        /// ADR id.
+        id: String,
+    },
+    /// proposed -> rejected.
+    Reject {
+        /// ADR id.
+        id: String,
+    },
+    /// accepted -> superseded (not for the ceiling's ADR: use `policy amend`).
+    Supersede {
+        /// ADR id.
+        id: String,
+    },
+}
+
+/// Fields of an ADR.
+#[derive(Debug, Args)]
+pub struct AdrArgs {
+    /// Id, e.g. ADR-040.
+    pub id: String,
+    /// Title.
+    #[arg(long)]
+    pub title: String,
+    /// Date, YYYY-MM-DD.
+    #[arg(long)]
+    pub date: String,
+    /// proposed, accepted or rejected (create only).
+    #[arg(long, default_value = "proposed")]
+    pub status: String,
+    /// The ADR this one supersedes.
+    #[arg(long, default_value = "")]
+    pub supersedes: String,
+    /// Links (repeatable).
+    #[arg(long = "link")]
+    pub links: Vec<String>,
+    /// Summary.
+    #[arg(long, default_value = "")]
+    pub summary: String,
+}
+
+/// `policy ...`
+#[derive(Debug, Subcommand)]
+pub enum PolicyCmd {
+    /// Ceiling, count, headroom, buckets, history.
+    Show,
+    /// Amend the ceiling citing an accepted ADR that supersedes the one in force.
+    Amend {
+        /// New ceiling.
+        #[arg(long)]
+        ceiling: u32,
+        /// The ADR.
+        #[arg(long)]
+        adr: String,
+    },
+}
+
+/// `tenants ...`
+#[derive(Debug, Subcommand)]
+pub enum TenantsCmd {
+    /// List tenants.
+    List,
+    /// Show a tenant.
+    Get {
+        /// Tenant id.
+        id: String,
+    },
+    /// Create a tenant.
+    Create(TenantArgs),
+    /// Change a tenant (only the given fields).
+    Update(TenantArgs),
+    /// Delete a tenant and its keys.
+    Delete {
+        /// Tenant id.
+        id: String,
+    },
+}
+
+/// Tenant fields.
+#[derive(Debug, Args)]
+pub struct TenantArgs {
+    /// Tenant id.
+    pub id: String,
+    /// Display name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Connected providers, comma-separated ("" = none: platform tools only).
+    #[arg(long, conflicts_with = "all_apis")]
+    pub connected_apis: Option<String>,
+    /// Remove connected_apis: the tenant sees every tool (ADR-039).
+    #[arg(long)]
+    pub all_apis: bool,
+    /// Roles keys may take, comma-separated ("" = all).
+    #[arg(long)]
+    pub roles: Option<String>,
+    /// Disclosure mode: full, progressive, auto.
+    #[arg(long)]
+    pub disclosure: Option<String>,
+    /// Auto-disclosure threshold.
+    #[arg(long)]
+    pub threshold: Option<u32>,
+    /// Pinned tools, comma-separated.
+    #[arg(long)]
+    pub pinned: Option<String>,
+    /// Tool calls per minute (0 = unlimited).
+    #[arg(long)]
+    pub rate_limit: Option<u32>,
+    /// Webhook for material wiki lint findings ("" = none).
+    #[arg(long)]
+    pub lint_webhook: Option<String>,
+}
+
+/// `keys ...`
+#[derive(Debug, Subcommand)]
+pub enum KeysCmd {
+    /// Issue a key (printed once).
+    Issue {
+        /// Tenant.
+        #[arg(long)]
+        tenant: String,
+        /// Role.
+        #[arg(long)]
+        role: String,
+        /// Label.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Lifetime in seconds (0 = never expires).
+        #[arg(long, default_value_t = 0)]
+        ttl: u64,
+    },
+    /// List keys.
+    List {
+        /// Only this tenant.
+        #[arg(long, default_value = "")]
+        tenant: String,
+    },
+    /// Revoke a key.
+    Revoke {
+        /// Key id (key_...).
+        id: String,
+    },
+}
+
+/// `executors ...`
+#[derive(Debug, Subcommand)]
+pub enum ExecutorsCmd {
+    /// List executors.
+    List,
+    /// Create or update an executor.
+    Upsert {
+        /// Name.
+        name: String,
+        /// Endpoint URL.
+        #[arg(long)]
+        endpoint: String,
+        /// grpc or mcp.
+        #[arg(long, default_value = "grpc")]
+        protocol: String,
+        /// Per-call timeout (ms).
+        #[arg(long, default_value_t = 30_000)]
+        timeout_ms: u32,
+        /// Concurrent calls per edge.
+        #[arg(long, default_value_t = 64)]
+        max_concurrency: u32,
+        /// Description.
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// Delete an executor no live tool uses.
+    Delete {
+        /// Name.
+        name: String,
+    },
+}
+
+/// `providers ...`
+#[derive(Debug, Subcommand)]
+pub enum ProvidersCmd {
+    /// List providers.
+    List,
+    /// Create or update a provider.
+    Upsert {
+        /// Id.
+        id: String,
+        /// Display name.
+        #[arg(long, default_value = "")]
+        name: String,
+        /// Description.
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// Delete an unused provider.
+    Delete {
+        /// Id.
+        id: String,
+    },
+}
+
+/// `roles ...`
+#[derive(Debug, Subcommand)]
+pub enum RolesCmd {
+    /// List roles.
+    List,
+    /// Create or update a role.
+    Upsert {
+        /// Name.
+        name: String,
+        /// Description.
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// Delete an unused role.
+    Delete {
+        /// Name.
+        name: String,
+    },
+}
+
+/// `registry --tenant T --role R`
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// Tenant.
+    #[arg(long)]
+    pub tenant: String,
+    /// Role.
+    #[arg(long)]
+    pub role: String,
+}
+
+/// `usage [--tenant T]`
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Only this tenant.
+    #[arg(long, default_value = "")]
+    pub tenant: String,
+}
+
+/// `docs ...`
+#[derive(Debug, Subcommand)]
+pub enum DocsCmd {
+    /// Render TOOLS.md from the catalogue.
+    Render {
+        /// Write here instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Report stated tool counts that disagree with the catalogue; exit 1 if any.
+    Check {
+        /// Documents to check.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+/// Runs a command and returns the process exit code.
+pub async fn run(cli: Cli) -> i32 {
+    match commands::run(cli).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {}", commands::describe_error(&error));
+            1
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! A small executor behind the `toolplane.v1.Executor` contract:
+//! - the demo catalogue's tools answer with fixed, realistic shapes (no external service);
+//! - the MCP conformance suite's tools (`test_simple_text`, `test_image_content`, …) answer
+//!   what the suite checks, so its scenarios exercise the whole path through an edge;
+//! - test tools: `echo`, `sleep` (`ms`), `fail` (gRPC error), `crash` (stream ends early).
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tp_proto::pb::{self, executor_server::Executor, executor_server::ExecutorServer};
+
+/// A 1×1 red PNG.
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A tiny WAV (8 kHz, 8-bit mono, 8 samples of silence).
+const WAV_BASE64: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
+
+type Events = Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::InvokeEvent, Status>> + Send>>;
+
+/// The demo executor service.
+#[derive(Debug, Default, Clone)]
+pub struct DemoExecutor;
+
+type Sender = mpsc::Sender<Result<pb::InvokeEvent, Status>>;
+
+fn text(text: impl Into<String>) -> pb::ContentBlock {
+    pb::ContentBlock {
+        block: Some(pb::content_block::Block::Text(text.into())),
+    }
+}
+
+fn media(base64: &str, mime: &str, audio: bool) -> pb::ContentBlock {
+    let media = pb::Media {
+        data: STANDARD.decode(base64).unwrap_or_default(),
+        mime_type: mime.into(),
+    };
+    let block = if audio {
+        pb::content_block::Block::Audio(media)
+    } else {
+        pb::content_block::Block::Image(media)
+    };
+    pb::ContentBlock { block: Some(block) }
+}
+
+fn resource(uri: &str, body: &str) -> pb::ContentBlock {
+    pb::ContentBlock {
+        block: Some(pb::content_block::Block::Resource(pb::EmbeddedResource {
+            uri: uri.into(),
+            mime_type: "text/plain".into(),
+            contents: Some(pb::embedded_resource::Contents::Text(body.into())),
+        })),
+    }
+}
+
+fn done(
+    content: Vec<pb::ContentBlock>,
+    structured: Option<Value>,
+    is_error: bool,
+) -> pb::InvokeEvent {
+    pb::InvokeEvent {
+        event: Some(pb::invoke_event::Event::Result(pb::Result {
+            content,
+            structured: structured.as_ref().and_then(tp_proto::json::to_struct),
+            is_error,
+            cost_usd: 0.0,
+        })),
+    }
+}
+
+async fn progress(sender: &Sender, progress: f64, total: f64, message: &str) -> bool {
+    let event = pb::InvokeEvent {
+        event: Some(pb::invoke_event::Event::Progress(pb::Progress {
+            progress,
+            total,
+            message: message.into(),
+        })),
+    };
+    sender.send(Ok(event)).await.is_ok()
+}
+
+async fn log(sender: &Sender, level: pb::LogLevel, message: &str) -> bool {
+    let event = pb::InvokeEvent {
+        event: Some(pb::invoke_event::Event::Log(pb::Log {
+            level: level as i32,
+            message: message.into(),
+        })),
+    };
+    sender.send(Ok(event)).await.is_ok()
+}
+
+/// Fixed, realistic data for a demo tool, by the tool's family.
+pub fn sample(tool: &str, action: &str, arguments: &Value) -> Value {
+    let family = tool.split('_').next().unwrap_or(tool);
+    let data = match family {
+        "google" | "microsoft" | "linkedin" | "meta" => json!({
+            "campaigns": [
+                {"id": "1794", "name": "Brand — Search", "impressions": 48210, "clicks": 1890, "cost": 1422.35, "conversions": 61},
+                {"id": "1802", "name": "Retargeting", "impressions": 91004, "clicks": 744, "cost": 388.10, "conversions": 19}
+            ],
+            "currency": "USD", "date_range": arguments.get("date_range").cloned().unwrap_or(json!("LAST_7_DAYS"))
+        }),
+        "salesforce" | "hubspot" | "dealcloud" => json!({
+            "records": [
+                {"id": "0065g00000XyZ", "name": "Globex — Expansion", "stage": "Negotiation", "amount": 120000, "close_date": "2026-12-15"},
+                {"id": "0065g00000AbC", "name": "Initech — Renewal", "stage": "Closed Won", "amount": 48000, "close_date": "2026-11-02"}
+            ],
+            "total": 2
+        }),
+        "aws" | "gemini" | "claude" | "llm" | "ai" => json!({
+            "output": "Summary: revenue grew 12% quarter over quarter, driven by search campaigns.",
+            "usage": {"input_tokens": 412, "output_tokens": 38}
+        }),
+        "gmail" => {
+            json!({"messages": [{"id": "18c2", "from": "cfo@globex.example", "subject": "Q3 board memo", "snippet": "Attached the memo…"}]})
+        }
+        _ => json!({"ok": true}),
+    };
+    json!({ "tool": tool, "action": action, "data": data })
+}
+
+async fn run(request: pb::InvokeRequest, sender: Sender) {
+    let arguments = request
+        .arguments
+        .as_ref()
+        .map(tp_proto::json::from_struct)
+        .unwrap_or(json!({}));
+    let result = match request.tool.as_str() {
+        "test_simple_text" => done(
+            vec![text("This is a simple text response for testing.")],
+            None,
+            false,
+        ),
+        "test_image_content" => done(vec![media(PNG_BASE64, "image/png", false)], None, false),
+        "test_audio_content" => done(vec![media(WAV_BASE64, "audio/wav", true)], None, false),
+        "test_embedded_resource" => done(
+            vec![resource(
+                "test://embedded-resource",
+                "This is an embedded resource content.",
+            )],
+            None,
+            false,
+        ),
+        "test_multiple_content_types" => done(
+            vec![
+                text("Multiple content types test:"),
+                media(PNG_BASE64, "image/png", false),
+                resource(
+                    "test://mixed-content-resource",
+                    "{\"test\":\"data\",\"value\":123}",
+                ),
+            ],
+            None,
+            false,
+        ),
+        "test_tool_with_progress" => {
+            for step in [0.0, 50.0, 100.0] {
+                if !progress(&sender, step, 100.0, &format!("step {step}")).await {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            done(vec![text("Progress test completed")], None, false)
+        }
+        "test_tool_with_logging" => {
+            for message in [
+                "Tool execution started",
+                "Tool processing data",
+                "Tool execution completed",
+            ] {
+                if !log(&sender, pb::LogLevel::Info, message).await {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            done(vec![text("Logging test completed")], None, false)
+        }
+        "test_error_handling" => done(
+            vec![text("This tool intentionally returns an error for testing")],
+            None,
+            true,
+        ),
+        "echo" => {
+            let said = arguments
+                .get("text")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| arguments.to_string());
+            done(
+                vec![text(format!(
+                    "[{}/{}] {said}",
+                    request.tenant, request.role
+                ))],
+                Some(
+                    json!({"tenant": request.tenant, "role": request.role, "arguments": arguments}),
+                ),
+                false,
+            )
+        }
+        "sleep" => {
+            let ms = arguments.get("ms").and_then(Value::as_u64).unwrap_or(100);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            done(vec![text(format!("slept {ms} ms"))], None, false)
+        }
+        "fail" => {
+            let _ = sender
+                .send(Err(Status::internal("the fail tool always fails")))
+                .await;
+            return;
+        }
+        "crash" => return,
+        tool => {
+            let data = sample(tool, &request.action, &arguments);
+            let summary = format!(
+                "{tool}{} for tenant {}: {}",
+                if request.action.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", request.action)
+                },
+                request.tenant,
+                data["data"]
+            );
+            done(vec![text(summary)], Some(data), false)
+        }
+    };
+    let _ = sender.send(Ok(result)).await;
+}
+
+#[tonic::async_trait]
+impl Executor for DemoExecutor {
+    type InvokeStream = Events;
+
+    async fn invoke(
+        &self,
+        request: Request<pb::InvokeRequest>,
+    ) -> Result<Response<Self::InvokeStream>, Status> {
+        let request = request.into_inner();
+        if request.tenant.is_empty() || request.tool.is_empty() {
+            return Err(Status::invalid_argument("tool and tenant are required"));
+        }
+        let (sender, receiver) = mpsc::channel(16);
+        tokio::spawn(run(request, sender));
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+}
+
+/// Serves the demo executor (with health) on `listener` until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<ExecutorServer<DemoExecutor>>().await;
+    tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(ExecutorServer::new(DemoExecutor))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await?;
+    Ok(())
+}

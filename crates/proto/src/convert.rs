@@ -1,0 +1,629 @@
+//! Conversions between protobuf messages and `tp-registry` domain types.
+//!
+//! Requests convert with `try_*` functions that return `InvalidArgument` domain errors;
+//! responses convert infallibly with `From`.
+
+use serde_json::{Value, json};
+use tp_registry as domain;
+use tp_registry::{DomainError, DomainResult};
+
+use crate::json::{from_struct, to_struct};
+use crate::pb;
+
+fn non_empty(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+fn opt_struct(value: &Option<Value>) -> Option<prost_types::Struct> {
+    value.as_ref().and_then(to_struct)
+}
+
+// --- tools ----------------------------------------------------------------------------
+
+/// Converts a submitted `ToolSpec` to a domain definition (not yet validated).
+pub fn try_tool_def(spec: Option<pb::ToolSpec>) -> DomainResult<domain::ToolDef> {
+    let spec = spec.ok_or_else(|| DomainError::invalid("tool", "is required"))?;
+    let bucket = match pb::Bucket::try_from(spec.bucket) {
+        Ok(pb::Bucket::Unspecified) => None,
+        Ok(pb::Bucket::Curated) => Some(domain::Bucket::Curated),
+        Ok(pb::Bucket::Platform) => Some(domain::Bucket::Platform),
+        Err(_) => {
+            return Err(DomainError::invalid(
+                "tool.bucket",
+                format!("unknown value {}", spec.bucket),
+            ));
+        }
+    };
+    let admission = spec.admission.unwrap_or_default();
+    let annotations = spec.annotations.unwrap_or_default();
+    let polymorphism = spec.polymorphism.map(|poly| domain::Polymorphism {
+        discriminator: poly.discriminator,
+        actions: poly
+            .actions
+            .into_iter()
+            .map(|action| domain::Action {
+                name: action.name,
+                description: action.description,
+                schema: action
+                    .schema
+                    .as_ref()
+                    .map_or_else(|| json!({}), from_struct),
+                roles: action.roles,
+            })
+            .collect(),
+    });
+    Ok(domain::ToolDef {
+        name: spec.name,
+        title: spec.title,
+        description: spec.description,
+        category: spec.category,
+        provider: non_empty(&spec.provider),
+        input_schema: spec
+            .input_schema
+            .as_ref()
+            .map_or_else(|| json!({}), from_struct),
+        output_schema: spec.output_schema.as_ref().map(from_struct),
+        annotations: domain::Annotations {
+            read_only: annotations.read_only,
+            destructive: annotations.destructive,
+            idempotent: annotations.idempotent,
+            open_world: annotations.open_world,
+        },
+        executor: spec.executor,
+        roles: spec.roles,
+        examples: spec.examples,
+        bucket,
+        admission: domain::Admission {
+            adr: non_empty(&admission.adr),
+            owner: non_empty(&admission.owner),
+            scope: non_empty(&admission.scope),
+        },
+        polymorphism,
+    })
+}
+
+impl From<&domain::Annotations> for pb::Annotations {
+    fn from(a: &domain::Annotations) -> Self {
+        pb::Annotations {
+            read_only: a.read_only,
+            destructive: a.destructive,
+            idempotent: a.idempotent,
+            open_world: a.open_world,
+        }
+    }
+}
+
+impl From<&pb::Annotations> for domain::Annotations {
+    fn from(a: &pb::Annotations) -> Self {
+        domain::Annotations {
+            read_only: a.read_only,
+            destructive: a.destructive,
+            idempotent: a.idempotent,
+            open_world: a.open_world,
+        }
+    }
+}
+
+fn bucket_pb(bucket: domain::Bucket) -> pb::Bucket {
+    match bucket {
+        domain::Bucket::Curated => pb::Bucket::Curated,
+        domain::Bucket::Platform => pb::Bucket::Platform,
+    }
+}
+
+impl From<&domain::ToolDef> for pb::ToolSpec {
+    fn from(def: &domain::ToolDef) -> Self {
+        pb::ToolSpec {
+            name: def.name.clone(),
+            title: def.title.clone(),
+            description: def.description.clone(),
+            category: def.category.clone(),
+            provider: def.provider.clone().unwrap_or_default(),
+            input_schema: to_struct(&def.input_schema),
+            output_schema: opt_struct(&def.output_schema),
+            annotations: Some((&def.annotations).into()),
+            executor: def.executor.clone(),
+            roles: def.roles.clone(),
+            examples: def.examples.clone(),
+            bucket: def.bucket.map_or(pb::Bucket::Unspecified, bucket_pb) as i32,
+            admission: Some(pb::Admission {
+                adr: def.admission.adr.clone().unwrap_or_default(),
+                owner: def.admission.owner.clone().unwrap_or_default(),
+                scope: def.admission.scope.clone().unwrap_or_default(),
+            }),
+            polymorphism: def.polymorphism.as_ref().map(|poly| pb::Polymorphism {
+                discriminator: poly.discriminator.clone(),
+                actions: poly
+                    .actions
+                    .iter()
+                    .map(|action| pb::Action {
+                        name: action.name.clone(),
+                        description: action.description.clone(),
+                        schema: to_struct(&action.schema),
+                        roles: action.roles.clone(),
+                    })
+                    .collect(),
+            }),
+        }
+    }
+}
+
+/// The protobuf status of a domain status.
+pub fn tool_status_pb(status: &domain::ToolStatus) -> pb::ToolStatus {
+    match status {
+        domain::ToolStatus::Active => pb::ToolStatus::Active,
+        domain::ToolStatus::Deprecated { .. } => pb::ToolStatus::Deprecated,
+        domain::ToolStatus::Retired => pb::ToolStatus::Retired,
+    }
+}
+
+impl From<&domain::Tool> for pb::Tool {
+    fn from(tool: &domain::Tool) -> Self {
+        let sunset_date = match &tool.status {
+            domain::ToolStatus::Deprecated { sunset } => sunset.clone(),
+            domain::ToolStatus::Active | domain::ToolStatus::Retired => String::new(),
+        };
+        pb::Tool {
+            spec: Some((&tool.def).into()),
+            status: tool_status_pb(&tool.status) as i32,
+            sunset_date,
+            effective_bucket: bucket_pb(tool.def.effective_bucket()) as i32,
+            revision: tool.revision,
+        }
+    }
+}
+
+impl From<&domain::ResolvedTool> for pb::ResolvedTool {
+    fn from(tool: &domain::ResolvedTool) -> Self {
+        let (discriminator, allowed_actions) = match &tool.actions {
+            Some(set) => (set.discriminator.clone(), set.allowed.clone()),
+            None => (String::new(), Vec::new()),
+        };
+        pb::ResolvedTool {
+            name: tool.name.clone(),
+            title: tool.title.clone(),
+            description: tool.description.clone(),
+            category: tool.category.clone(),
+            provider: tool.provider.clone().unwrap_or_default(),
+            input_schema: to_struct(&tool.input_schema),
+            output_schema: opt_struct(&tool.output_schema),
+            annotations: Some((&tool.annotations).into()),
+            executor: tool.executor.clone(),
+            examples: tool.examples.clone(),
+            discriminator,
+            allowed_actions,
+            sunset_date: tool.sunset.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl From<&pb::ResolvedTool> for domain::ResolvedTool {
+    fn from(tool: &pb::ResolvedTool) -> Self {
+        domain::ResolvedTool {
+            name: tool.name.clone(),
+            title: tool.title.clone(),
+            description: tool.description.clone(),
+            category: tool.category.clone(),
+            provider: non_empty(&tool.provider),
+            input_schema: tool
+                .input_schema
+                .as_ref()
+                .map_or_else(|| json!({"type": "object"}), from_struct),
+            output_schema: tool.output_schema.as_ref().map(from_struct),
+            annotations: tool
+                .annotations
+                .as_ref()
+                .map(Into::into)
+                .unwrap_or_default(),
+            executor: tool.executor.clone(),
+            examples: tool.examples.clone(),
+            actions: (!tool.discriminator.is_empty()).then(|| domain::ActionSet {
+                discriminator: tool.discriminator.clone(),
+                allowed: tool.allowed_actions.clone(),
+            }),
+            sunset: non_empty(&tool.sunset_date),
+        }
+    }
+}
+
+// --- ADRs and policy --------------------------------------------------------------------
+
+/// Converts a status enum value; `UNSPECIFIED` becomes `default` (or an error when `None`).
+pub fn try_adr_status(
+    value: i32,
+    default: Option<domain::AdrStatus>,
+) -> DomainResult<domain::AdrStatus> {
+    match pb::AdrStatus::try_from(value) {
+        Ok(pb::AdrStatus::Proposed) => Ok(domain::AdrStatus::Proposed),
+        Ok(pb::AdrStatus::Accepted) => Ok(domain::AdrStatus::Accepted),
+        Ok(pb::AdrStatus::Superseded) => Ok(domain::AdrStatus::Superseded),
+        Ok(pb::AdrStatus::Rejected) => Ok(domain::AdrStatus::Rejected),
+        Ok(pb::AdrStatus::Unspecified) => {
+            default.ok_or_else(|| DomainError::invalid("status", "is required"))
+        }
+        Err(_) => Err(DomainError::invalid(
+            "status",
+            format!("unknown value {value}"),
+        )),
+    }
+}
+
+fn adr_status_pb(status: domain::AdrStatus) -> pb::AdrStatus {
+    match status {
+        domain::AdrStatus::Proposed => pb::AdrStatus::Proposed,
+        domain::AdrStatus::Accepted => pb::AdrStatus::Accepted,
+        domain::AdrStatus::Superseded => pb::AdrStatus::Superseded,
+        domain::AdrStatus::Rejected => pb::AdrStatus::Rejected,
+    }
+}
+
+/// Converts a submitted ADR (status defaults to proposed).
+pub fn try_adr(adr: Option<pb::Adr>) -> DomainResult<domain::Adr> {
+    let adr = adr.ok_or_else(|| DomainError::invalid("adr", "is required"))?;
+    Ok(domain::Adr {
+        status: try_adr_status(adr.status, Some(domain::AdrStatus::Proposed))?,
+        id: adr.id,
+        title: adr.title,
+        date: adr.date,
+        links: adr.links,
+        supersedes: non_empty(&adr.supersedes),
+        summary: adr.summary,
+    })
+}
+
+impl From<&domain::Adr> for pb::Adr {
+    fn from(adr: &domain::Adr) -> Self {
+        pb::Adr {
+            id: adr.id.clone(),
+            title: adr.title.clone(),
+            status: adr_status_pb(adr.status) as i32,
+            date: adr.date.clone(),
+            links: adr.links.clone(),
+            supersedes: adr.supersedes.clone().unwrap_or_default(),
+            summary: adr.summary.clone(),
+        }
+    }
+}
+
+/// Builds the policy status from the report and the policy record.
+pub fn policy_status(
+    report: &domain::CeilingReport,
+    policy: &domain::Policy,
+    revision: u64,
+) -> pb::PolicyStatus {
+    pb::PolicyStatus {
+        ceiling: report.ceiling,
+        adr: report.adr.clone(),
+        count: report.count,
+        headroom: report.headroom,
+        curated: report.curated,
+        platform: report.platform,
+        deprecated: report.deprecated,
+        retired: report.retired,
+        history: policy
+            .history
+            .iter()
+            .map(|h| pb::CeilingChange {
+                ceiling: h.ceiling,
+                adr: h.adr.clone(),
+                date: h.date.clone(),
+                revision: h.revision,
+            })
+            .collect(),
+        revision,
+    }
+}
+
+// --- tenants, keys, executors, providers, roles -------------------------------------------
+
+fn try_disclosure(disclosure: Option<pb::Disclosure>) -> DomainResult<domain::Disclosure> {
+    let disclosure = disclosure.unwrap_or_default();
+    let mode = match pb::DisclosureMode::try_from(disclosure.mode) {
+        Ok(pb::DisclosureMode::Unspecified | pb::DisclosureMode::Auto) => {
+            domain::DisclosureMode::Auto
+        }
+        Ok(pb::DisclosureMode::Full) => domain::DisclosureMode::Full,
+        Ok(pb::DisclosureMode::Progressive) => domain::DisclosureMode::Progressive,
+        Err(_) => {
+            return Err(DomainError::invalid(
+                "tenant.disclosure.mode",
+                format!("unknown value {}", disclosure.mode),
+            ));
+        }
+    };
+    Ok(domain::Disclosure {
+        mode,
+        threshold: if disclosure.threshold == 0 {
+            domain::model::DEFAULT_AUTO_THRESHOLD
+        } else {
+            disclosure.threshold
+        },
+        pinned: disclosure.pinned,
+    })
+}
+
+impl From<&domain::Disclosure> for pb::Disclosure {
+    fn from(d: &domain::Disclosure) -> Self {
+        let mode = match d.mode {
+            domain::DisclosureMode::Full => pb::DisclosureMode::Full,
+            domain::DisclosureMode::Progressive => pb::DisclosureMode::Progressive,
+            domain::DisclosureMode::Auto => pb::DisclosureMode::Auto,
+        };
+        pb::Disclosure {
+            mode: mode as i32,
+            threshold: d.threshold,
+            pinned: d.pinned.clone(),
+        }
+    }
+}
+
+impl From<&pb::Disclosure> for domain::Disclosure {
+    fn from(d: &pb::Disclosure) -> Self {
+        try_disclosure(Some(d.clone())).unwrap_or_default()
+    }
+}
+
+/// Converts a submitted tenant.
+pub fn try_tenant(tenant: Option<pb::Tenant>) -> DomainResult<domain::Tenant> {
+    let tenant = tenant.ok_or_else(|| DomainError::invalid("tenant", "is required"))?;
+    Ok(domain::Tenant {
+        id: tenant.id,
+        display_name: tenant.display_name,
+        connected_apis: tenant.connected_apis.map(|c| c.providers),
+        roles: tenant.roles,
+        disclosure: try_disclosure(tenant.disclosure)?,
+        rate_limit_per_minute: tenant.rate_limit_per_minute,
+        lint_webhook: non_empty(&tenant.lint_webhook),
+        revision: 0,
+    })
+}
+
+impl From<&domain::Tenant> for pb::Tenant {
+    fn from(t: &domain::Tenant) -> Self {
+        pb::Tenant {
+            id: t.id.clone(),
+            display_name: t.display_name.clone(),
+            connected_apis: t
+                .connected_apis
+                .as_ref()
+                .map(|providers| pb::ConnectedApis {
+                    providers: providers.clone(),
+                }),
+            roles: t.roles.clone(),
+            disclosure: Some((&t.disclosure).into()),
+            rate_limit_per_minute: t.rate_limit_per_minute,
+            lint_webhook: t.lint_webhook.clone().unwrap_or_default(),
+            revision: t.revision,
+        }
+    }
+}
+
+impl From<&domain::ApiKey> for pb::ApiKeyInfo {
+    fn from(k: &domain::ApiKey) -> Self {
+        pb::ApiKeyInfo {
+            id: k.id.clone(),
+            tenant: k.tenant.clone(),
+            role: k.role.clone(),
+            label: k.label.clone(),
+            created_at: k.created_at,
+            expires_at: k.expires_at.unwrap_or(0),
+            revoked_at: k.revoked_at.unwrap_or(0),
+        }
+    }
+}
+
+/// Default executor timeout when the request leaves it at 0.
+pub const DEFAULT_EXECUTOR_TIMEOUT_MS: u32 = 30_000;
+/// Default executor concurrency when the request leaves it at 0.
+pub const DEFAULT_EXECUTOR_CONCURRENCY: u32 = 64;
+
+/// Converts a submitted executor (zero limits take the defaults).
+pub fn try_executor(executor: Option<pb::ExecutorInfo>) -> DomainResult<domain::Executor> {
+    let executor = executor.ok_or_else(|| DomainError::invalid("executor", "is required"))?;
+    let protocol = match pb::ExecutorProtocol::try_from(executor.protocol) {
+        Ok(pb::ExecutorProtocol::Unspecified | pb::ExecutorProtocol::Grpc) => {
+            domain::ExecutorProtocol::Grpc
+        }
+        Ok(pb::ExecutorProtocol::Mcp) => domain::ExecutorProtocol::Mcp,
+        Err(_) => {
+            return Err(DomainError::invalid(
+                "executor.protocol",
+                format!("unknown value {}", executor.protocol),
+            ));
+        }
+    };
+    Ok(domain::Executor {
+        name: executor.name,
+        endpoint: executor.endpoint,
+        protocol,
+        timeout_ms: if executor.timeout_ms == 0 {
+            DEFAULT_EXECUTOR_TIMEOUT_MS
+        } else {
+            executor.timeout_ms
+        },
+        max_concurrency: if executor.max_concurrency == 0 {
+            DEFAULT_EXECUTOR_CONCURRENCY
+        } else {
+            executor.max_concurrency
+        },
+        description: executor.description,
+    })
+}
+
+impl From<&domain::Executor> for pb::ExecutorInfo {
+    fn from(e: &domain::Executor) -> Self {
+        let protocol = match e.protocol {
+            domain::ExecutorProtocol::Grpc => pb::ExecutorProtocol::Grpc,
+            domain::ExecutorProtocol::Mcp => pb::ExecutorProtocol::Mcp,
+        };
+        pb::ExecutorInfo {
+            name: e.name.clone(),
+            endpoint: e.endpoint.clone(),
+            protocol: protocol as i32,
+            timeout_ms: e.timeout_ms,
+            max_concurrency: e.max_concurrency,
+            description: e.description.clone(),
+        }
+    }
+}
+
+impl From<&pb::ExecutorInfo> for domain::Executor {
+    fn from(e: &pb::ExecutorInfo) -> Self {
+        try_executor(Some(e.clone())).unwrap_or_else(|_| domain::Executor {
+            name: e.name.clone(),
+            endpoint: e.endpoint.clone(),
+            protocol: domain::ExecutorProtocol::Grpc,
+            timeout_ms: DEFAULT_EXECUTOR_TIMEOUT_MS,
+            max_concurrency: DEFAULT_EXECUTOR_CONCURRENCY,
+            description: e.description.clone(),
+        })
+    }
+}
+
+impl From<&domain::Provider> for pb::Provider {
+    fn from(p: &domain::Provider) -> Self {
+        pb::Provider {
+            id: p.id.clone(),
+            display_name: p.display_name.clone(),
+            description: p.description.clone(),
+        }
+    }
+}
+
+impl From<pb::Provider> for domain::Provider {
+    fn from(p: pb::Provider) -> Self {
+        domain::Provider {
+            id: p.id,
+            display_name: p.display_name,
+            description: p.description,
+        }
+    }
+}
+
+impl From<&domain::Role> for pb::Role {
+    fn from(r: &domain::Role) -> Self {
+        pb::Role {
+            name: r.name.clone(),
+            description: r.description.clone(),
+        }
+    }
+}
+
+impl From<pb::Role> for domain::Role {
+    fn from(r: pb::Role) -> Self {
+        domain::Role {
+            name: r.name,
+            description: r.description,
+        }
+    }
+}
+
+// --- changes --------------------------------------------------------------------------
+
+/// The wire kind of an object kind.
+pub fn object_kind_pb(kind: domain::ObjectKind) -> pb::ObjectKind {
+    match kind {
+        domain::ObjectKind::Tool => pb::ObjectKind::Tool,
+        domain::ObjectKind::Adr => pb::ObjectKind::Adr,
+        domain::ObjectKind::Policy => pb::ObjectKind::Policy,
+        domain::ObjectKind::Tenant => pb::ObjectKind::Tenant,
+        domain::ObjectKind::ApiKey => pb::ObjectKind::ApiKey,
+        domain::ObjectKind::Executor => pb::ObjectKind::Executor,
+        domain::ObjectKind::Provider => pb::ObjectKind::Provider,
+        domain::ObjectKind::Role => pb::ObjectKind::Role,
+    }
+}
+
+/// The wire form of one committed write. `tenant_of_key` resolves the tenant of deleted
+/// keys (deletes carry no object).
+pub fn change_pb(
+    revision: u64,
+    committed_at_ms: u64,
+    changes: &[domain::Change],
+    tenant_of: impl Fn(&domain::Change) -> Option<String>,
+) -> pb::Change {
+    pb::Change {
+        revision,
+        committed_at_ms,
+        items: changes
+            .iter()
+            .map(|change| {
+                let (op, tenant) = match change {
+                    domain::Change::Put { object } => (
+                        pb::ChangeOp::Put,
+                        object
+                            .tenant()
+                            .map(str::to_owned)
+                            .or_else(|| tenant_of(change)),
+                    ),
+                    domain::Change::Delete { .. } => (pb::ChangeOp::Delete, tenant_of(change)),
+                };
+                pb::ChangeItem {
+                    kind: object_kind_pb(change.kind()) as i32,
+                    key: change.key().to_owned(),
+                    op: op as i32,
+                    tenant: tenant.unwrap_or_default(),
+                }
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_tools_round_trip_through_protobuf() {
+        let state = tp_registry::demo::DemoWorld::load().state().unwrap();
+        for tool in state.tools.values() {
+            let spec: pb::ToolSpec = (&tool.def).into();
+            let back = try_tool_def(Some(spec)).unwrap();
+            assert_eq!(back, tool.def, "{}", tool.def.name);
+        }
+        for tenant in state.tenants.values() {
+            let mut back = try_tenant(Some(tenant.into())).unwrap();
+            back.revision = tenant.revision;
+            assert_eq!(&back, tenant);
+        }
+        for adr in state.adrs.values() {
+            assert_eq!(&try_adr(Some(adr.into())).unwrap(), adr);
+        }
+    }
+
+    #[test]
+    fn connected_apis_presence_is_kept() {
+        let absent = pb::Tenant {
+            id: "a".into(),
+            ..Default::default()
+        };
+        assert_eq!(try_tenant(Some(absent)).unwrap().connected_apis, None);
+        let empty = pb::Tenant {
+            id: "a".into(),
+            connected_apis: Some(pb::ConnectedApis::default()),
+            ..Default::default()
+        };
+        assert_eq!(
+            try_tenant(Some(empty)).unwrap().connected_apis,
+            Some(vec![])
+        );
+    }
+
+    #[test]
+    fn unknown_enum_values_are_invalid_arguments() {
+        let spec = pb::ToolSpec {
+            bucket: 99,
+            ..Default::default()
+        };
+        assert_eq!(
+            try_tool_def(Some(spec)).unwrap_err().violations[0].field,
+            "tool.bucket"
+        );
+        assert!(try_adr_status(42, None).is_err());
+        assert!(try_adr_status(0, None).is_err());
+        assert_eq!(
+            try_adr_status(0, Some(domain::AdrStatus::Proposed)).unwrap(),
+            domain::AdrStatus::Proposed
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! One table from [`ErrorCode`] to gRPC codes and HTTP statuses, and domain errors as rich
+//! gRPC statuses (`google.rpc.BadRequest` / `PreconditionFailure` details).
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+use tp_registry::{DomainError, ErrorCode, HasErrorCode};
+
+/// The gRPC code of an error class.
+pub fn grpc_code(code: ErrorCode) -> Code {
+    match code {
+        ErrorCode::InvalidArgument => Code::InvalidArgument,
+        ErrorCode::NotFound => Code::NotFound,
+        ErrorCode::AlreadyExists => Code::AlreadyExists,
+        ErrorCode::FailedPrecondition => Code::FailedPrecondition,
+        ErrorCode::PermissionDenied => Code::PermissionDenied,
+        ErrorCode::Unauthenticated => Code::Unauthenticated,
+        ErrorCode::ResourceExhausted => Code::ResourceExhausted,
+        ErrorCode::Unavailable => Code::Unavailable,
+        ErrorCode::Timeout => Code::DeadlineExceeded,
+        ErrorCode::Internal => Code::Internal,
+    }
+}
+
+/// The HTTP status of an error class.
+pub fn http_status(code: ErrorCode) -> http::StatusCode {
+    match code {
+        ErrorCode::InvalidArgument => http::StatusCode::BAD_REQUEST,
+        ErrorCode::NotFound => http::StatusCode::NOT_FOUND,
+        ErrorCode::AlreadyExists => http::StatusCode::CONFLICT,
+        ErrorCode::FailedPrecondition => http::StatusCode::CONFLICT,
+        ErrorCode::PermissionDenied => http::StatusCode::FORBIDDEN,
+        ErrorCode::Unauthenticated => http::StatusCode::UNAUTHORIZED,
+        ErrorCode::ResourceExhausted => http::StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Timeout => http::StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::Internal => http::StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The error class of a gRPC status (for clients of the control plane and executors).
+pub fn code_from_status(status: &Status) -> ErrorCode {
+    match status.code() {
+        Code::InvalidArgument | Code::OutOfRange => ErrorCode::InvalidArgument,
+        Code::NotFound => ErrorCode::NotFound,
+        Code::AlreadyExists | Code::Aborted => ErrorCode::AlreadyExists,
+        Code::FailedPrecondition => ErrorCode::FailedPrecondition,
+        Code::PermissionDenied => ErrorCode::PermissionDenied,
+        Code::Unauthenticated => ErrorCode::Unauthenticated,
+        Code::ResourceExhausted => ErrorCode::ResourceExhausted,
+        Code::Unavailable | Code::Cancelled => ErrorCode::Unavailable,
+        Code::DeadlineExceeded => ErrorCode::Timeout,
+        Code::Ok | Code::Unknown | Code::Unimplemented | Code::Internal | Code::DataLoss => {
+            ErrorCode::Internal
+        }
+    }
+}
+
+/// Converts any coded error to a status; domain errors carry their field violations and
+/// precondition failures as standard error details.
+pub fn to_status(error: &DomainError) -> Status {
+    let code = grpc_code(error.code());
+    let mut details = ErrorDetails::new();
+    let mut has_details = false;
+    for violation in &error.violations {
+        details.add_bad_request_violation(violation.field.clone(), violation.description.clone());
+        has_details = true;
+    }
+    for precondition in &error.preconditions {
+        details.add_precondition_failure_violation(
+            precondition.kind.clone(),
+            precondition.subject.clone(),
+            precondition.description.clone(),
+        );
+        has_details = true;
+    }
+    if has_details {
+        Status::with_error_details(code, error.message.clone(), details)
+    } else {
+        Status::new(code, error.message.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_violations_travel_as_bad_request_details() {
+        let error = DomainError::invalid("tool.name", "must not be empty");
+        let status = to_status(&error);
+        assert_eq!(status.code(), Code::InvalidArgument);
+        let details = status.get_error_details();
+        let bad_request = details.bad_request().unwrap();
+        assert_eq!(bad_request.field_violations[0].field, "tool.name");
+        assert_eq!(code_from_status(&status), ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn preconditions_travel_as_precondition_failures() {
+        let error = DomainError::precondition("TOOL_CEILING", "policy/ceiling", "ceiling reached");
+        let status = to_status(&error);
+        assert_eq!(status.code(), Code::FailedPrecondition);
+        let details = status.get_error_details();
+        assert_eq!(
+            details.precondition_failure().unwrap().violations[0].r#type,
+            "TOOL_CEILING"
+        );
+    }
+
+    #[test]
+    fn every_code_maps_both_ways() {
+        for code in [
+            ErrorCode::InvalidArgument,
+            ErrorCode::NotFound,
+            ErrorCode::AlreadyExists,
+            ErrorCode::FailedPrecondition,
+            ErrorCode::PermissionDenied,
+            ErrorCode::Unauthenticated,
+            ErrorCode::ResourceExhausted,
+            ErrorCode::Unavailable,
+            ErrorCode::Timeout,
+            ErrorCode::Internal,
+        ] {
+            let status = Status::new(grpc_code(code), "x");
+            assert_eq!(code_from_status(&status), code);
+            assert!(http_status(code).is_client_error() || http_status(code).is_server_error());
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! The Toolplane domain, pure and synchronous: tools and polymorphic actions, the
+//! catalogue state and its mutations, the ADR-bound tool ceiling, tenants, roles, keys,
+//! executors, registry resolution per (tenant, role), and the catalogue as a document.
+//!
+//! No I/O, no clock, no randomness: callers pass in what they need (`now`, generated
+//! ids and key hashes). Everything here is unit- and property-tested.
+
+pub mod adr;
+pub mod demo;
+pub mod docs;
+pub mod error;
+pub mod ident;
+pub mod model;
+pub mod policy;
+pub mod resolve;
+pub mod state;
+pub mod tool;
+
+pub use adr::{Adr, AdrStatus};
+pub use error::{
+    DomainError, DomainResult, ErrorCode, FieldViolation, HasErrorCode, PreconditionViolation,
+};
+pub use model::{
+    ApiKey, CeilingChange, Disclosure, DisclosureMode, Executor, ExecutorProtocol, Policy,
+    Provider, Role, Tenant,
+};
+pub use policy::CeilingReport;
+pub use resolve::{ActionSet, ResolvedTool, project, resolve};
+pub use state::{Change, Object, ObjectKind, State};
+pub use tool::{Action, Admission, Annotations, Bucket, Polymorphism, Tool, ToolDef, ToolStatus};

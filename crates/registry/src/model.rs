@@ -1,0 +1,365 @@
+//! Tenants, API keys, executors, providers, roles and the ceiling policy record.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DomainResult, Violations};
+use crate::ident::{MAX_DESCRIPTION, MAX_LINK, MAX_TITLE, check_slug, check_text, check_tool_name};
+
+/// Default visible-tool threshold of `auto` disclosure (ADR-037's routing-accuracy limit).
+pub const DEFAULT_AUTO_THRESHOLD: u32 = 30;
+/// Most pinned tools per tenant.
+pub const MAX_PINNED: usize = 50;
+/// Most connected APIs per tenant.
+pub const MAX_CONNECTED_APIS: usize = 200;
+/// Longest executor timeout.
+pub const MAX_EXECUTOR_TIMEOUT_MS: u32 = 600_000;
+/// Largest executor concurrency limit.
+pub const MAX_EXECUTOR_CONCURRENCY: u32 = 100_000;
+
+/// How a tenant's tools are shown in `tools/list`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DisclosureMode {
+    /// The whole registry.
+    Full,
+    /// Only the meta-tools (`capabilities`, `tool_schema`, `dispatch`) plus pinned tools.
+    Progressive,
+    /// Full until the visible tool count passes the threshold, progressive beyond.
+    #[default]
+    Auto,
+}
+
+/// Disclosure settings of a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disclosure {
+    /// The mode.
+    #[serde(default)]
+    pub mode: DisclosureMode,
+    /// Threshold for `auto` (visible tools above it switch to progressive).
+    #[serde(default = "default_threshold")]
+    pub threshold: u32,
+    /// Tools always listed in progressive mode (if visible).
+    #[serde(default)]
+    pub pinned: Vec<String>,
+}
+
+fn default_threshold() -> u32 {
+    DEFAULT_AUTO_THRESHOLD
+}
+
+/// A tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tenant {
+    /// Slug id.
+    pub id: String,
+    /// Display name.
+    #[serde(default)]
+    pub display_name: String,
+    /// Providers the tenant connected; `None` = every tool (ADR-039), `Some([])` = platform only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connected_apis: Option<Vec<String>>,
+    /// Roles the tenant's keys may take; empty = every registered role.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Disclosure settings.
+    #[serde(default)]
+    pub disclosure: Disclosure,
+    /// Tool calls per minute across the fleet; 0 = unlimited.
+    #[serde(default)]
+    pub rate_limit_per_minute: u32,
+    /// Where material wiki lint findings are posted (optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lint_webhook: Option<String>,
+    /// Revision of the last change.
+    #[serde(default)]
+    pub revision: u64,
+}
+
+/// An API key record. The key itself is never stored; only its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKey {
+    /// Public id (`key_` + 16 hex), used to list and revoke.
+    pub id: String,
+    /// Owning tenant.
+    pub tenant: String,
+    /// Role the key acts as.
+    pub role: String,
+    /// Hex SHA-256 of the key.
+    pub hash: String,
+    /// Free label.
+    #[serde(default)]
+    pub label: String,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// Unix seconds; `None` = never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// Unix seconds of revocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<u64>,
+}
+
+/// How the edge talks to an executor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorProtocol {
+    /// The gRPC `toolplane.v1.Executor` contract.
+    #[default]
+    Grpc,
+    /// An upstream MCP server over Streamable HTTP.
+    Mcp,
+}
+
+/// A backend executor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Executor {
+    /// Slug name.
+    pub name: String,
+    /// `http://host:port` (gRPC) or the MCP endpoint URL.
+    pub endpoint: String,
+    /// Protocol.
+    #[serde(default)]
+    pub protocol: ExecutorProtocol,
+    /// Per-call timeout.
+    pub timeout_ms: u32,
+    /// Concurrent calls per edge.
+    pub max_concurrency: u32,
+    /// What it runs.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A provider (an external API connection, e.g. `google`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provider {
+    /// Slug id.
+    pub id: String,
+    /// Display name.
+    #[serde(default)]
+    pub display_name: String,
+    /// What the connection covers.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A role keys may take (e.g. ADR-002's `collector` and `executor`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Role {
+    /// Slug name.
+    pub name: String,
+    /// What the role is for.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// One entry of the ceiling's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CeilingChange {
+    /// The ceiling value.
+    pub ceiling: u32,
+    /// The ADR that set it.
+    pub adr: String,
+    /// When (`YYYY-MM-DD`).
+    pub date: String,
+    /// The revision that set it.
+    pub revision: u64,
+}
+
+/// The tool-ceiling policy in force, with its history (oldest first, current last).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Maximum number of live (non-retired) tools.
+    pub ceiling: u32,
+    /// The accepted ADR that set the ceiling.
+    pub adr: String,
+    /// Every value the ceiling has had.
+    pub history: Vec<CeilingChange>,
+}
+
+// === impl Disclosure ===
+
+impl Default for Disclosure {
+    fn default() -> Self {
+        Self {
+            mode: DisclosureMode::default(),
+            threshold: DEFAULT_AUTO_THRESHOLD,
+            pinned: Vec::new(),
+        }
+    }
+}
+
+// === impl DisclosureMode ===
+
+impl DisclosureMode {
+    /// Short name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisclosureMode::Full => "full",
+            DisclosureMode::Progressive => "progressive",
+            DisclosureMode::Auto => "auto",
+        }
+    }
+}
+
+// === impl Tenant ===
+
+impl Tenant {
+    /// A tenant with defaults for everything but the id.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            display_name: String::new(),
+            connected_apis: None,
+            roles: Vec::new(),
+            disclosure: Disclosure::default(),
+            rate_limit_per_minute: 0,
+            lint_webhook: None,
+            revision: 0,
+        }
+    }
+
+    /// Whether keys of this tenant may take `role`.
+    pub fn allows_role(&self, role: &str) -> bool {
+        self.roles.is_empty() || self.roles.iter().any(|r| r == role)
+    }
+
+    /// Field checks that need no other object (references are checked by the state).
+    pub(crate) fn check_fields(&mut self, v: &mut Violations) {
+        v.check("tenant.id", check_slug(&self.id));
+        v.check(
+            "tenant.display_name",
+            check_text(&self.display_name, MAX_TITLE, false),
+        );
+        if let Some(apis) = &mut self.connected_apis {
+            apis.sort();
+            apis.dedup();
+            if apis.len() > MAX_CONNECTED_APIS {
+                v.add(
+                    "tenant.connected_apis",
+                    format!("at most {MAX_CONNECTED_APIS} providers"),
+                );
+            }
+        }
+        self.roles.sort();
+        self.roles.dedup();
+        if self.disclosure.threshold == 0 || self.disclosure.threshold > 10_000 {
+            v.add("tenant.disclosure.threshold", "must be between 1 and 10000");
+        }
+        self.disclosure.pinned.sort();
+        self.disclosure.pinned.dedup();
+        if self.disclosure.pinned.len() > MAX_PINNED {
+            v.add(
+                "tenant.disclosure.pinned",
+                format!("at most {MAX_PINNED} tools"),
+            );
+        }
+        for name in &self.disclosure.pinned {
+            if let Err(e) = check_tool_name(name) {
+                v.add("tenant.disclosure.pinned", format!("{name:?}: {e}"));
+            }
+        }
+        if let Some(url) = &self.lint_webhook {
+            v.check("tenant.lint_webhook", check_http_url(url));
+        }
+    }
+}
+
+// === impl ApiKey ===
+
+impl ApiKey {
+    /// Whether the key authenticates at `now` (unix seconds).
+    pub fn is_valid_at(&self, now: u64) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|expiry| now < expiry)
+    }
+}
+
+// === impl Executor ===
+
+impl Executor {
+    /// Field checks.
+    pub fn validate(self) -> DomainResult<Executor> {
+        let mut v = Violations::default();
+        v.check("executor.name", check_slug(&self.name));
+        v.check("executor.endpoint", check_http_url(&self.endpoint));
+        if self.timeout_ms == 0 || self.timeout_ms > MAX_EXECUTOR_TIMEOUT_MS {
+            v.add(
+                "executor.timeout_ms",
+                format!("must be between 1 and {MAX_EXECUTOR_TIMEOUT_MS}"),
+            );
+        }
+        if self.max_concurrency == 0 || self.max_concurrency > MAX_EXECUTOR_CONCURRENCY {
+            v.add(
+                "executor.max_concurrency",
+                format!("must be between 1 and {MAX_EXECUTOR_CONCURRENCY}"),
+            );
+        }
+        v.check(
+            "executor.description",
+            check_text(&self.description, MAX_DESCRIPTION, false),
+        );
+        v.finish()?;
+        Ok(self)
+    }
+}
+
+// === impl ExecutorProtocol ===
+
+impl ExecutorProtocol {
+    /// Short name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorProtocol::Grpc => "grpc",
+            ExecutorProtocol::Mcp => "mcp",
+        }
+    }
+}
+
+// === impl Provider ===
+
+impl Provider {
+    /// Field checks.
+    pub fn validate(self) -> DomainResult<Provider> {
+        let mut v = Violations::default();
+        v.check("provider.id", check_slug(&self.id));
+        v.check(
+            "provider.display_name",
+            check_text(&self.display_name, MAX_TITLE, false),
+        );
+        v.check(
+            "provider.description",
+            check_text(&self.description, MAX_DESCRIPTION, false),
+        );
+        v.finish()?;
+        Ok(self)
+    }
+}
+
+// === impl Role ===
+
+impl Role {
+    /// Field checks.
+    pub fn validate(self) -> DomainResult<Role> {
+        let mut v = Violations::default();
+        v.check("role.name", check_slug(&self.name));
+        v.check(
+            "role.description",
+            check_text(&self.description, MAX_DESCRIPTION, false),
+        );
+        v.finish()?;
+        Ok(self)
+    }
+}
+
+/// `http://` or `https://` URLs with a host, at most 500 characters.
+pub fn check_http_url(url: &str) -> Result<(), String> {
+    check_text(url, MAX_LINK, true)?;
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("must start with http:// or https:// (got {url:?})"))?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err(format!("must name a host (got {url:?})"));
+    }
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! Resolution: the registry a (tenant, role) sees.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::Tenant;
+use crate::tool::{Annotations, Tool, ToolStatus, compose_schema, role_allowed};
+
+/// The actions of a polymorphic tool that one role may use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionSet {
+    /// The discriminator property.
+    pub discriminator: String,
+    /// Allowed action names, in declaration order.
+    pub allowed: Vec<String>,
+}
+
+/// A tool as one (tenant, role) sees it: schema projected to the role's actions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedTool {
+    /// Name.
+    pub name: String,
+    /// Title.
+    pub title: String,
+    /// Description.
+    pub description: String,
+    /// Category.
+    pub category: String,
+    /// Provider (`None` = platform).
+    pub provider: Option<String>,
+    /// Input schema, pruned to the role's actions for polymorphic tools.
+    pub input_schema: Value,
+    /// Output schema.
+    pub output_schema: Option<Value>,
+    /// Annotations.
+    pub annotations: Annotations,
+    /// Executor name.
+    pub executor: String,
+    /// Examples.
+    pub examples: Vec<String>,
+    /// For polymorphic tools: the allowed actions.
+    pub actions: Option<ActionSet>,
+    /// Sunset date when deprecated.
+    pub sunset: Option<String>,
+}
+
+/// Whether a tenant's `connected_apis` lets it see a tool of `provider` (ADR-039):
+/// platform tools always; otherwise every tool when the list is absent, else listed providers.
+pub fn tenant_sees_provider(tenant: &Tenant, provider: Option<&str>) -> bool {
+    match (provider, &tenant.connected_apis) {
+        (None, _) => true,
+        (Some(_), None) => true,
+        (Some(provider), Some(apis)) => apis.iter().any(|api| api == provider),
+    }
+}
+
+/// Projects one tool for a role; `None` when the role may not see it (or no action of it).
+pub fn project(tool: &Tool, role: &str) -> Option<ResolvedTool> {
+    if !tool.status.is_live() || !role_allowed(&tool.def.roles, role) {
+        return None;
+    }
+    let (input_schema, actions) = match &tool.def.polymorphism {
+        None => (tool.def.input_schema.clone(), None),
+        Some(poly) => {
+            let allowed: Vec<_> = poly
+                .actions
+                .iter()
+                .filter(|action| role_allowed(&action.roles, role))
+                .collect();
+            if allowed.is_empty() {
+                return None;
+            }
+            let schema = if allowed.len() == poly.actions.len() {
+                tool.def.input_schema.clone()
+            } else {
+                compose_schema(&poly.discriminator, &allowed)
+            };
+            let set = ActionSet {
+                discriminator: poly.discriminator.clone(),
+                allowed: allowed.iter().map(|a| a.name.clone()).collect(),
+            };
+            (schema, Some(set))
+        }
+    };
+    let sunset = match &tool.status {
+        ToolStatus::Deprecated { sunset } => Some(sunset.clone()),
+        ToolStatus::Active | ToolStatus::Retired => None,
+    };
+    Some(ResolvedTool {
+        name: tool.def.name.clone(),
+        title: tool.def.title.clone(),
+        description: tool.def.description.clone(),
+        category: tool.def.category.clone(),
+        provider: tool.def.provider.clone(),
+        input_schema,
+        output_schema: tool.def.output_schema.clone(),
+        annotations: tool.def.annotations.clone(),
+        executor: tool.def.executor.clone(),
+        examples: tool.def.examples.clone(),
+        actions,
+        sunset,
+    })
+}
+
+/// The registry of (tenant, role): every live tool the tenant's providers and the role's
+/// visibility allow, polymorphic tools pruned to the role's actions, in name order.
+/// A role the tenant does not allow sees nothing.
+pub fn resolve(
+    catalogue: &BTreeMap<String, Tool>,
+    tenant: &Tenant,
+    role: &str,
+) -> Vec<ResolvedTool> {
+    if !tenant.allows_role(role) {
+        return Vec::new();
+    }
+    catalogue
+        .values()
+        .filter(|tool| tenant_sees_provider(tenant, tool.def.provider.as_deref()))
+        .filter_map(|tool| project(tool, role))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

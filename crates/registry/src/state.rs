@@ -1,0 +1,862 @@
+//! The whole control-plane state as a fold over committed changes, and the pure mutations
+//! that validate a request against it and return the changes to commit.
+//!
+//! A write is: `let changes = state.some_mutation(..)?;` (pure, may fail with a
+//! [`DomainError`] and then changes nothing) → the store commits the changes under a new
+//! revision → `state.apply(revision, &changes)`. Replaying the change log with `apply`
+//! rebuilds the same state on another replica.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::adr::{Adr, AdrStatus};
+use crate::error::{DomainError, DomainResult, ErrorCode, Violations};
+use crate::ident::{MAX_TITLE, check_date, check_slug, check_text};
+use crate::model::{ApiKey, CeilingChange, Executor, Policy, Provider, Role, Tenant};
+use crate::policy::{self, CeilingReport};
+use crate::tool::{CatalogRefs, Tool, ToolDef, ToolStatus};
+
+/// Largest ceiling an ADR may set.
+pub const MAX_CEILING: u32 = 100_000;
+
+/// The kinds of objects the control plane stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectKind {
+    /// A tool.
+    Tool,
+    /// An ADR.
+    Adr,
+    /// The ceiling policy (one object, key `ceiling`).
+    Policy,
+    /// A tenant.
+    Tenant,
+    /// An API key.
+    ApiKey,
+    /// An executor.
+    Executor,
+    /// A provider.
+    Provider,
+    /// A role.
+    Role,
+}
+
+/// One stored object.
+// Objects live in short vectors of changes; boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "object", rename_all = "snake_case")]
+pub enum Object {
+    /// A tool.
+    Tool(Tool),
+    /// An ADR.
+    Adr(Adr),
+    /// The ceiling policy.
+    Policy(Policy),
+    /// A tenant.
+    Tenant(Tenant),
+    /// An API key.
+    ApiKey(ApiKey),
+    /// An executor.
+    Executor(Executor),
+    /// A provider.
+    Provider(Provider),
+    /// A role.
+    Role(Role),
+}
+
+/// One change of a write.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Change {
+    /// Create or replace an object.
+    Put {
+        /// The new object.
+        object: Object,
+    },
+    /// Remove an object.
+    Delete {
+        /// Its kind.
+        kind: ObjectKind,
+        /// Its key.
+        key: String,
+    },
+}
+
+/// The control-plane state.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    /// Revision of the last applied write (0 = empty).
+    pub revision: u64,
+    /// Tools by name (ordered: resolution order is name order).
+    pub tools: BTreeMap<String, Tool>,
+    /// ADRs by id.
+    pub adrs: BTreeMap<String, Adr>,
+    /// The ceiling policy, once initialised.
+    pub policy: Option<Policy>,
+    /// Tenants by id.
+    pub tenants: BTreeMap<String, Tenant>,
+    /// API keys by id.
+    pub keys: BTreeMap<String, ApiKey>,
+    /// Key id by key hash.
+    pub key_hashes: HashMap<String, String>,
+    /// Executors by name.
+    pub executors: BTreeMap<String, Executor>,
+    /// Providers by id.
+    pub providers: BTreeMap<String, Provider>,
+    /// Roles by name.
+    pub roles: BTreeMap<String, Role>,
+}
+
+/// The key of the policy object.
+pub const POLICY_KEY: &str = "ceiling";
+
+// === impl ObjectKind ===
+
+impl ObjectKind {
+    /// Short name used in storage and on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Tool => "tool",
+            ObjectKind::Adr => "adr",
+            ObjectKind::Policy => "policy",
+            ObjectKind::Tenant => "tenant",
+            ObjectKind::ApiKey => "api_key",
+            ObjectKind::Executor => "executor",
+            ObjectKind::Provider => "provider",
+            ObjectKind::Role => "role",
+        }
+    }
+
+    /// Whether a change of this kind can change what some registry resolves to for every
+    /// tenant (edges then drop every cached registry).
+    pub fn affects_all_registries(self) -> bool {
+        match self {
+            ObjectKind::Tool | ObjectKind::Executor | ObjectKind::Provider | ObjectKind::Role => {
+                true
+            }
+            ObjectKind::Adr | ObjectKind::Policy | ObjectKind::Tenant | ObjectKind::ApiKey => false,
+        }
+    }
+}
+
+// === impl Object ===
+
+impl Object {
+    /// The object's kind.
+    pub fn kind(&self) -> ObjectKind {
+        match self {
+            Object::Tool(_) => ObjectKind::Tool,
+            Object::Adr(_) => ObjectKind::Adr,
+            Object::Policy(_) => ObjectKind::Policy,
+            Object::Tenant(_) => ObjectKind::Tenant,
+            Object::ApiKey(_) => ObjectKind::ApiKey,
+            Object::Executor(_) => ObjectKind::Executor,
+            Object::Provider(_) => ObjectKind::Provider,
+            Object::Role(_) => ObjectKind::Role,
+        }
+    }
+
+    /// The object's key within its kind.
+    pub fn key(&self) -> &str {
+        match self {
+            Object::Tool(tool) => &tool.def.name,
+            Object::Adr(adr) => &adr.id,
+            Object::Policy(_) => POLICY_KEY,
+            Object::Tenant(tenant) => &tenant.id,
+            Object::ApiKey(key) => &key.id,
+            Object::Executor(executor) => &executor.name,
+            Object::Provider(provider) => &provider.id,
+            Object::Role(role) => &role.name,
+        }
+    }
+
+    /// The tenant whose registry or identity the object belongs to, if any.
+    pub fn tenant(&self) -> Option<&str> {
+        match self {
+            Object::Tenant(tenant) => Some(&tenant.id),
+            Object::ApiKey(key) => Some(&key.tenant),
+            Object::Tool(_)
+            | Object::Adr(_)
+            | Object::Policy(_)
+            | Object::Executor(_)
+            | Object::Provider(_)
+            | Object::Role(_) => None,
+        }
+    }
+
+    /// Records the revision on objects that carry one.
+    pub fn stamp(&mut self, revision: u64) {
+        match self {
+            Object::Tool(tool) => tool.revision = revision,
+            Object::Tenant(tenant) => tenant.revision = revision,
+            Object::Adr(_)
+            | Object::Policy(_)
+            | Object::ApiKey(_)
+            | Object::Executor(_)
+            | Object::Provider(_)
+            | Object::Role(_) => {}
+        }
+    }
+}
+
+// === impl Change ===
+
+impl Change {
+    fn put(object: Object) -> Change {
+        Change::Put { object }
+    }
+
+    /// The kind of the changed object.
+    pub fn kind(&self) -> ObjectKind {
+        match self {
+            Change::Put { object } => object.kind(),
+            Change::Delete { kind, .. } => *kind,
+        }
+    }
+
+    /// The key of the changed object.
+    pub fn key(&self) -> &str {
+        match self {
+            Change::Put { object } => object.key(),
+            Change::Delete { key, .. } => key,
+        }
+    }
+}
+
+// === impl State ===
+
+impl CatalogRefs for State {
+    fn has_provider(&self, id: &str) -> bool {
+        self.providers.contains_key(id)
+    }
+    fn has_role(&self, name: &str) -> bool {
+        self.roles.contains_key(name)
+    }
+    fn has_executor(&self, name: &str) -> bool {
+        self.executors.contains_key(name)
+    }
+    fn adr_status(&self, id: &str) -> Option<AdrStatus> {
+        self.adrs.get(id).map(|adr| adr.status)
+    }
+}
+
+impl State {
+    /// Applies a committed write. Infallible: the changes were validated before commit.
+    pub fn apply(&mut self, revision: u64, changes: &[Change]) {
+        debug_assert!(revision > self.revision, "revisions only grow");
+        for change in changes {
+            match change.clone() {
+                Change::Put { mut object } => {
+                    object.stamp(revision);
+                    self.put(object);
+                }
+                Change::Delete { kind, key } => self.delete(kind, &key),
+            }
+        }
+        self.revision = revision;
+    }
+
+    /// Inserts an object as loaded from a snapshot (no revision bump).
+    pub fn put(&mut self, object: Object) {
+        match object {
+            Object::Tool(tool) => {
+                self.tools.insert(tool.def.name.clone(), tool);
+            }
+            Object::Adr(adr) => {
+                self.adrs.insert(adr.id.clone(), adr);
+            }
+            Object::Policy(policy) => self.policy = Some(policy),
+            Object::Tenant(tenant) => {
+                self.tenants.insert(tenant.id.clone(), tenant);
+            }
+            Object::ApiKey(key) => {
+                self.key_hashes.insert(key.hash.clone(), key.id.clone());
+                self.keys.insert(key.id.clone(), key);
+            }
+            Object::Executor(executor) => {
+                self.executors.insert(executor.name.clone(), executor);
+            }
+            Object::Provider(provider) => {
+                self.providers.insert(provider.id.clone(), provider);
+            }
+            Object::Role(role) => {
+                self.roles.insert(role.name.clone(), role);
+            }
+        }
+    }
+
+    fn delete(&mut self, kind: ObjectKind, key: &str) {
+        match kind {
+            ObjectKind::Tool => {
+                self.tools.remove(key);
+            }
+            ObjectKind::Adr => {
+                self.adrs.remove(key);
+            }
+            ObjectKind::Policy => self.policy = None,
+            ObjectKind::Tenant => {
+                self.tenants.remove(key);
+            }
+            ObjectKind::ApiKey => {
+                if let Some(removed) = self.keys.remove(key) {
+                    self.key_hashes.remove(&removed.hash);
+                }
+            }
+            ObjectKind::Executor => {
+                self.executors.remove(key);
+            }
+            ObjectKind::Provider => {
+                self.providers.remove(key);
+            }
+            ObjectKind::Role => {
+                self.roles.remove(key);
+            }
+        }
+    }
+
+    /// Number of live (non-retired) tools: what the ceiling bounds.
+    pub fn live_tool_count(&self) -> usize {
+        self.tools.values().filter(|t| t.status.is_live()).count()
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> DomainResult<&Policy> {
+        self.policy.as_ref().ok_or_else(|| {
+            DomainError::new(
+                ErrorCode::FailedPrecondition,
+                "the tool ceiling is not initialised",
+            )
+        })
+    }
+
+    /// The ceiling report: value, ADR, count, headroom, buckets.
+    pub fn ceiling_report(&self) -> DomainResult<CeilingReport> {
+        Ok(policy::report(self.policy()?, self.tools.values()))
+    }
+
+    /// A tool by name (retired included).
+    pub fn tool(&self, name: &str) -> DomainResult<&Tool> {
+        self.tools
+            .get(name)
+            .ok_or_else(|| DomainError::not_found("tool", name))
+    }
+
+    /// A tenant by id.
+    pub fn tenant(&self, id: &str) -> DomainResult<&Tenant> {
+        self.tenants
+            .get(id)
+            .ok_or_else(|| DomainError::not_found("tenant", id))
+    }
+
+    /// An ADR by id.
+    pub fn adr(&self, id: &str) -> DomainResult<&Adr> {
+        self.adrs
+            .get(id)
+            .ok_or_else(|| DomainError::not_found("ADR", id))
+    }
+
+    /// The key record of a key hash, if it authenticates at `now`.
+    pub fn authenticate(&self, hash: &str, now: u64) -> Option<&ApiKey> {
+        let id = self.key_hashes.get(hash)?;
+        let key = self.keys.get(id)?;
+        let tenant_ok = self
+            .tenants
+            .get(&key.tenant)
+            .is_some_and(|tenant| tenant.allows_role(&key.role));
+        (key.is_valid_at(now) && tenant_ok).then_some(key)
+    }
+
+    // --- bootstrap ---------------------------------------------------------------------
+
+    /// Initialises the ceiling on an empty store: records the ADR (accepted) if missing and
+    /// the policy. Returns no changes when a policy already exists.
+    pub fn init_policy(&self, ceiling: u32, adr: Adr) -> DomainResult<Vec<Change>> {
+        if self.policy.is_some() {
+            return Ok(Vec::new());
+        }
+        check_ceiling_value(ceiling)?;
+        let mut changes = Vec::new();
+        let adr = match self.adrs.get(&adr.id) {
+            Some(existing) => existing.clone(),
+            None => {
+                let adr = adr.validate()?;
+                changes.push(Change::put(Object::Adr(adr.clone())));
+                adr
+            }
+        };
+        if adr.status != AdrStatus::Accepted {
+            return Err(DomainError::precondition(
+                "ADR_NOT_ACCEPTED",
+                format!("adrs/{}", adr.id),
+                format!(
+                    "the ceiling must cite an accepted ADR; {} is {}",
+                    adr.id,
+                    adr.status.as_str()
+                ),
+            ));
+        }
+        changes.push(Change::put(Object::Policy(Policy {
+            ceiling,
+            adr: adr.id.clone(),
+            history: vec![CeilingChange {
+                ceiling,
+                adr: adr.id,
+                date: adr.date,
+                revision: self.revision + 1,
+            }],
+        })));
+        Ok(changes)
+    }
+
+    // --- providers and roles -----------------------------------------------------------
+
+    /// Creates or updates a provider.
+    pub fn upsert_provider(&self, provider: Provider) -> DomainResult<Vec<Change>> {
+        let provider = provider.validate()?;
+        Ok(vec![Change::put(Object::Provider(provider))])
+    }
+
+    /// Deletes a provider no tool or tenant refers to.
+    pub fn delete_provider(&self, id: &str) -> DomainResult<Vec<Change>> {
+        if !self.providers.contains_key(id) {
+            return Err(DomainError::not_found("provider", id));
+        }
+        let tools: Vec<&str> = self
+            .tools
+            .values()
+            .filter(|t| t.def.provider.as_deref() == Some(id))
+            .map(|t| t.def.name.as_str())
+            .collect();
+        let tenants: Vec<&str> = self
+            .tenants
+            .values()
+            .filter(|t| {
+                t.connected_apis
+                    .as_ref()
+                    .is_some_and(|apis| apis.iter().any(|a| a == id))
+            })
+            .map(|t| t.id.as_str())
+            .collect();
+        if !tools.is_empty() || !tenants.is_empty() {
+            return Err(DomainError::precondition(
+                "IN_USE",
+                format!("providers/{id}"),
+                format!("provider {id:?} is still used by tools {tools:?} and tenants {tenants:?}"),
+            ));
+        }
+        Ok(vec![Change::Delete {
+            kind: ObjectKind::Provider,
+            key: id.to_owned(),
+        }])
+    }
+
+    /// Creates or updates a role.
+    pub fn upsert_role(&self, role: Role) -> DomainResult<Vec<Change>> {
+        let role = role.validate()?;
+        Ok(vec![Change::put(Object::Role(role))])
+    }
+
+    /// Deletes a role no tool, tenant or live key refers to.
+    pub fn delete_role(&self, name: &str) -> DomainResult<Vec<Change>> {
+        if !self.roles.contains_key(name) {
+            return Err(DomainError::not_found("role", name));
+        }
+        let in_tools = self.tools.values().any(|t| {
+            t.def.roles.iter().any(|r| r == name)
+                || t.def
+                    .polymorphism
+                    .as_ref()
+                    .is_some_and(|p| p.actions.iter().any(|a| a.roles.iter().any(|r| r == name)))
+        });
+        let in_tenants = self
+            .tenants
+            .values()
+            .any(|t| t.roles.iter().any(|r| r == name));
+        let in_keys = self
+            .keys
+            .values()
+            .any(|k| k.role == name && k.revoked_at.is_none());
+        if in_tools || in_tenants || in_keys {
+            return Err(DomainError::precondition(
+                "IN_USE",
+                format!("roles/{name}"),
+                format!("role {name:?} is still used by tools, tenants or live keys"),
+            ));
+        }
+        Ok(vec![Change::Delete {
+            kind: ObjectKind::Role,
+            key: name.to_owned(),
+        }])
+    }
+
+    // --- executors ---------------------------------------------------------------------
+
+    /// Creates or updates an executor.
+    pub fn upsert_executor(&self, executor: Executor) -> DomainResult<Vec<Change>> {
+        let executor = executor.validate()?;
+        Ok(vec![Change::put(Object::Executor(executor))])
+    }
+
+    /// Deletes an executor no live tool routes to.
+    pub fn delete_executor(&self, name: &str) -> DomainResult<Vec<Change>> {
+        if !self.executors.contains_key(name) {
+            return Err(DomainError::not_found("executor", name));
+        }
+        let tools: Vec<&str> = self
+            .tools
+            .values()
+            .filter(|t| t.def.executor == name && t.status.is_live())
+            .map(|t| t.def.name.as_str())
+            .collect();
+        if !tools.is_empty() {
+            return Err(DomainError::precondition(
+                "IN_USE",
+                format!("executors/{name}"),
+                format!("executor {name:?} still runs tools {tools:?}"),
+            ));
+        }
+        Ok(vec![Change::Delete {
+            kind: ObjectKind::Executor,
+            key: name.to_owned(),
+        }])
+    }
+
+    // --- tools -------------------------------------------------------------------------
+
+    /// Registers a new active tool, inside the ceiling.
+    pub fn register_tool(&self, def: ToolDef) -> DomainResult<Vec<Change>> {
+        let def = def.validate(self)?;
+        if self.tools.contains_key(&def.name) {
+            return Err(DomainError::already_exists("tool", &def.name));
+        }
+        policy::check_admit(self.policy()?, self.live_tool_count(), &def.name)?;
+        Ok(vec![Change::put(Object::Tool(Tool {
+            def,
+            status: ToolStatus::Active,
+            revision: 0,
+        }))])
+    }
+
+    /// Replaces the definition of a live tool (its status is kept).
+    pub fn update_tool(&self, def: ToolDef) -> DomainResult<Vec<Change>> {
+        let def = def.validate(self)?;
+        let existing = self.tool(&def.name)?;
+        if !existing.status.is_live() {
+            return Err(DomainError::precondition(
+                "TOOL_RETIRED",
+                format!("tools/{}", def.name),
+                format!(
+                    "tool {:?} is retired; reactivate it before updating it",
+                    def.name
+                ),
+            ));
+        }
+        Ok(vec![Change::put(Object::Tool(Tool {
+            def,
+            status: existing.status.clone(),
+            revision: existing.revision,
+        }))])
+    }
+
+    /// Marks a live tool deprecated with a sunset date.
+    pub fn deprecate_tool(&self, name: &str, sunset: &str) -> DomainResult<Vec<Change>> {
+        check_date(sunset).map_err(|e| DomainError::invalid("sunset_date", e))?;
+        let existing = self.tool(name)?;
+        if !existing.status.is_live() {
+            return Err(DomainError::precondition(
+                "TOOL_RETIRED",
+                format!("tools/{name}"),
+                format!("tool {name:?} is retired and cannot be deprecated"),
+            ));
+        }
+        let mut tool = existing.clone();
+        tool.status = ToolStatus::Deprecated {
+            sunset: sunset.to_owned(),
+        };
+        Ok(vec![Change::put(Object::Tool(tool))])
+    }
+
+    /// Retires a tool: it stops counting against the ceiling and disappears from registries.
+    pub fn retire_tool(&self, name: &str) -> DomainResult<Vec<Change>> {
+        let existing = self.tool(name)?;
+        if !existing.status.is_live() {
+            return Err(DomainError::precondition(
+                "TOOL_RETIRED",
+                format!("tools/{name}"),
+                format!("tool {name:?} is already retired"),
+            ));
+        }
+        let mut tool = existing.clone();
+        tool.status = ToolStatus::Retired;
+        Ok(vec![Change::put(Object::Tool(tool))])
+    }
+
+    /// Makes a deprecated or retired tool active again (a retired one goes through the ceiling).
+    pub fn reactivate_tool(&self, name: &str) -> DomainResult<Vec<Change>> {
+        let existing = self.tool(name)?;
+        match existing.status {
+            ToolStatus::Active => {
+                return Err(DomainError::precondition(
+                    "TOOL_ACTIVE",
+                    format!("tools/{name}"),
+                    format!("tool {name:?} is already active"),
+                ));
+            }
+            ToolStatus::Retired => {
+                policy::check_admit(self.policy()?, self.live_tool_count(), name)?;
+                // References may have gone since it was retired.
+                existing.def.clone().validate(self)?;
+            }
+            ToolStatus::Deprecated { .. } => {}
+        }
+        let mut tool = existing.clone();
+        tool.status = ToolStatus::Active;
+        Ok(vec![Change::put(Object::Tool(tool))])
+    }
+
+    // --- ADRs and the ceiling ------------------------------------------------------------
+
+    /// Records a new ADR.
+    pub fn create_adr(&self, adr: Adr) -> DomainResult<Vec<Change>> {
+        let adr = adr.validate()?;
+        if self.adrs.contains_key(&adr.id) {
+            return Err(DomainError::already_exists("ADR", &adr.id));
+        }
+        self.check_supersedes(&adr)?;
+        Ok(vec![Change::put(Object::Adr(adr))])
+    }
+
+    /// Updates an ADR's title, date, links, summary and `supersedes` (not its status).
+    pub fn update_adr(&self, adr: Adr) -> DomainResult<Vec<Change>> {
+        let existing = self.adr(&adr.id)?;
+        let mut updated = Adr {
+            status: AdrStatus::Proposed,
+            ..adr
+        }
+        .validate()?;
+        updated.status = existing.status;
+        self.check_supersedes(&updated)?;
+        Ok(vec![Change::put(Object::Adr(updated))])
+    }
+
+    fn check_supersedes(&self, adr: &Adr) -> DomainResult<()> {
+        if let Some(target) = adr.supersedes.as_deref()
+            && !self.adrs.contains_key(target)
+        {
+            return Err(DomainError::invalid(
+                "adr.supersedes",
+                format!("unknown ADR {target:?}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Moves an ADR along its lifecycle. The ADR that holds the ceiling can only be
+    /// superseded through [`State::amend_ceiling`].
+    pub fn set_adr_status(&self, id: &str, status: AdrStatus) -> DomainResult<Vec<Change>> {
+        let existing = self.adr(id)?;
+        let updated = existing.transition(status)?;
+        if status == AdrStatus::Superseded && self.policy.as_ref().is_some_and(|p| p.adr == id) {
+            return Err(DomainError::precondition(
+                "CEILING_ADR",
+                format!("adrs/{id}"),
+                format!(
+                    "{id} sets the tool ceiling in force; supersede it with AmendCeiling citing the new ADR"
+                ),
+            ));
+        }
+        Ok(vec![Change::put(Object::Adr(updated))])
+    }
+
+    /// Changes the ceiling. The cited ADR must be accepted and supersede the ADR in force;
+    /// the new value may not be below the number of live tools. The old ADR is marked
+    /// superseded and the history keeps every value.
+    pub fn amend_ceiling(&self, ceiling: u32, adr_id: &str) -> DomainResult<Vec<Change>> {
+        check_ceiling_value(ceiling)?;
+        let policy = self.policy()?;
+        let adr = self
+            .adrs
+            .get(adr_id)
+            .ok_or_else(|| DomainError::invalid("adr", format!("unknown ADR {adr_id:?}")))?;
+        if adr.status != AdrStatus::Accepted {
+            return Err(DomainError::precondition(
+                "ADR_NOT_ACCEPTED",
+                format!("adrs/{adr_id}"),
+                format!(
+                    "{adr_id} is {}; only an accepted ADR can amend the ceiling",
+                    adr.status.as_str()
+                ),
+            ));
+        }
+        if adr.supersedes.as_deref() != Some(policy.adr.as_str()) {
+            return Err(DomainError::precondition(
+                "ADR_MUST_SUPERSEDE",
+                format!("adrs/{adr_id}"),
+                format!(
+                    "{adr_id} must supersede {} (the ADR that set the ceiling in force); set its supersedes field",
+                    policy.adr
+                ),
+            ));
+        }
+        let live = self.live_tool_count();
+        if (ceiling as usize) < live {
+            return Err(DomainError::precondition(
+                "CEILING_BELOW_COUNT",
+                "policy/ceiling",
+                format!(
+                    "a ceiling of {ceiling} is below the {live} live tools; retire or consolidate tools first"
+                ),
+            ));
+        }
+        let mut changes = Vec::new();
+        if let Some(old) = self.adrs.get(&policy.adr)
+            && old.status == AdrStatus::Accepted
+        {
+            changes.push(Change::put(Object::Adr(
+                old.transition(AdrStatus::Superseded)?,
+            )));
+        }
+        let mut history = policy.history.clone();
+        history.push(CeilingChange {
+            ceiling,
+            adr: adr_id.to_owned(),
+            date: adr.date.clone(),
+            revision: self.revision + 1,
+        });
+        changes.push(Change::put(Object::Policy(Policy {
+            ceiling,
+            adr: adr_id.to_owned(),
+            history,
+        })));
+        Ok(changes)
+    }
+
+    // --- tenants and keys ----------------------------------------------------------------
+
+    fn check_tenant(&self, mut tenant: Tenant) -> DomainResult<Tenant> {
+        let mut v = Violations::default();
+        tenant.check_fields(&mut v);
+        if let Some(apis) = &tenant.connected_apis {
+            for api in apis {
+                if !self.providers.contains_key(api) {
+                    v.add(
+                        "tenant.connected_apis",
+                        format!("unknown provider {api:?}: register it first"),
+                    );
+                }
+            }
+        }
+        for role in &tenant.roles {
+            if !self.roles.contains_key(role) {
+                v.add(
+                    "tenant.roles",
+                    format!("unknown role {role:?}: register it first"),
+                );
+            }
+        }
+        v.finish()?;
+        Ok(tenant)
+    }
+
+    /// Creates a tenant.
+    pub fn create_tenant(&self, tenant: Tenant) -> DomainResult<Vec<Change>> {
+        let tenant = self.check_tenant(tenant)?;
+        if self.tenants.contains_key(&tenant.id) {
+            return Err(DomainError::already_exists("tenant", &tenant.id));
+        }
+        Ok(vec![Change::put(Object::Tenant(tenant))])
+    }
+
+    /// Replaces a tenant's settings.
+    pub fn update_tenant(&self, tenant: Tenant) -> DomainResult<Vec<Change>> {
+        let existing = self.tenant(&tenant.id)?;
+        let mut tenant = self.check_tenant(tenant)?;
+        tenant.revision = existing.revision;
+        Ok(vec![Change::put(Object::Tenant(tenant))])
+    }
+
+    /// Deletes a tenant and its keys.
+    pub fn delete_tenant(&self, id: &str) -> DomainResult<Vec<Change>> {
+        self.tenant(id)?;
+        let mut changes: Vec<Change> = self
+            .keys
+            .values()
+            .filter(|key| key.tenant == id)
+            .map(|key| Change::Delete {
+                kind: ObjectKind::ApiKey,
+                key: key.id.clone(),
+            })
+            .collect();
+        changes.push(Change::Delete {
+            kind: ObjectKind::Tenant,
+            key: id.to_owned(),
+        });
+        Ok(changes)
+    }
+
+    /// Records a new key (the caller generated the secret and its hash).
+    pub fn issue_key(&self, key: ApiKey, now: u64) -> DomainResult<Vec<Change>> {
+        let mut v = Violations::default();
+        v.check("tenant", check_slug(&key.tenant));
+        v.check("role", check_slug(&key.role));
+        v.check("label", check_text(&key.label, MAX_TITLE, false));
+        if key.expires_at.is_some_and(|expiry| expiry <= now) {
+            v.add("expires_at", "must be in the future");
+        }
+        v.finish()?;
+        let tenant = self.tenant(&key.tenant)?;
+        if !self.roles.contains_key(&key.role) {
+            return Err(DomainError::invalid(
+                "role",
+                format!("unknown role {:?}", key.role),
+            ));
+        }
+        if !tenant.allows_role(&key.role) {
+            return Err(DomainError::invalid(
+                "role",
+                format!(
+                    "tenant {:?} does not allow role {:?} (allowed: {:?})",
+                    tenant.id, key.role, tenant.roles
+                ),
+            ));
+        }
+        if self.keys.contains_key(&key.id) || self.key_hashes.contains_key(&key.hash) {
+            return Err(DomainError::already_exists("api key", &key.id));
+        }
+        Ok(vec![Change::put(Object::ApiKey(key))])
+    }
+
+    /// Revokes a key.
+    pub fn revoke_key(&self, id: &str, now: u64) -> DomainResult<Vec<Change>> {
+        let existing = self
+            .keys
+            .get(id)
+            .ok_or_else(|| DomainError::not_found("api key", id))?;
+        if existing.revoked_at.is_some() {
+            return Err(DomainError::precondition(
+                "KEY_REVOKED",
+                format!("keys/{id}"),
+                format!("key {id} is already revoked"),
+            ));
+        }
+        let mut key = existing.clone();
+        key.revoked_at = Some(now);
+        Ok(vec![Change::put(Object::ApiKey(key))])
+    }
+}
+
+fn check_ceiling_value(ceiling: u32) -> DomainResult<()> {
+    if ceiling == 0 || ceiling > MAX_CEILING {
+        return Err(DomainError::invalid(
+            "ceiling",
+            format!("must be between 1 and {MAX_CEILING}"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

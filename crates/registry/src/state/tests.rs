@@ -1,0 +1,341 @@
+use serde_json::json;
+
+use super::*;
+use crate::demo::DemoWorld;
+use crate::tool::{Admission, Annotations};
+
+fn commit(state: &mut State, write: impl FnOnce(&State) -> DomainResult<Vec<Change>>) {
+    let changes = write(state).unwrap();
+    let revision = state.revision + 1;
+    state.apply(revision, &changes);
+}
+
+fn demo() -> State {
+    DemoWorld::load().state().unwrap()
+}
+
+fn extra(name: &str) -> ToolDef {
+    ToolDef {
+        name: name.into(),
+        title: String::new(),
+        description: "An extra tool".into(),
+        category: "demo".into(),
+        provider: None,
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+        annotations: Annotations::default(),
+        executor: "demo".into(),
+        roles: vec![],
+        examples: vec![],
+        bucket: None,
+        admission: Admission {
+            adr: None,
+            owner: Some("qa".into()),
+            scope: Some("tests".into()),
+        },
+        polymorphism: None,
+    }
+}
+
+fn new_adr(id: &str, supersedes: Option<&str>, status: AdrStatus) -> Adr {
+    Adr {
+        id: id.into(),
+        title: "Raise the ceiling".into(),
+        status,
+        date: "2026-11-01".into(),
+        links: vec![],
+        supersedes: supersedes.map(str::to_owned),
+        summary: String::new(),
+    }
+}
+
+#[test]
+fn the_demo_world_is_34_of_35() {
+    let state = demo();
+    let report = state.ceiling_report().unwrap();
+    assert_eq!((report.count, report.ceiling, report.headroom), (34, 35, 1));
+    assert_eq!((report.curated, report.platform), (26, 8));
+    assert_eq!(report.adr, "ADR-007");
+    assert_eq!(
+        state.revision as usize,
+        DemoWorld::load().seed(&State::default()).unwrap().len()
+    );
+}
+
+#[test]
+fn the_36th_tool_is_refused_until_the_ceiling_is_amended() {
+    let mut state = demo();
+    commit(&mut state, |s| s.register_tool(extra("tool_35")));
+    let err = state.register_tool(extra("tool_36")).unwrap_err();
+    assert_eq!(err.code, crate::ErrorCode::FailedPrecondition);
+    for needle in [
+        "35 of 35",
+        "ADR-007",
+        "polymorphic",
+        "AmendCeiling",
+        "supersedes ADR-007",
+    ] {
+        assert!(
+            err.message.contains(needle),
+            "{needle:?} missing from {}",
+            err.message
+        );
+    }
+    assert_eq!(err.preconditions[0].kind, "TOOL_CEILING");
+
+    // An ADR that does not supersede the one in force cannot amend.
+    commit(&mut state, |s| {
+        s.create_adr(new_adr("ADR-040", None, AdrStatus::Accepted))
+    });
+    let err = state.amend_ceiling(40, "ADR-040").unwrap_err();
+    assert!(
+        err.message.contains("must supersede ADR-007"),
+        "{}",
+        err.message
+    );
+    // A proposed one neither.
+    commit(&mut state, |s| {
+        s.create_adr(new_adr("ADR-041", Some("ADR-007"), AdrStatus::Proposed))
+    });
+    let err = state.amend_ceiling(40, "ADR-041").unwrap_err();
+    assert!(err.message.contains("proposed"), "{}", err.message);
+    // Accept it, then amend.
+    commit(&mut state, |s| {
+        s.set_adr_status("ADR-041", AdrStatus::Accepted)
+    });
+    commit(&mut state, |s| s.amend_ceiling(40, "ADR-041"));
+    let policy = state.policy().unwrap();
+    assert_eq!((policy.ceiling, policy.adr.as_str()), (40, "ADR-041"));
+    assert_eq!(
+        policy.history.iter().map(|h| h.ceiling).collect::<Vec<_>>(),
+        vec![35, 40]
+    );
+    assert_eq!(state.adrs["ADR-007"].status, AdrStatus::Superseded);
+    commit(&mut state, |s| s.register_tool(extra("tool_36")));
+    assert_eq!(state.live_tool_count(), 36);
+}
+
+#[test]
+fn the_ceiling_cannot_go_below_the_count_or_out_of_range() {
+    let mut state = demo();
+    commit(&mut state, |s| {
+        s.create_adr(new_adr("ADR-040", Some("ADR-007"), AdrStatus::Accepted))
+    });
+    let err = state.amend_ceiling(20, "ADR-040").unwrap_err();
+    assert!(
+        err.message.contains("below the 34 live tools"),
+        "{}",
+        err.message
+    );
+    assert_eq!(
+        state.amend_ceiling(0, "ADR-040").unwrap_err().code,
+        crate::ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        state.amend_ceiling(35, "ADR-404").unwrap_err().code,
+        crate::ErrorCode::InvalidArgument
+    );
+}
+
+#[test]
+fn the_ceiling_adr_can_only_be_superseded_by_an_amendment() {
+    let state = demo();
+    let err = state
+        .set_adr_status("ADR-007", AdrStatus::Superseded)
+        .unwrap_err();
+    assert!(err.message.contains("AmendCeiling"), "{}", err.message);
+}
+
+#[test]
+fn retired_tools_free_a_slot_deprecated_ones_do_not() {
+    let mut state = demo();
+    commit(&mut state, |s| s.register_tool(extra("tool_35")));
+    commit(&mut state, |s| s.deprecate_tool("gemini", "2027-01-31"));
+    assert!(state.register_tool(extra("tool_36")).is_err());
+    let report = state.ceiling_report().unwrap();
+    assert_eq!((report.count, report.deprecated), (35, 1));
+    commit(&mut state, |s| s.retire_tool("gemini"));
+    commit(&mut state, |s| s.register_tool(extra("tool_36")));
+    // Reactivating the retired tool must pass the ceiling again.
+    let err = state.reactivate_tool("gemini").unwrap_err();
+    assert_eq!(err.preconditions[0].kind, "TOOL_CEILING");
+    assert_eq!(state.ceiling_report().unwrap().retired, 1);
+}
+
+#[test]
+fn tool_lifecycle_errors() {
+    let mut state = demo();
+    assert_eq!(
+        state.register_tool(extra("gemini")).unwrap_err().code,
+        crate::ErrorCode::AlreadyExists
+    );
+    assert_eq!(
+        state.retire_tool("nope").unwrap_err().code,
+        crate::ErrorCode::NotFound
+    );
+    assert_eq!(
+        state.deprecate_tool("gemini", "soon").unwrap_err().code,
+        crate::ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        state.reactivate_tool("gemini").unwrap_err().code,
+        crate::ErrorCode::FailedPrecondition
+    );
+    commit(&mut state, |s| s.retire_tool("gemini"));
+    assert_eq!(
+        state.retire_tool("gemini").unwrap_err().code,
+        crate::ErrorCode::FailedPrecondition
+    );
+    let mut def = state.tools["gemini"].def.clone();
+    def.description = "changed".into();
+    assert_eq!(
+        state.update_tool(def).unwrap_err().code,
+        crate::ErrorCode::FailedPrecondition
+    );
+}
+
+#[test]
+fn updates_keep_status_and_revalidate() {
+    let mut state = demo();
+    commit(&mut state, |s| s.deprecate_tool("gemini", "2027-01-31"));
+    let mut def = state.tools["gemini"].def.clone();
+    def.description = "Gemini 3".into();
+    commit(&mut state, |s| s.update_tool(def.clone()));
+    assert_eq!(state.tools["gemini"].def.description, "Gemini 3");
+    assert!(matches!(
+        state.tools["gemini"].status,
+        ToolStatus::Deprecated { .. }
+    ));
+    assert_eq!(state.tools["gemini"].revision, state.revision);
+    def.provider = Some("nokia".into());
+    assert_eq!(
+        state.update_tool(def).unwrap_err().violations[0].field,
+        "tool.provider"
+    );
+}
+
+#[test]
+fn references_block_deletes() {
+    let state = demo();
+    assert_eq!(
+        state.delete_provider("google").unwrap_err().code,
+        crate::ErrorCode::FailedPrecondition
+    );
+    assert_eq!(
+        state.delete_executor("demo").unwrap_err().code,
+        crate::ErrorCode::FailedPrecondition
+    );
+    assert_eq!(
+        state.delete_role("collector").unwrap_err().code,
+        crate::ErrorCode::FailedPrecondition
+    );
+    assert_eq!(
+        state.delete_executor("ghost").unwrap_err().code,
+        crate::ErrorCode::NotFound
+    );
+}
+
+fn key(id: &str, tenant: &str, role: &str, expires_at: Option<u64>) -> ApiKey {
+    ApiKey {
+        id: id.into(),
+        tenant: tenant.into(),
+        role: role.into(),
+        hash: format!("hash-of-{id}"),
+        label: String::new(),
+        created_at: 1_000,
+        expires_at,
+        revoked_at: None,
+    }
+}
+
+#[test]
+fn keys_authenticate_until_revoked_or_expired() {
+    let mut state = demo();
+    commit(&mut state, |s| {
+        s.issue_key(key("key_a", "acme", "collector", None), 1_000)
+    });
+    commit(&mut state, |s| {
+        s.issue_key(key("key_b", "acme", "executor", Some(2_000)), 1_000)
+    });
+    assert_eq!(
+        state.authenticate("hash-of-key_a", 1_500).unwrap().tenant,
+        "acme"
+    );
+    assert!(state.authenticate("hash-of-key_b", 1_999).is_some());
+    assert!(state.authenticate("hash-of-key_b", 2_000).is_none());
+    assert!(state.authenticate("hash-of-nothing", 1_500).is_none());
+    commit(&mut state, |s| s.revoke_key("key_a", 1_600));
+    assert!(state.authenticate("hash-of-key_a", 1_700).is_none());
+    assert_eq!(
+        state.revoke_key("key_a", 1_700).unwrap_err().code,
+        crate::ErrorCode::FailedPrecondition
+    );
+    // Removing a role from the tenant disables its keys of that role.
+    let mut tenant = state.tenants["acme"].clone();
+    tenant.roles = vec!["collector".into()];
+    commit(&mut state, |s| s.update_tenant(tenant));
+    assert!(state.authenticate("hash-of-key_b", 1_500).is_none());
+}
+
+#[test]
+fn key_issuance_is_checked() {
+    let state = demo();
+    assert_eq!(
+        state
+            .issue_key(key("k", "nobody", "collector", None), 1)
+            .unwrap_err()
+            .code,
+        crate::ErrorCode::NotFound
+    );
+    assert_eq!(
+        state
+            .issue_key(key("k", "acme", "admin", None), 1)
+            .unwrap_err()
+            .code,
+        crate::ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        state
+            .issue_key(key("k", "acme", "collector", Some(5)), 10)
+            .unwrap_err()
+            .code,
+        crate::ErrorCode::InvalidArgument
+    );
+}
+
+#[test]
+fn tenants_are_checked_and_deleting_one_deletes_its_keys() {
+    let mut state = demo();
+    let mut bad = Tenant::new("umbrella");
+    bad.connected_apis = Some(vec!["google".into(), "myspace".into()]);
+    bad.roles = vec!["janitor".into()];
+    let err = state.create_tenant(bad).unwrap_err();
+    assert_eq!(err.violations.len(), 2, "{err}");
+    assert_eq!(
+        state.create_tenant(Tenant::new("acme")).unwrap_err().code,
+        crate::ErrorCode::AlreadyExists
+    );
+    commit(&mut state, |s| {
+        s.issue_key(key("key_a", "acme", "collector", None), 1)
+    });
+    assert_eq!(state.delete_tenant("acme").unwrap().len(), 2);
+    commit(&mut state, |s| s.delete_tenant("acme"));
+    assert!(state.keys.is_empty() && state.key_hashes.is_empty());
+    assert!(!state.tenants.contains_key("acme"));
+}
+
+#[test]
+fn replaying_the_changes_rebuilds_the_same_state() {
+    let world = DemoWorld::load();
+    let writes = world.seed(&State::default()).unwrap();
+    let serialized = serde_json::to_string(&writes).unwrap();
+    let replayed: Vec<Vec<Change>> = serde_json::from_str(&serialized).unwrap();
+    let mut state = State::default();
+    for (i, changes) in replayed.iter().enumerate() {
+        state.apply(i as u64 + 1, changes);
+    }
+    let direct = world.state().unwrap();
+    assert_eq!(state.tools, direct.tools);
+    assert_eq!(state.tenants, direct.tenants);
+    assert_eq!(state.policy, direct.policy);
+}

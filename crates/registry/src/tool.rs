@@ -1,0 +1,526 @@
+//! Tools: their definition, validation, status, and the role projection of polymorphic tools.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::error::{DomainError, DomainResult, Violations};
+use crate::ident::{
+    MAX_ACTIONS, MAX_CATEGORY, MAX_DESCRIPTION, MAX_EXAMPLE, MAX_EXAMPLES, MAX_OWNER, MAX_ROLES,
+    MAX_SCHEMA_BYTES, MAX_TITLE, check_adr_id, check_slug, check_text, check_tool_name,
+};
+
+/// Default discriminator property of polymorphic tools (ADR-037 uses `action`).
+pub const DEFAULT_DISCRIMINATOR: &str = "action";
+
+/// Lifecycle of a tool. Deprecated tools still count against the ceiling; retired ones do not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// Listed and callable.
+    Active,
+    /// Listed and callable until the sunset date (`YYYY-MM-DD`).
+    Deprecated {
+        /// The announced removal date.
+        sunset: String,
+    },
+    /// Kept for the record; never listed, never callable, not counted.
+    Retired,
+}
+
+/// Which ceiling bucket a tool counts in (ADR-037 reports "25 curated + 8 platform").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bucket {
+    /// Tools curated for a provider or a product feature.
+    Curated,
+    /// Platform and meta tools.
+    Platform,
+}
+
+/// Why a tool is allowed to exist: an accepted ADR, or an owner and a scope (a TOOLS.md row).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Admission {
+    /// The accepted ADR that admitted the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adr: Option<String>,
+    /// The team or person answerable for the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// What the tool is for, in one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+}
+
+/// MCP tool annotations (hints to clients; `idempotent` also allows retries on connect errors).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Annotations {
+    /// The tool does not modify its environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// The tool may perform destructive updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// Calling the tool twice with the same arguments has no additional effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// The tool interacts with an open world of external entities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+/// One action of a polymorphic tool: its schema branch and the roles allowed to use it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    /// The discriminator value, e.g. `ingest`.
+    pub name: String,
+    /// One line on what the action does.
+    #[serde(default)]
+    pub description: String,
+    /// Object schema of the action's other fields (without the discriminator).
+    pub schema: Value,
+    /// Roles allowed to use the action; empty = every role that sees the tool.
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
+/// The discriminated union of a polymorphic tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Polymorphism {
+    /// The discriminator property (default `action`).
+    pub discriminator: String,
+    /// The actions, in declaration order.
+    pub actions: Vec<Action>,
+}
+
+/// What an operator submits to register or update a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDef {
+    /// Unique name, 1–128 characters of `[A-Za-z0-9_.-]`.
+    pub name: String,
+    /// Human title.
+    #[serde(default)]
+    pub title: String,
+    /// What the tool does (shown to models).
+    pub description: String,
+    /// Category for progressive disclosure (slug).
+    pub category: String,
+    /// Provider the tool needs; `None` = platform tool visible to every tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// JSON Schema of the arguments (composed from the actions for polymorphic tools).
+    pub input_schema: Value,
+    /// Optional JSON Schema of `structuredContent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// MCP annotations.
+    #[serde(default)]
+    pub annotations: Annotations,
+    /// The executor that runs the tool.
+    pub executor: String,
+    /// Roles that may see the tool; empty = all.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Example prompts or calls.
+    #[serde(default)]
+    pub examples: Vec<String>,
+    /// Ceiling bucket; `None` = platform when there is no provider, curated otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<Bucket>,
+    /// The ADR or owner + scope that admitted the tool.
+    #[serde(default)]
+    pub admission: Admission,
+    /// Set for polymorphic tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polymorphism: Option<Polymorphism>,
+}
+
+/// A tool as the catalogue holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    /// The definition (with the composed input schema for polymorphic tools).
+    #[serde(flatten)]
+    pub def: ToolDef,
+    /// Lifecycle state.
+    pub status: ToolStatus,
+    /// Revision of the last change to this tool.
+    #[serde(default)]
+    pub revision: u64,
+}
+
+/// What validation needs to know about the rest of the catalogue.
+pub trait CatalogRefs {
+    /// Whether a provider id is registered.
+    fn has_provider(&self, id: &str) -> bool;
+    /// Whether a role is registered.
+    fn has_role(&self, name: &str) -> bool;
+    /// Whether an executor is registered.
+    fn has_executor(&self, name: &str) -> bool;
+    /// Whether an ADR exists and is accepted.
+    fn adr_status(&self, id: &str) -> Option<crate::adr::AdrStatus>;
+}
+
+// === impl ToolStatus ===
+
+impl ToolStatus {
+    /// Whether the tool counts against the ceiling and is visible.
+    pub fn is_live(&self) -> bool {
+        !matches!(self, ToolStatus::Retired)
+    }
+
+    /// Short name: `active`, `deprecated`, `retired`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ToolStatus::Active => "active",
+            ToolStatus::Deprecated { .. } => "deprecated",
+            ToolStatus::Retired => "retired",
+        }
+    }
+}
+
+// === impl Bucket ===
+
+impl Bucket {
+    /// Short name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Curated => "curated",
+            Bucket::Platform => "platform",
+        }
+    }
+}
+
+// === impl ToolDef ===
+
+impl ToolDef {
+    /// The bucket the tool counts in.
+    pub fn effective_bucket(&self) -> Bucket {
+        match (self.bucket, &self.provider) {
+            (Some(bucket), _) => bucket,
+            (None, None) => Bucket::Platform,
+            (None, Some(_)) => Bucket::Curated,
+        }
+    }
+
+    /// Validates the definition against the catalogue and returns it normalised: trimmed,
+    /// roles sorted and deduplicated, and the input schema composed for polymorphic tools.
+    pub fn validate(mut self, refs: &dyn CatalogRefs) -> DomainResult<ToolDef> {
+        let mut v = Violations::default();
+        v.check("tool.name", check_tool_name(&self.name));
+        v.check("tool.title", check_text(&self.title, MAX_TITLE, false));
+        v.check(
+            "tool.description",
+            check_text(&self.description, MAX_DESCRIPTION, true),
+        );
+        v.check("tool.category", check_category(&self.category));
+        if let Some(provider) = self.provider.as_deref() {
+            match check_slug(provider) {
+                Err(e) => v.add("tool.provider", e),
+                Ok(()) if !refs.has_provider(provider) => v.add(
+                    "tool.provider",
+                    format!("unknown provider {provider:?}: register it first"),
+                ),
+                Ok(()) => {}
+            }
+        }
+        match check_slug(&self.executor) {
+            Err(e) => v.add("tool.executor", e),
+            Ok(()) if !refs.has_executor(&self.executor) => v.add(
+                "tool.executor",
+                format!("unknown executor {:?}: register it first", self.executor),
+            ),
+            Ok(()) => {}
+        }
+        normalise_roles(&mut self.roles);
+        check_roles("tool.roles", &self.roles, refs, &mut v);
+        if self.examples.len() > MAX_EXAMPLES {
+            v.add(
+                "tool.examples",
+                format!(
+                    "at most {MAX_EXAMPLES} examples (got {})",
+                    self.examples.len()
+                ),
+            );
+        }
+        for (i, example) in self.examples.iter().enumerate() {
+            v.check(
+                &format!("tool.examples[{i}]"),
+                check_text(example, MAX_EXAMPLE, true),
+            );
+        }
+        check_admission(&self.admission, refs, &mut v);
+        if let Some(output) = &self.output_schema {
+            v.check("tool.output_schema", check_object_schema(output));
+        }
+        match &mut self.polymorphism {
+            Some(poly) => {
+                if !is_empty_schema(&self.input_schema) {
+                    v.add(
+                        "tool.input_schema",
+                        "must be empty for a polymorphic tool: it is composed from the actions",
+                    );
+                }
+                let tool_roles = self.roles.clone();
+                check_polymorphism(poly, &tool_roles, refs, &mut v);
+            }
+            None => v.check("tool.input_schema", check_object_schema(&self.input_schema)),
+        }
+        v.finish()?;
+        if let Some(poly) = &self.polymorphism {
+            let all: Vec<&Action> = poly.actions.iter().collect();
+            self.input_schema = compose_schema(&poly.discriminator, &all);
+            // The composed schema must itself compile (it always does when branches do).
+            check_object_schema(&self.input_schema)
+                .map_err(|e| DomainError::invalid("tool.polymorphism", e))?;
+        }
+        self.title = self.title.trim().to_owned();
+        Ok(self)
+    }
+}
+
+/// Categories: slugs of at most 64 characters.
+fn check_category(category: &str) -> Result<(), String> {
+    if category.len() > MAX_CATEGORY {
+        return Err(format!("must be at most {MAX_CATEGORY} characters"));
+    }
+    check_slug(category)
+}
+
+fn normalise_roles(roles: &mut Vec<String>) {
+    roles.sort();
+    roles.dedup();
+}
+
+fn check_roles(field: &str, roles: &[String], refs: &dyn CatalogRefs, v: &mut Violations) {
+    if roles.len() > MAX_ROLES {
+        v.add(field, format!("at most {MAX_ROLES} roles"));
+        return;
+    }
+    for role in roles {
+        match check_slug(role) {
+            Err(e) => v.add(field, format!("role {role:?}: {e}")),
+            Ok(()) if !refs.has_role(role) => {
+                v.add(field, format!("unknown role {role:?}: register it first"));
+            }
+            Ok(()) => {}
+        }
+    }
+}
+
+fn check_admission(admission: &Admission, refs: &dyn CatalogRefs, v: &mut Violations) {
+    let owner = admission.owner.as_deref().unwrap_or("").trim();
+    let scope = admission.scope.as_deref().unwrap_or("").trim();
+    v.check("tool.admission.owner", check_text(owner, MAX_OWNER, false));
+    v.check("tool.admission.scope", check_text(scope, MAX_OWNER, false));
+    match admission.adr.as_deref() {
+        Some(adr) => match check_adr_id(adr) {
+            Err(e) => v.add("tool.admission.adr", e),
+            Ok(()) => match refs.adr_status(adr) {
+                None => v.add("tool.admission.adr", format!("unknown ADR {adr:?}")),
+                Some(crate::adr::AdrStatus::Accepted) => {}
+                Some(status) => v.add(
+                    "tool.admission.adr",
+                    format!("ADR {adr} is {}, not accepted", status.as_str()),
+                ),
+            },
+        },
+        None if owner.is_empty() || scope.is_empty() => v.add(
+            "tool.admission",
+            "a tool must cite an accepted ADR, or carry both an owner and a scope",
+        ),
+        None => {}
+    }
+}
+
+fn check_polymorphism(
+    poly: &mut Polymorphism,
+    tool_roles: &[String],
+    refs: &dyn CatalogRefs,
+    v: &mut Violations,
+) {
+    if poly.discriminator.is_empty() {
+        poly.discriminator = DEFAULT_DISCRIMINATOR.to_owned();
+    }
+    if !is_property_name(&poly.discriminator) {
+        v.add(
+            "tool.polymorphism.discriminator",
+            "must be a property name of [A-Za-z_][A-Za-z0-9_]{0,63}",
+        );
+    }
+    if poly.actions.is_empty() || poly.actions.len() > MAX_ACTIONS {
+        v.add(
+            "tool.polymorphism.actions",
+            format!("must hold 1 to {MAX_ACTIONS} actions"),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, action) in poly.actions.iter_mut().enumerate() {
+        let field = format!("tool.polymorphism.actions[{i}]");
+        if let Err(e) = check_slug(&action.name) {
+            v.add(format!("{field}.name"), e);
+        } else if !seen.insert(action.name.clone()) {
+            v.add(
+                format!("{field}.name"),
+                format!("duplicate action {:?}", action.name),
+            );
+        }
+        v.check(
+            &format!("{field}.description"),
+            check_text(&action.description, MAX_DESCRIPTION, false),
+        );
+        match check_object_schema(&action.schema) {
+            Err(e) => v.add(format!("{field}.schema"), e),
+            Ok(()) => {
+                let defines_discriminator = action
+                    .schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .is_some_and(|p| p.contains_key(&poly.discriminator));
+                if defines_discriminator {
+                    v.add(
+                        format!("{field}.schema"),
+                        format!(
+                            "must not define the discriminator {:?}: it is added for you",
+                            poly.discriminator
+                        ),
+                    );
+                }
+            }
+        }
+        normalise_roles(&mut action.roles);
+        check_roles(&format!("{field}.roles"), &action.roles, refs, v);
+        if !tool_roles.is_empty() {
+            for role in &action.roles {
+                if !tool_roles.contains(role) {
+                    v.add(
+                        format!("{field}.roles"),
+                        format!("role {role:?} cannot see the tool (tool roles: {tool_roles:?})"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn is_property_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    first_ok && name.len() <= 64 && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn is_empty_schema(schema: &Value) -> bool {
+    match schema {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
+        _ => false,
+    }
+}
+
+/// Checks that a value is a valid JSON Schema whose root is `"type": "object"` (MCP requires
+/// object input schemas), no larger than 64 KiB, and compilable without remote references.
+pub fn check_object_schema(schema: &Value) -> Result<(), String> {
+    let Some(object) = schema.as_object() else {
+        return Err("must be a JSON object".into());
+    };
+    if object.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("must have \"type\": \"object\" at the root".into());
+    }
+    let size = serde_json::to_vec(schema)
+        .map(|b| b.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "is {size} bytes; the limit is {MAX_SCHEMA_BYTES} bytes"
+        ));
+    }
+    if let Err(error) = jsonschema::meta::validate(schema) {
+        return Err(format!(
+            "is not a valid JSON Schema: {error} (at {})",
+            display_pointer(&error.instance_path().to_string())
+        ));
+    }
+    if let Err(error) = jsonschema::validator_for(schema) {
+        return Err(format!("does not compile: {error}"));
+    }
+    Ok(())
+}
+
+fn display_pointer(pointer: &str) -> String {
+    if pointer.is_empty() {
+        "/".to_owned()
+    } else {
+        pointer.to_owned()
+    }
+}
+
+/// Composes the input schema of a polymorphic tool from a subset of its actions: the
+/// discriminator's `enum` lists exactly these actions and `oneOf` holds exactly their branches.
+pub fn compose_schema(discriminator: &str, actions: &[&Action]) -> Value {
+    let names: Vec<Value> = actions
+        .iter()
+        .map(|a| Value::from(a.name.clone()))
+        .collect();
+    let branches: Vec<Value> = actions
+        .iter()
+        .map(|action| branch_schema(discriminator, action))
+        .collect();
+    json!({
+        "type": "object",
+        "properties": {
+            discriminator: {
+                "type": "string",
+                "enum": names,
+                "description": "Which action to run",
+            }
+        },
+        "required": [discriminator],
+        "oneOf": branches,
+    })
+}
+
+fn branch_schema(discriminator: &str, action: &Action) -> Value {
+    let mut branch: Map<String, Value> = action.schema.as_object().cloned().unwrap_or_default();
+    let mut properties = Map::new();
+    properties.insert(discriminator.to_owned(), json!({ "const": action.name }));
+    if let Some(Value::Object(own)) = branch.remove("properties") {
+        properties.extend(own);
+    }
+    let mut required = vec![Value::from(discriminator)];
+    if let Some(Value::Array(own)) = branch.remove("required") {
+        required.extend(own);
+    }
+    branch.insert("type".into(), Value::from("object"));
+    branch.insert("properties".into(), Value::Object(properties));
+    branch.insert("required".into(), Value::Array(required));
+    if !action.description.is_empty() && !branch.contains_key("description") {
+        branch.insert(
+            "description".into(),
+            Value::from(action.description.clone()),
+        );
+    }
+    Value::Object(branch)
+}
+
+/// Whether a role may see something restricted to `roles` (empty = everyone).
+pub fn role_allowed(roles: &[String], role: &str) -> bool {
+    roles.is_empty() || roles.iter().any(|r| r == role)
+}
+
+// === impl Tool ===
+
+impl Tool {
+    /// The actions `role` may use, or `None` for a non-polymorphic tool.
+    pub fn allowed_actions(&self, role: &str) -> Option<Vec<&Action>> {
+        let poly = self.def.polymorphism.as_ref()?;
+        Some(
+            poly.actions
+                .iter()
+                .filter(|action| role_allowed(&action.roles, role))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+//! The store contract, run against every implementation.
+
+use tp_registry::demo::DemoWorld;
+use tp_registry::{Change, State};
+
+use super::*;
+
+async fn seed(store: &dyn Store) -> State {
+    let world = DemoWorld::load();
+    let mut state = State::default();
+    for changes in world.seed(&State::default()).unwrap() {
+        let Commit::Committed(revision) =
+            store.commit(state.revision, &changes, 1_000).await.unwrap()
+        else {
+            panic!("unexpected conflict");
+        };
+        state.apply(revision, &changes);
+    }
+    state
+}
+
+pub(crate) async fn contract(store: &dyn Store) {
+    assert_eq!(store.head().await.unwrap(), 0);
+    let state = seed(store).await;
+    assert_eq!(store.head().await.unwrap(), state.revision);
+
+    // The snapshot rebuilds the same state.
+    let snapshot = store.load().await.unwrap();
+    assert_eq!(snapshot.revision, state.revision);
+    let mut loaded = State::default();
+    for object in snapshot.objects {
+        loaded.put(object);
+    }
+    assert_eq!(loaded.tools, state.tools);
+    assert_eq!(loaded.tenants, state.tenants);
+    assert_eq!(loaded.policy, state.policy);
+
+    // Replaying the log rebuilds it too; revisions have no gaps.
+    let records = store.changes_since(0, 10_000).await.unwrap();
+    let revisions: Vec<u64> = records.iter().map(|r| r.revision).collect();
+    assert_eq!(revisions, (1..=state.revision).collect::<Vec<_>>());
+    let mut replayed = State::default();
+    for record in &records {
+        replayed.apply(record.revision, &record.changes);
+    }
+    assert_eq!(replayed.tools, state.tools);
+    let page = store.changes_since(5, 3).await.unwrap();
+    assert_eq!(
+        page.iter().map(|r| r.revision).collect::<Vec<_>>(),
+        vec![6, 7, 8]
+    );
+
+    // A stale writer conflicts and writes nothing.
+    let stale = state.retire_tool("gemini").unwrap();
+    let outcome = store
+        .commit(state.revision - 1, &stale, 2_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        Commit::Conflict {
+            current: state.revision
+        }
+    );
+    assert_eq!(store.head().await.unwrap(), state.revision);
+
+    // Deletes remove objects.
+    let delete = vec![Change::Delete {
+        kind: tp_registry::ObjectKind::Tenant,
+        key: "initech".into(),
+    }];
+    assert_eq!(
+        store.commit(state.revision, &delete, 3_000).await.unwrap(),
+        Commit::Committed(state.revision + 1)
+    );
+    let snapshot = store.load().await.unwrap();
+    assert!(!snapshot.objects.iter().any(|o| o.key() == "initech"));
+
+    // Usage counters.
+    let events = [
+        UsageEvent {
+            tenant: "acme".into(),
+            tool: "gmail".into(),
+            error: false,
+            at_ms: 10,
+        },
+        UsageEvent {
+            tenant: "acme".into(),
+            tool: "gmail".into(),
+            error: true,
+            at_ms: 30,
+        },
+        UsageEvent {
+            tenant: "globex".into(),
+            tool: "gmail".into(),
+            error: false,
+            at_ms: 20,
+        },
+        UsageEvent {
+            tenant: "globex".into(),
+            tool: "call_api".into(),
+            error: false,
+            at_ms: 5,
+        },
+    ];
+    store.record_usage(&events).await.unwrap();
+    let all = store.usage(None).await.unwrap();
+    assert_eq!(
+        all,
+        vec![
+            ToolUsage {
+                tool: "call_api".into(),
+                calls: 1,
+                errors: 0,
+                last_used_ms: 5
+            },
+            ToolUsage {
+                tool: "gmail".into(),
+                calls: 3,
+                errors: 1,
+                last_used_ms: 30
+            },
+        ]
+    );
+    let acme = store.usage(Some("acme")).await.unwrap();
+    assert_eq!(
+        acme,
+        vec![ToolUsage {
+            tool: "gmail".into(),
+            calls: 2,
+            errors: 1,
+            last_used_ms: 30
+        }]
+    );
+}
+
+#[tokio::test]
+async fn sqlite_in_memory_honours_the_contract() {
+    contract(&SqliteStore::in_memory().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn sqlite_file_honours_the_contract_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolplane.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    contract(&store).await;
+    let head = store.head().await.unwrap();
+    drop(store);
+    let reopened = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(reopened.head().await.unwrap(), head);
+}

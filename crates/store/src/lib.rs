@@ -1,0 +1,163 @@
+//! Control-plane persistence.
+//!
+//! The control plane keeps its whole state in memory (`tp_registry::State`) and persists it
+//! here as two things written in one transaction per write:
+//! - `objects`: the latest version of every object (the snapshot loaded at start);
+//! - `changes`: the append-only log, one row per revision, replayed by `Watch` and by other
+//!   replicas to catch up.
+//!
+//! Commits are compare-and-set on the global revision: a commit states the revision its
+//! changes were validated against and fails with [`Commit::Conflict`] if another writer got
+//! there first. That makes the ceiling check, done in memory against exactly that revision,
+//! serialisable across processes.
+
+mod sqlite;
+
+use async_trait::async_trait;
+use tp_registry::{Change, Object};
+
+pub use sqlite::SqliteStore;
+
+/// Errors of the store itself (the database failed; never a domain rule).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored document could not be decoded (corruption or an incompatible version).
+    #[error("stored document {what} is unreadable: {source}")]
+    Corrupt {
+        /// What was being read.
+        what: String,
+        /// The decode error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The store's URL or options are unusable.
+    #[error("bad store configuration: {0}")]
+    Config(String),
+}
+
+/// Store result.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Everything needed to rebuild the in-memory state.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The revision the objects are at.
+    pub revision: u64,
+    /// Every object.
+    pub objects: Vec<Object>,
+}
+
+/// One committed write as recorded in the change log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeRecord {
+    /// Its revision.
+    pub revision: u64,
+    /// Unix milliseconds of the commit.
+    pub at_ms: u64,
+    /// The changes, as committed (objects stamped with the revision).
+    pub changes: Vec<Change>,
+}
+
+/// Outcome of a compare-and-set commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// Committed under this revision.
+    Committed(u64),
+    /// Nothing written: the store is at this revision, not the expected one.
+    Conflict {
+        /// The store's current revision.
+        current: u64,
+    },
+}
+
+/// One tool call reported by an edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageEvent {
+    /// Tenant.
+    pub tenant: String,
+    /// Tool.
+    pub tool: String,
+    /// Whether the call failed.
+    pub error: bool,
+    /// Unix milliseconds.
+    pub at_ms: u64,
+}
+
+/// Aggregated usage of one tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolUsage {
+    /// Tool.
+    pub tool: String,
+    /// Calls.
+    pub calls: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Unix milliseconds of the last call.
+    pub last_used_ms: u64,
+}
+
+/// Durable storage of the control plane.
+///
+/// Contract: a `commit` that returns `Ok(Committed(r))` is durable (survives `kill -9`), its
+/// revision is `expected + 1`, and `changes_since(r - 1, ..)` returns it; revisions have no gaps.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Loads the latest version of every object and the revision they are at.
+    async fn load(&self) -> StoreResult<Snapshot>;
+
+    /// Commits `changes` as revision `expected + 1` if the store is still at `expected`.
+    async fn commit(&self, expected: u64, changes: &[Change], at_ms: u64) -> StoreResult<Commit>;
+
+    /// Up to `limit` change records with revision `> after`, in revision order.
+    async fn changes_since(&self, after: u64, limit: u32) -> StoreResult<Vec<ChangeRecord>>;
+
+    /// The newest committed revision.
+    async fn head(&self) -> StoreResult<u64>;
+
+    /// Adds usage events to the per-(tenant, tool) counters.
+    async fn record_usage(&self, events: &[UsageEvent]) -> StoreResult<()>;
+
+    /// Usage per tool, for one tenant or all (summed), in tool order.
+    async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>>;
+}
+
+impl std::fmt::Debug for dyn Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("dyn Store")
+    }
+}
+
+/// Stamps `Put` objects with the revision they are committed under (what `State::apply` does
+/// in memory), so stored documents and replayed changes agree.
+pub fn stamped(changes: &[Change], revision: u64) -> Vec<Change> {
+    changes
+        .iter()
+        .map(|change| match change {
+            Change::Put { object } => {
+                let mut object = object.clone();
+                object.stamp(revision);
+                Change::Put { object }
+            }
+            Change::Delete { .. } => change.clone(),
+        })
+        .collect()
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: impl Into<String>, text: &str) -> StoreResult<T> {
+    serde_json::from_str(text).map_err(|source| StoreError::Corrupt {
+        what: what.into(),
+        source,
+    })
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> String {
+    // Serialising plain data structures to a String cannot fail.
+    serde_json::to_string(value)
+        .unwrap_or_else(|error| unreachable!("serialising store document: {error}"))
+}
+
+#[cfg(test)]
+mod contract;

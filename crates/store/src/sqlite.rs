@@ -1,0 +1,247 @@
+//! The embedded SQLite store (the zero-setup default): one file, WAL journal, `synchronous=FULL`
+//! so an acknowledged write survives `kill -9` and power loss.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use tp_registry::{Change, Object};
+
+use crate::{
+    ChangeRecord, Commit, Snapshot, Store, StoreError, StoreResult, ToolUsage, UsageEvent, decode,
+    encode, stamped,
+};
+
+/// Ordered schema migrations; the index + 1 is the schema version.
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS revision (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
+     INSERT OR IGNORE INTO revision (id, value) VALUES (1, 0);
+     CREATE TABLE IF NOT EXISTS objects (
+         kind TEXT NOT NULL, key TEXT NOT NULL, doc TEXT NOT NULL, revision INTEGER NOT NULL,
+         PRIMARY KEY (kind, key));
+     CREATE TABLE IF NOT EXISTS changes (revision INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, doc TEXT NOT NULL);
+     CREATE TABLE IF NOT EXISTS usage (
+         tenant TEXT NOT NULL, tool TEXT NOT NULL, calls INTEGER NOT NULL, errors INTEGER NOT NULL,
+         last_used_ms INTEGER NOT NULL, PRIMARY KEY (tenant, tool));",
+];
+
+/// SQLite-backed [`Store`].
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+// === impl SqliteStore ===
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and migrates it.
+    pub async fn open(path: &Path) -> StoreResult<SqliteStore> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        Self::with_options(options).await
+    }
+
+    /// Opens a private in-memory database (tests).
+    pub async fn in_memory() -> StoreResult<SqliteStore> {
+        let options = SqliteConnectOptions::from_str("sqlite::memory:")?;
+        Self::with_options(options).await
+    }
+
+    async fn with_options(options: SqliteConnectOptions) -> StoreResult<SqliteStore> {
+        // One connection: SQLite has one writer anyway, and an in-memory database is per
+        // connection. Reads are served from the control plane's memory, not from here.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        let store = SqliteStore { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        sqlx::query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            .execute(&self.pool)
+            .await?;
+        let version: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
+            .fetch_one(&self.pool)
+            .await?;
+        let version = usize::try_from(version.unwrap_or(0)).unwrap_or(0);
+        if version > MIGRATIONS.len() {
+            return Err(StoreError::Config(format!(
+                "database schema version {version} is newer than this binary ({}); upgrade toolplane",
+                MIGRATIONS.len()
+            )));
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(version) {
+            let mut tx = self.pool.begin().await?;
+            sqlx::raw_sql(*migration).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO schema_version (version) VALUES (?)")
+                .bind(i64::try_from(index + 1).unwrap_or(i64::MAX))
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn load(&self) -> StoreResult<Snapshot> {
+        let mut tx = self.pool.begin().await?;
+        let revision: i64 = sqlx::query_scalar("SELECT value FROM revision WHERE id = 1")
+            .fetch_one(&mut *tx)
+            .await?;
+        let rows = sqlx::query("SELECT kind, key, doc FROM objects ORDER BY kind, key")
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut objects = Vec::with_capacity(rows.len());
+        for row in rows {
+            let kind: String = row.try_get("kind")?;
+            let key: String = row.try_get("key")?;
+            let doc: String = row.try_get("doc")?;
+            objects.push(decode::<Object>(format!("{kind}/{key}"), &doc)?);
+        }
+        Ok(Snapshot {
+            revision: to_u64(revision),
+            objects,
+        })
+    }
+
+    async fn commit(&self, expected: u64, changes: &[Change], at_ms: u64) -> StoreResult<Commit> {
+        let revision = expected + 1;
+        let mut tx = self.pool.begin().await?;
+        let bumped = sqlx::query("UPDATE revision SET value = ? WHERE id = 1 AND value = ?")
+            .bind(to_i64(revision))
+            .bind(to_i64(expected))
+            .execute(&mut *tx)
+            .await?;
+        if bumped.rows_affected() != 1 {
+            let current: i64 = sqlx::query_scalar("SELECT value FROM revision WHERE id = 1")
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.rollback().await?;
+            return Ok(Commit::Conflict {
+                current: to_u64(current),
+            });
+        }
+        let changes = stamped(changes, revision);
+        for change in &changes {
+            match change {
+                Change::Put { object } => {
+                    sqlx::query(
+                        "INSERT INTO objects (kind, key, doc, revision) VALUES (?, ?, ?, ?)
+                         ON CONFLICT (kind, key) DO UPDATE SET doc = excluded.doc, revision = excluded.revision",
+                    )
+                    .bind(object.kind().as_str())
+                    .bind(object.key())
+                    .bind(encode(object))
+                    .bind(to_i64(revision))
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                Change::Delete { kind, key } => {
+                    sqlx::query("DELETE FROM objects WHERE kind = ? AND key = ?")
+                        .bind(kind.as_str())
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+        }
+        sqlx::query("INSERT INTO changes (revision, at_ms, doc) VALUES (?, ?, ?)")
+            .bind(to_i64(revision))
+            .bind(to_i64(at_ms))
+            .bind(encode(&changes))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Commit::Committed(revision))
+    }
+
+    async fn changes_since(&self, after: u64, limit: u32) -> StoreResult<Vec<ChangeRecord>> {
+        let rows = sqlx::query(
+            "SELECT revision, at_ms, doc FROM changes WHERE revision > ? ORDER BY revision LIMIT ?",
+        )
+        .bind(to_i64(after))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            let revision = to_u64(row.try_get("revision")?);
+            let doc: String = row.try_get("doc")?;
+            records.push(ChangeRecord {
+                revision,
+                at_ms: to_u64(row.try_get("at_ms")?),
+                changes: decode(format!("change {revision}"), &doc)?,
+            });
+        }
+        Ok(records)
+    }
+
+    async fn head(&self) -> StoreResult<u64> {
+        let revision: i64 = sqlx::query_scalar("SELECT value FROM revision WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(to_u64(revision))
+    }
+
+    async fn record_usage(&self, events: &[UsageEvent]) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        for event in events {
+            sqlx::query(
+                "INSERT INTO usage (tenant, tool, calls, errors, last_used_ms) VALUES (?, ?, 1, ?, ?)
+                 ON CONFLICT (tenant, tool) DO UPDATE SET calls = calls + 1, errors = errors + excluded.errors,
+                 last_used_ms = MAX(last_used_ms, excluded.last_used_ms)",
+            )
+            .bind(&event.tenant)
+            .bind(&event.tool)
+            .bind(i64::from(event.error))
+            .bind(to_i64(event.at_ms))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>> {
+        let rows = sqlx::query(
+            "SELECT tool, SUM(calls) AS calls, SUM(errors) AS errors, MAX(last_used_ms) AS last_used_ms
+             FROM usage WHERE (?1 IS NULL OR tenant = ?1) GROUP BY tool ORDER BY tool",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut usage = Vec::with_capacity(rows.len());
+        for row in rows {
+            usage.push(ToolUsage {
+                tool: row.try_get("tool")?,
+                calls: to_u64(row.try_get("calls")?),
+                errors: to_u64(row.try_get("errors")?),
+                last_used_ms: to_u64(row.try_get("last_used_ms")?),
+            });
+        }
+        Ok(usage)
+    }
+}

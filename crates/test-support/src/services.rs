@@ -1,0 +1,244 @@
+//! Real services for tests: `redis-server`, the demo executor and edges, each a child process
+//! on its own port.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::process::{ControlPlaneProcess, Process, wait_ready};
+use crate::{binary, eventually};
+
+/// A free TCP port on 127.0.0.1 (bound then released; fine for tests).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// A private `redis-server` (no persistence).
+#[derive(Debug)]
+pub struct RedisProcess {
+    /// The process.
+    pub process: Process,
+    /// Its port.
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+async fn redis_ping(port: u16) -> bool {
+    let Ok(Ok(mut stream)) = tokio::time::timeout(
+        Duration::from_millis(500),
+        tokio::net::TcpStream::connect(("127.0.0.1", port)),
+    )
+    .await
+    else {
+        return false;
+    };
+    if stream.write_all(b"PING\r\n").await.is_err() {
+        return false;
+    }
+    let mut buffer = [0u8; 16];
+    matches!(tokio::time::timeout(Duration::from_millis(500), stream.read(&mut buffer)).await, Ok(Ok(n)) if buffer[..n].starts_with(b"+PONG"))
+}
+
+// === impl RedisProcess ===
+
+impl RedisProcess {
+    /// Starts `redis-server` on a free port.
+    pub async fn start() -> RedisProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let process = Self::spawn(dir.path(), port);
+        let mut redis = RedisProcess { process, port, dir };
+        redis.wait().await;
+        redis
+    }
+
+    fn spawn(dir: &Path, port: u16) -> Process {
+        let program = which("redis-server").unwrap_or_else(|| {
+            panic!("redis-server is not installed: run `apt-get install -y redis-server` (bash scripts/prereqs.sh does)")
+        });
+        let args: Vec<String> = [
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            &dir.display().to_string(),
+            "--daemonize",
+            "no",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        Process::spawn(&program, &args, &dir.join(format!("redis-{port}.log")), &[])
+    }
+
+    async fn wait(&mut self) {
+        let port = self.port;
+        eventually(
+            "redis-server to answer PING",
+            Duration::from_secs(20),
+            || async move { redis_ping(port).await.then_some(()) },
+        )
+        .await;
+    }
+
+    /// `redis://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL.
+    pub async fn kill9(&mut self) {
+        self.process.kill9().await;
+    }
+
+    /// Starts it again on the same port (empty: no persistence).
+    pub async fn restart(&mut self) {
+        self.process = Self::spawn(self.dir.path(), self.port);
+        self.wait().await;
+    }
+}
+
+/// Finds a program on PATH.
+pub fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|path| path.exists())
+}
+
+/// The demo executor.
+#[derive(Debug)]
+pub struct ExecutorProcess {
+    /// The process.
+    pub process: Process,
+    /// `127.0.0.1:port`.
+    pub addr: String,
+    dir: tempfile::TempDir,
+}
+
+// === impl ExecutorProcess ===
+
+impl ExecutorProcess {
+    /// Starts `tp-demo-executor` on a free port.
+    pub async fn start() -> ExecutorProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (process, addr) = Self::spawn(dir.path(), "127.0.0.1:0").await;
+        ExecutorProcess { process, addr, dir }
+    }
+
+    async fn spawn(dir: &Path, listen: &str) -> (Process, String) {
+        let ready = dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let args = vec![
+            "--listen".to_owned(),
+            listen.to_owned(),
+            "--ready-file".to_owned(),
+            ready.display().to_string(),
+        ];
+        let mut process = Process::spawn(
+            &binary("tp-demo-executor"),
+            &args,
+            &dir.join("executor.log"),
+            &[],
+        );
+        let addr = wait_ready(&ready, &mut process).await;
+        (process, addr)
+    }
+
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGKILL.
+    pub async fn kill9(&mut self) {
+        self.process.kill9().await;
+    }
+
+    /// Starts it again on the same address.
+    pub async fn restart(&mut self) {
+        let (process, addr) = Self::spawn(self.dir.path(), &self.addr.clone()).await;
+        self.process = process;
+        self.addr = addr;
+    }
+}
+
+/// An edge.
+#[derive(Debug)]
+pub struct EdgeProcess {
+    /// The process.
+    pub process: Process,
+    /// `127.0.0.1:port`.
+    pub addr: String,
+    dir: tempfile::TempDir,
+}
+
+// === impl EdgeProcess ===
+
+impl EdgeProcess {
+    /// Starts `tp-edge` against `control_planes` with the edge token of `cp`, an optional
+    /// Redis, and extra TOML appended to its configuration.
+    pub async fn start(
+        cp: &ControlPlaneProcess,
+        control_planes: &[String],
+        redis: Option<&str>,
+        extra_toml: &str,
+    ) -> EdgeProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let urls: Vec<String> = control_planes.iter().map(|u| format!("{u:?}")).collect();
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\ncontrol_plane = [{}]\nedge_token_file = {:?}\nredis_url = {:?}\n\n[watch]\nheartbeat_ms = 200\ndead_after_ms = 1500\nmax_backoff_ms = 500\n\n[audit]\nflush_ms = 200\n\n{extra_toml}\n",
+            urls.join(", "),
+            cp.data_dir.join("edge-token").display().to_string(),
+            redis.unwrap_or(""),
+        );
+        let config_path = dir.path().join("edge.toml");
+        std::fs::write(&config_path, config).expect("edge config");
+        let ready = dir.path().join("ready");
+        let args = vec![
+            "--config".to_owned(),
+            config_path.display().to_string(),
+            "--ready-file".to_owned(),
+            ready.display().to_string(),
+        ];
+        let mut process =
+            Process::spawn(&binary("tp-edge"), &args, &dir.path().join("edge.log"), &[]);
+        let addr = wait_ready(&ready, &mut process).await;
+        EdgeProcess { process, addr, dir }
+    }
+
+    /// The edge's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("edge.log")).unwrap_or_default()
+    }
+
+    /// GET a path (e.g. `/readyz`), returning status and body.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let mut stream = tokio::net::TcpStream::connect(&self.addr)
+            .await
+            .expect("connect");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        (status, body)
+    }
+}

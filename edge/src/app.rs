@@ -1,0 +1,205 @@
+//! The HTTP application: `/mcp` behind authentication, `/healthz`, `/readyz`, `/metrics`,
+//! wrapped in tracing, load shedding, a concurrency limit, a timeout and a body limit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{BoxError, Json, Router};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tower::ServiceBuilder;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::cache::{Identity, LookupError};
+use crate::mcp::{Caller, McpHandler};
+use crate::state::EdgeState;
+
+/// The edge's router.
+pub fn router(state: Arc<EdgeState>) -> Router {
+    let mcp = &state.config.mcp;
+    let mut config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_max_request_body_bytes(mcp.max_body_bytes);
+    config = if mcp.allowed_hosts.iter().any(|h| h == "*") {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(mcp.allowed_hosts.clone())
+    };
+    if !mcp.allowed_origins.is_empty() {
+        config = config.with_allowed_origins(mcp.allowed_origins.clone());
+    }
+    let handler_state = Arc::clone(&state);
+    let service = StreamableHttpService::new(
+        move || Ok(McpHandler::new(Arc::clone(&handler_state))),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let mcp_routes =
+        Router::new()
+            .nest_service("/mcp", service)
+            .layer(middleware::from_fn_with_state(
+                Arc::clone(&state),
+                authenticate,
+            ));
+    let timeout = state.config.request_timeout();
+    let max_in_flight = state.config.mcp.max_in_flight;
+    let max_body = state.config.mcp.max_body_bytes;
+    Router::new()
+        .merge(mcp_routes)
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_route))
+        .with_state(state)
+        .layer(
+            ServiceBuilder::new()
+                // Outermost: every request is traced, including refused ones.
+                .layer(TraceLayer::new_for_http())
+                .layer(HandleErrorLayer::new(middleware_error))
+                .load_shed()
+                .concurrency_limit(max_in_flight)
+                .timeout(timeout)
+                .layer(RequestBodyLimitLayer::new(max_body)),
+        )
+}
+
+async fn middleware_error(error: BoxError) -> Response {
+    if error.is::<tower::timeout::error::Elapsed>() {
+        return json_error(StatusCode::GATEWAY_TIMEOUT, "request timed out");
+    }
+    if error.is::<tower::load_shed::error::Overloaded>() {
+        let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, "edge overloaded; retry");
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    }
+    tracing::error!(%error, "unhandled middleware error");
+    json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+fn unauthorized(description: &str) -> Response {
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        Json(json!({ "error": "unauthorized", "error_description": description })),
+    )
+        .into_response();
+    let challenge = format!(
+        "Bearer realm=\"toolplane\", error=\"invalid_token\", error_description=\"{description}\""
+    );
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+async fn authenticate(
+    State(state): State<Arc<EdgeState>>,
+    mut request: Request<Body>,
+    next: Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().map(str::to_owned));
+    let identity = match header {
+        None => match &state.config.anonymous {
+            Some((tenant, role)) => Arc::new(Identity {
+                tenant: tenant.clone(),
+                role: role.clone(),
+                key_id: String::new(),
+                expires_at: 0,
+                revision: u64::MAX,
+            }),
+            None => return unauthorized("missing Authorization: Bearer <api key>"),
+        },
+        Some(Err(_)) => return unauthorized("the Authorization header is not valid text"),
+        Some(Ok(value)) => {
+            let Some(key) = value.strip_prefix("Bearer ").map(str::trim) else {
+                return unauthorized("Authorization must be \"Bearer <api key>\"");
+            };
+            match state.caches.identity(key).await {
+                Ok(identity) => identity,
+                Err(LookupError::Unauthenticated | LookupError::NotFound) => {
+                    metrics::counter!("tp_edge_auth_refused_total").increment(1);
+                    return unauthorized("invalid, revoked or expired API key");
+                }
+                Err(LookupError::Unavailable(_)) => {
+                    let mut response = json_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "cannot verify the API key right now; retry",
+                    );
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+                    return response;
+                }
+            }
+        }
+    };
+    tracing::Span::current().record("tenant", identity.tenant.as_str());
+    request.extensions_mut().insert(Caller(identity));
+    next.run(request).await
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<Arc<EdgeState>>) -> Response {
+    let synced = state.versions.synced();
+    let control_plane = state.control.reachable();
+    let redis = state.shared.as_ref().map(|s| s.healthy());
+    let (registries, identities) = state.caches.sizes();
+    // Ready when a registry can be served from somewhere: the control plane, or Redis.
+    let ready = control_plane || redis == Some(true) || registries > 0;
+    let degraded = !synced || redis == Some(false);
+    let body = json!({
+        "ready": ready,
+        "degraded": degraded,
+        "control_plane": { "reachable": control_plane, "watch_synced": synced, "revision": state.versions.head() },
+        "redis": match redis { None => "not configured", Some(true) => "up", Some(false) => "down" },
+        "cache": { "registries": registries, "identities": identities },
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+async fn metrics_route(State(state): State<Arc<EdgeState>>) -> Response {
+    match &state.metrics {
+        Some(handle) => {
+            let (registries, identities) = state.caches.sizes();
+            metrics::gauge!("tp_edge_l1_registries").set(registries as f64);
+            metrics::gauge!("tp_edge_l1_identities").set(identities as f64);
+            (
+                [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                handle.render(),
+            )
+                .into_response()
+        }
+        None => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics recorder not installed",
+        ),
+    }
+}

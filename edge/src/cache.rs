@@ -1,0 +1,388 @@
+//! Registries and identities: L1 in process (moka, bounded), L2 Redis (shared by the fleet),
+//! L3 the control plane. Entries carry the revision they were resolved at and are used only
+//! while that revision is current for their tenant ([`Versions`]); concurrent misses for one
+//! key make one upstream call (moka's `try_get_with`). When the control plane cannot be
+//! reached, the last known good entry is served.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use moka::future::Cache;
+use prost::Message;
+use tonic::Code;
+use tp_proto::pb;
+
+use crate::control::{ControlPlane, is_unreachable};
+use crate::registry::Registry;
+use crate::shared::Shared;
+use crate::versions::Versions;
+
+/// Why a lookup failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LookupError {
+    /// The key is unknown, revoked or expired.
+    #[error("invalid, revoked or expired API key")]
+    Unauthenticated,
+    /// The tenant no longer exists.
+    #[error("tenant not found")]
+    NotFound,
+    /// Nothing cached and the control plane is unreachable.
+    #[error("the control plane is unreachable and nothing is cached: {0}")]
+    Unavailable(String),
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Tenant.
+    pub tenant: String,
+    /// Role.
+    pub role: String,
+    /// Key id (empty for the anonymous identity).
+    pub key_id: String,
+    /// Unix seconds; 0 = never.
+    pub expires_at: u64,
+    /// Revision it was resolved at.
+    pub revision: u64,
+}
+
+/// The cache settings the edge needs here.
+#[derive(Debug, Clone)]
+pub struct CacheSettings {
+    /// L1 registry capacity.
+    pub registries: u64,
+    /// L1 identity capacity.
+    pub identities: u64,
+    /// L1 backstop TTL.
+    pub l1_ttl: Duration,
+    /// L2 TTL.
+    pub l2_ttl: Duration,
+}
+
+type RegistryKey = (String, String, u64);
+
+/// All caches of an edge.
+pub struct Caches {
+    versions: Arc<Versions>,
+    control: Arc<ControlPlane>,
+    shared: Option<Arc<Shared>>,
+    settings: CacheSettings,
+    registries: Cache<RegistryKey, Arc<Registry>>,
+    latest: Cache<(String, String), Arc<Registry>>,
+    identities: Cache<String, Arc<Identity>>,
+    refused: Cache<String, u64>,
+}
+
+impl std::fmt::Debug for Caches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caches")
+            .field("registries", &self.registries.entry_count())
+            .field("identities", &self.identities.entry_count())
+            .finish()
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn hit(level: &'static str, kind: &'static str) {
+    metrics::counter!("tp_edge_cache_lookups_total", "level" => level, "kind" => kind).increment(1);
+}
+
+// === impl Identity ===
+
+impl Identity {
+    fn from_pb(identity: pb::Identity) -> Identity {
+        Identity {
+            tenant: identity.tenant,
+            role: identity.role,
+            key_id: identity.key_id,
+            expires_at: identity.expires_at,
+            revision: identity.revision,
+        }
+    }
+
+    fn to_pb(&self) -> pb::Identity {
+        pb::Identity {
+            tenant: self.tenant.clone(),
+            role: self.role.clone(),
+            key_id: self.key_id.clone(),
+            expires_at: self.expires_at,
+            revision: self.revision,
+        }
+    }
+
+    fn expired(&self, now: u64) -> bool {
+        self.expires_at != 0 && now >= self.expires_at
+    }
+}
+
+// === impl Caches ===
+
+impl Caches {
+    /// Empty caches.
+    pub fn new(
+        versions: Arc<Versions>,
+        control: Arc<ControlPlane>,
+        shared: Option<Arc<Shared>>,
+        settings: CacheSettings,
+    ) -> Caches {
+        Caches {
+            registries: Cache::builder()
+                .max_capacity(settings.registries)
+                .time_to_live(settings.l1_ttl)
+                .build(),
+            latest: Cache::builder().max_capacity(settings.registries).build(),
+            identities: Cache::builder()
+                .max_capacity(settings.identities)
+                .time_to_live(settings.l1_ttl)
+                .build(),
+            refused: Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(Duration::from_secs(10))
+                .build(),
+            versions,
+            control,
+            shared,
+            settings,
+        }
+    }
+
+    /// Entries held in process (registries, identities).
+    pub fn sizes(&self) -> (u64, u64) {
+        (self.registries.entry_count(), self.identities.entry_count())
+    }
+
+    fn registry_key(&self, shared: &Shared, tenant: &str, role: &str, version: &str) -> String {
+        shared.key(&["reg", tenant, role, version])
+    }
+
+    /// The registry of (tenant, role).
+    pub async fn registry(&self, tenant: &str, role: &str) -> Result<Arc<Registry>, LookupError> {
+        let Some(version) = self.versions.required(tenant) else {
+            return self.registry_degraded(tenant, role).await;
+        };
+        let key = (tenant.to_owned(), role.to_owned(), version);
+        if let Some(registry) = self.registries.get(&key).await {
+            hit("l1", "registry");
+            return Ok(registry);
+        }
+        let loaded = self
+            .registries
+            .try_get_with(key, async {
+                if let Some(shared) = &self.shared {
+                    let l2_key = self.registry_key(shared, tenant, role, &version.to_string());
+                    if let Some(registry) = shared
+                        .get(&l2_key)
+                        .await
+                        .as_deref()
+                        .and_then(Registry::decode)
+                    {
+                        if registry.revision >= version {
+                            hit("l2", "registry");
+                            let registry = Arc::new(registry);
+                            self.latest
+                                .insert((tenant.to_owned(), role.to_owned()), Arc::clone(&registry))
+                                .await;
+                            return Ok(registry);
+                        }
+                    }
+                }
+                hit("l3", "registry");
+                let registry = self.resolve(tenant, role, Some(version)).await?;
+                Ok::<_, LookupError>(registry)
+            })
+            .await;
+        match loaded {
+            Ok(registry) => Ok(registry),
+            Err(error) => match error.as_ref() {
+                LookupError::Unavailable(_) => self
+                    .last_known_good(tenant, role)
+                    .await
+                    .ok_or_else(|| (*error).clone()),
+                LookupError::Unauthenticated | LookupError::NotFound => Err((*error).clone()),
+            },
+        }
+    }
+
+    async fn registry_degraded(
+        &self,
+        tenant: &str,
+        role: &str,
+    ) -> Result<Arc<Registry>, LookupError> {
+        if self.control.reachable() {
+            match self.resolve(tenant, role, None).await {
+                Ok(registry) => return Ok(registry),
+                Err(LookupError::Unavailable(_)) => {}
+                Err(other) => return Err(other),
+            }
+        }
+        self.last_known_good(tenant, role).await.ok_or_else(|| {
+            LookupError::Unavailable(format!("no cached registry for tenant {tenant:?}"))
+        })
+    }
+
+    async fn last_known_good(&self, tenant: &str, role: &str) -> Option<Arc<Registry>> {
+        let pair = (tenant.to_owned(), role.to_owned());
+        if let Some(registry) = self.latest.get(&pair).await {
+            hit("l1_stale", "registry");
+            return Some(registry);
+        }
+        let shared = self.shared.as_ref()?;
+        let registry = shared
+            .get(&self.registry_key(shared, tenant, role, "latest"))
+            .await
+            .as_deref()
+            .and_then(Registry::decode)?;
+        hit("l2_stale", "registry");
+        let registry = Arc::new(registry);
+        self.latest.insert(pair, Arc::clone(&registry)).await;
+        Some(registry)
+    }
+
+    async fn resolve(
+        &self,
+        tenant: &str,
+        role: &str,
+        version: Option<u64>,
+    ) -> Result<Arc<Registry>, LookupError> {
+        let resolved =
+            self.control
+                .resolve(tenant, role)
+                .await
+                .map_err(|status| match status.code() {
+                    Code::NotFound => LookupError::NotFound,
+                    _ if is_unreachable(&status) => {
+                        LookupError::Unavailable(status.message().to_owned())
+                    }
+                    _ => LookupError::Unavailable(format!(
+                        "{:?}: {}",
+                        status.code(),
+                        status.message()
+                    )),
+                })?;
+        let registry = Arc::new(Registry::from_pb(resolved));
+        if let Some(shared) = &self.shared {
+            let mut entries = vec![(
+                self.registry_key(shared, tenant, role, "latest"),
+                registry.encoded.clone(),
+            )];
+            if let Some(version) = version {
+                entries.push((
+                    self.registry_key(shared, tenant, role, &version.to_string()),
+                    registry.encoded.clone(),
+                ));
+            }
+            shared.set_many(&entries, self.settings.l2_ttl).await;
+        }
+        self.latest
+            .insert((tenant.to_owned(), role.to_owned()), Arc::clone(&registry))
+            .await;
+        Ok(registry)
+    }
+
+    fn current(&self, identity: &Identity, now: u64) -> bool {
+        !identity.expired(now)
+            && self
+                .versions
+                .required(&identity.tenant)
+                .is_none_or(|v| identity.revision >= v)
+    }
+
+    /// The identity of an API key.
+    pub async fn identity(&self, key: &str) -> Result<Arc<Identity>, LookupError> {
+        if !tp_proto::keys::looks_like_key(key) {
+            return Err(LookupError::Unauthenticated);
+        }
+        let hash = tp_proto::keys::hash(key);
+        let now = now_secs();
+        let cached = self.identities.get(&hash).await;
+        if let Some(identity) = &cached {
+            if self.current(identity, now) {
+                hit("l1", "identity");
+                return Ok(Arc::clone(identity));
+            }
+        }
+        if self.versions.synced() && self.refused.get(&hash).await == Some(self.versions.head()) {
+            return Err(LookupError::Unauthenticated);
+        }
+        let shared_key = self.shared.as_ref().map(|s| s.key(&["id", &hash]));
+        let mut stale = cached;
+        if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key) {
+            if let Some(identity) = shared
+                .get(shared_key)
+                .await
+                .and_then(|b| pb::Identity::decode(b.as_slice()).ok())
+            {
+                let identity = Arc::new(Identity::from_pb(identity));
+                if self.current(&identity, now) {
+                    hit("l2", "identity");
+                    self.identities.insert(hash, Arc::clone(&identity)).await;
+                    return Ok(identity);
+                }
+                stale.get_or_insert(identity);
+            }
+        }
+        hit("l3", "identity");
+        match self.control.authenticate(key).await {
+            Ok(identity) => {
+                let identity = Arc::new(Identity::from_pb(identity));
+                if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key) {
+                    let by_key_id = shared.key(&["idk", &identity.key_id]);
+                    shared
+                        .set_many(
+                            &[
+                                (shared_key.clone(), identity.to_pb().encode_to_vec()),
+                                (by_key_id, hash.clone().into_bytes()),
+                            ],
+                            self.settings.l2_ttl,
+                        )
+                        .await;
+                }
+                self.identities.insert(hash, Arc::clone(&identity)).await;
+                Ok(identity)
+            }
+            Err(status) if status.code() == Code::Unauthenticated => {
+                self.identities.invalidate(&hash).await;
+                self.refused.insert(hash, self.versions.head()).await;
+                Err(LookupError::Unauthenticated)
+            }
+            Err(status) => match stale {
+                // Control plane unreachable: last known good, unless expired.
+                Some(identity) if !identity.expired(now) => {
+                    hit("l1_stale", "identity");
+                    Ok(identity)
+                }
+                _ => Err(LookupError::Unavailable(status.message().to_owned())),
+            },
+        }
+    }
+
+    /// Drops what a change made stale that lazy revision checks cannot catch: the shared
+    /// identity of a changed key (a fresh edge could otherwise trust it during an outage).
+    pub async fn forget_key(&self, key_id: &str) {
+        if let Some(shared) = &self.shared {
+            let by_key_id = shared.key(&["idk", key_id]);
+            if let Some(hash) = shared
+                .get(&by_key_id)
+                .await
+                .and_then(|b| String::from_utf8(b).ok())
+            {
+                shared.del(&shared.key(&["id", &hash])).await;
+                self.identities.invalidate(&hash).await;
+            }
+        }
+    }
+
+    /// Forgets everything held in process (after the control plane's log was reset).
+    pub fn clear(&self) {
+        self.registries.invalidate_all();
+        self.latest.invalidate_all();
+        self.identities.invalidate_all();
+        self.refused.invalidate_all();
+    }
+}

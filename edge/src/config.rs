@@ -1,0 +1,471 @@
+//! Edge configuration: defaults < TOML file < `TOOLPLANE_EDGE_*` environment < flags, into a
+//! struct that rejects unknown keys, validated once into [`EdgeConfig`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// Prefix of the edge's environment variables (`TOOLPLANE_EDGE_LISTEN`, ...).
+pub const ENV_PREFIX: &str = "TOOLPLANE_EDGE_";
+
+/// The file format, as operators write it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawConfig {
+    /// HTTP listen address.
+    pub listen: String,
+    /// A name for this edge in logs, metrics and audit records (default: the listen address).
+    pub name: String,
+    /// Control-plane gRPC URLs, tried in order (several replicas for HA).
+    pub control_plane: Vec<String>,
+    /// The edge token the control plane expects.
+    pub edge_token: String,
+    /// A file holding the edge token (used when `edge_token` is empty).
+    pub edge_token_file: String,
+    /// Redis URL for the shared L2 cache and fleet-wide rate limits; empty = none.
+    pub redis_url: String,
+    /// Caches.
+    pub cache: RawCache,
+    /// The MCP endpoint.
+    pub mcp: RawMcp,
+    /// Calls to executors.
+    pub executors: RawExecutors,
+    /// The watch stream.
+    pub watch: RawWatch,
+    /// Audit records sent to the control plane.
+    pub audit: RawAudit,
+    /// Requests without `Authorization` act as this tenant and role (off when empty). For
+    /// public demo endpoints and the MCP conformance suite; never for production tenants.
+    pub anonymous: RawAnonymous,
+    /// Logging.
+    pub log: RawLog,
+}
+
+/// `[cache]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawCache {
+    /// Most (tenant, role) registries held in process.
+    pub l1_registries: u64,
+    /// Most key identities held in process.
+    pub l1_identities: u64,
+    /// Backstop TTL of in-process entries (changes arrive by push; this only bounds staleness
+    /// if pushes are lost).
+    pub l1_ttl_secs: u64,
+    /// TTL of registries in Redis.
+    pub l2_ttl_secs: u64,
+    /// Redis key prefix.
+    pub redis_prefix: String,
+    /// Redis command timeout.
+    pub redis_timeout_ms: u64,
+}
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawMcp {
+    /// `tools/list` page size.
+    pub page_size: u32,
+    /// Largest request body (bytes); larger requests get 413.
+    pub max_body_bytes: usize,
+    /// Whole-request timeout.
+    pub request_timeout_ms: u64,
+    /// Allowed `Host` header values (DNS-rebinding protection); `["*"]` disables the check.
+    pub allowed_hosts: Vec<String>,
+    /// Allowed `Origin` header values for browser clients; empty = no Origin accepted except
+    /// none at all.
+    pub allowed_origins: Vec<String>,
+    /// Most concurrent requests per edge before shedding with 503.
+    pub max_in_flight: usize,
+    /// How long clients may cache a `tools/list` page (`ttlMs`, MCP 2026-07-28).
+    pub list_ttl_ms: u64,
+}
+
+/// `[executors]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawExecutors {
+    /// Consecutive failures that open an executor's circuit breaker.
+    pub breaker_failures: u32,
+    /// How long an open breaker refuses calls before letting one probe through.
+    pub breaker_cooldown_ms: u64,
+    /// Connect timeout to executors.
+    pub connect_timeout_ms: u64,
+}
+
+/// `[watch]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawWatch {
+    /// Heartbeat period asked of the control plane.
+    pub heartbeat_ms: u32,
+    /// The stream is considered dead after this long without any message.
+    pub dead_after_ms: u64,
+    /// Longest reconnect back-off.
+    pub max_backoff_ms: u64,
+}
+
+/// `[audit]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAudit {
+    /// Send audit records (tool calls) to the control plane.
+    pub enabled: bool,
+    /// Flush at least this often.
+    pub flush_ms: u64,
+    /// Most records buffered; beyond, the oldest are dropped (and counted).
+    pub buffer: usize,
+}
+
+/// `[anonymous]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAnonymous {
+    /// Tenant.
+    pub tenant: String,
+    /// Role.
+    pub role: String,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLog {
+    /// `text` or `json`.
+    pub format: String,
+    /// Filter directive; `RUST_LOG` wins.
+    pub level: String,
+}
+
+/// Validated edge configuration.
+#[derive(Debug, Clone)]
+pub struct EdgeConfig {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Edge name.
+    pub name: String,
+    /// Control-plane URLs.
+    pub control_plane: Vec<String>,
+    /// Edge token.
+    pub edge_token: String,
+    /// Redis URL, if any.
+    pub redis_url: Option<String>,
+    /// Cache settings.
+    pub cache: RawCache,
+    /// MCP settings.
+    pub mcp: RawMcp,
+    /// Executor settings.
+    pub executors: RawExecutors,
+    /// Watch settings.
+    pub watch: RawWatch,
+    /// Audit settings.
+    pub audit: RawAudit,
+    /// Anonymous (tenant, role), if enabled.
+    pub anonymous: Option<(String, String)>,
+    /// Log format is JSON.
+    pub log_json: bool,
+    /// Log filter.
+    pub log_level: String,
+}
+
+// === defaults ===
+
+impl Default for RawConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            name: String::new(),
+            control_plane: vec!["http://127.0.0.1:50051".into()],
+            edge_token: String::new(),
+            edge_token_file: ".toolplane/edge-token".into(),
+            redis_url: String::new(),
+            cache: RawCache::default(),
+            mcp: RawMcp::default(),
+            executors: RawExecutors::default(),
+            watch: RawWatch::default(),
+            audit: RawAudit::default(),
+            anonymous: RawAnonymous::default(),
+            log: RawLog::default(),
+        }
+    }
+}
+
+impl Default for RawCache {
+    fn default() -> Self {
+        Self {
+            l1_registries: 100_000,
+            l1_identities: 100_000,
+            l1_ttl_secs: 300,
+            l2_ttl_secs: 86_400,
+            redis_prefix: "tp".into(),
+            redis_timeout_ms: 250,
+        }
+    }
+}
+
+impl Default for RawMcp {
+    fn default() -> Self {
+        Self {
+            page_size: 100,
+            max_body_bytes: 4 * 1024 * 1024,
+            request_timeout_ms: 60_000,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: Vec::new(),
+            max_in_flight: 4096,
+            list_ttl_ms: 30_000,
+        }
+    }
+}
+
+impl Default for RawExecutors {
+    fn default() -> Self {
+        Self {
+            breaker_failures: 5,
+            breaker_cooldown_ms: 5_000,
+            connect_timeout_ms: 2_000,
+        }
+    }
+}
+
+impl Default for RawWatch {
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: 1_000,
+            dead_after_ms: 5_000,
+            max_backoff_ms: 5_000,
+        }
+    }
+}
+
+impl Default for RawAudit {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            flush_ms: 1_000,
+            buffer: 10_000,
+        }
+    }
+}
+
+impl Default for RawLog {
+    fn default() -> Self {
+        Self {
+            format: "text".into(),
+            level: "info,rmcp=warn".into(),
+        }
+    }
+}
+
+// === impl RawConfig ===
+
+impl RawConfig {
+    /// Validates every field.
+    pub fn validate(self) -> anyhow::Result<EdgeConfig> {
+        let listen: SocketAddr = self.listen.parse().with_context(|| {
+            format!(
+                "listen: {:?} is not an address like 127.0.0.1:8080",
+                self.listen
+            )
+        })?;
+        if self.control_plane.is_empty() {
+            bail!("control_plane: at least one URL is needed");
+        }
+        for url in &self.control_plane {
+            tp_registry::model::check_http_url(url)
+                .map_err(|e| anyhow::anyhow!("control_plane: {e}"))?;
+        }
+        let edge_token = if self.edge_token.is_empty() {
+            let text = std::fs::read_to_string(&self.edge_token_file).with_context(|| {
+                format!(
+                    "edge_token is empty and edge_token_file {:?} cannot be read",
+                    self.edge_token_file
+                )
+            })?;
+            text.trim().to_owned()
+        } else {
+            self.edge_token
+        };
+        if edge_token.len() < 16 {
+            bail!("edge_token: must be at least 16 characters");
+        }
+        let redis_url = (!self.redis_url.is_empty()).then_some(self.redis_url);
+        if let Some(url) = &redis_url {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                bail!("redis_url: {url:?} must start with redis:// or rediss://");
+            }
+        }
+        if self.cache.l1_registries == 0 || self.cache.l1_identities == 0 {
+            bail!("cache.l1_registries and cache.l1_identities: must be at least 1");
+        }
+        if self.cache.l1_ttl_secs == 0 || self.cache.l2_ttl_secs == 0 {
+            bail!("cache.l1_ttl_secs and cache.l2_ttl_secs: must be at least 1");
+        }
+        if self.cache.redis_prefix.is_empty()
+            || self.cache.redis_prefix.contains(char::is_whitespace)
+        {
+            bail!("cache.redis_prefix: must be a non-empty word");
+        }
+        if !(1..=1000).contains(&self.mcp.page_size) {
+            bail!("mcp.page_size: must be between 1 and 1000");
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.mcp.max_body_bytes) {
+            bail!("mcp.max_body_bytes: must be between 1 KiB and 64 MiB");
+        }
+        if self.mcp.request_timeout_ms < 100 {
+            bail!("mcp.request_timeout_ms: must be at least 100");
+        }
+        if self.mcp.allowed_hosts.is_empty() {
+            bail!(
+                "mcp.allowed_hosts: list the host names clients use, or [\"*\"] to disable the check"
+            );
+        }
+        if self.mcp.max_in_flight == 0 {
+            bail!("mcp.max_in_flight: must be at least 1");
+        }
+        if self.executors.breaker_failures == 0 {
+            bail!("executors.breaker_failures: must be at least 1");
+        }
+        if !(100..=60_000).contains(&self.watch.heartbeat_ms) {
+            bail!("watch.heartbeat_ms: must be between 100 and 60000");
+        }
+        if self.watch.dead_after_ms <= u64::from(self.watch.heartbeat_ms) {
+            bail!("watch.dead_after_ms: must be longer than watch.heartbeat_ms");
+        }
+        if self.audit.buffer == 0 || self.audit.flush_ms == 0 {
+            bail!("audit.buffer and audit.flush_ms: must be at least 1");
+        }
+        let anonymous = match (
+            self.anonymous.tenant.is_empty(),
+            self.anonymous.role.is_empty(),
+        ) {
+            (true, true) => None,
+            (false, false) => Some((self.anonymous.tenant, self.anonymous.role)),
+            _ => bail!("anonymous: set both tenant and role, or neither"),
+        };
+        let log_json = match self.log.format.as_str() {
+            "text" => false,
+            "json" => true,
+            other => bail!("log.format: {other:?} is not text or json"),
+        };
+        let name = if self.name.is_empty() {
+            listen.to_string()
+        } else {
+            self.name
+        };
+        Ok(EdgeConfig {
+            listen,
+            name,
+            control_plane: self.control_plane,
+            edge_token,
+            redis_url,
+            cache: self.cache,
+            mcp: self.mcp,
+            executors: self.executors,
+            watch: self.watch,
+            audit: self.audit,
+            anonymous,
+            log_json,
+            log_level: self.log.level,
+        })
+    }
+}
+
+// === impl EdgeConfig ===
+
+impl EdgeConfig {
+    /// The request timeout.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.mcp.request_timeout_ms)
+    }
+}
+
+/// Defaults, then the TOML file if given, then the environment.
+pub fn figment(file: Option<&std::path::Path>) -> Figment {
+    let mut figment = Figment::from(Serialized::defaults(RawConfig::default()));
+    if let Some(file) = file {
+        figment = figment.merge(Toml::file_exact(file));
+    }
+    figment.merge(Env::prefixed(ENV_PREFIX).split("__"))
+}
+
+/// Extracts and validates.
+pub fn load(figment: Figment) -> anyhow::Result<EdgeConfig> {
+    let raw: RawConfig = figment.extract().context("reading edge config")?;
+    raw.validate()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Figment {
+        Figment::from(Serialized::defaults(RawConfig::default())).merge(Serialized::default(
+            "edge_token",
+            "an-edge-token-long-enough",
+        ))
+    }
+
+    #[test]
+    fn defaults_with_a_token_are_valid() {
+        let config = load(base()).unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.mcp.page_size, 100);
+        assert!(config.redis_url.is_none() && config.anonymous.is_none());
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        for (key, value, needle) in [
+            ("listen", serde_json::json!("x"), "listen"),
+            ("control_plane", serde_json::json!([]), "control_plane"),
+            (
+                "control_plane",
+                serde_json::json!(["ftp://x"]),
+                "control_plane",
+            ),
+            ("edge_token", serde_json::json!("short"), "edge_token"),
+            ("redis_url", serde_json::json!("http://x"), "redis_url"),
+            ("mcp.page_size", serde_json::json!(0), "mcp.page_size"),
+            (
+                "mcp.max_body_bytes",
+                serde_json::json!(10),
+                "mcp.max_body_bytes",
+            ),
+            (
+                "mcp.allowed_hosts",
+                serde_json::json!([]),
+                "mcp.allowed_hosts",
+            ),
+            (
+                "watch.dead_after_ms",
+                serde_json::json!(10),
+                "dead_after_ms",
+            ),
+            ("anonymous.tenant", serde_json::json!("t"), "anonymous"),
+            ("log.format", serde_json::json!("xml"), "log.format"),
+            ("typo", serde_json::json!(1), "typo"),
+        ] {
+            let err = load(base().merge(Serialized::default(key, value))).unwrap_err();
+            assert!(format!("{err:#}").contains(needle), "{key}: {err:#}");
+        }
+    }
+
+    #[test]
+    fn the_example_config_in_deploy_loads() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/config/edge.toml");
+        let config = load(figment(Some(&path)).merge(Serialized::default(
+            "edge_token",
+            "an-edge-token-long-enough",
+        )))
+        .unwrap();
+        let defaults = load(base()).unwrap();
+        assert_eq!(config.listen, defaults.listen);
+        assert_eq!(config.mcp.page_size, defaults.mcp.page_size);
+        assert_eq!(config.cache.l1_ttl_secs, defaults.cache.l1_ttl_secs);
+    }
+}

@@ -1,0 +1,187 @@
+//! Client of the control plane's edge-facing `Registry` service, with failover across the
+//! configured replicas.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status};
+use tp_proto::pb::{self, registry_client::RegistryClient};
+
+/// Per-call timeout for unary calls.
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Adds the edge token to every call.
+#[derive(Clone)]
+pub struct Bearer(MetadataValue<tonic::metadata::Ascii>);
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(..)")
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+/// An authenticated Registry client.
+pub type Client = RegistryClient<InterceptedService<Channel, Bearer>>;
+
+/// The control plane, as the edge sees it.
+pub struct ControlPlane {
+    clients: Vec<(String, Client)>,
+    current: AtomicUsize,
+    reachable: AtomicBool,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field(
+                "endpoints",
+                &self.clients.iter().map(|(url, _)| url).collect::<Vec<_>>(),
+            )
+            .field("current", &self.current.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Whether a status means "this replica is not answering" (try another), as opposed to an
+/// answer.
+pub fn is_unreachable(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Cancelled
+    )
+}
+
+// === impl ControlPlane ===
+
+impl ControlPlane {
+    /// Lazily connecting clients for every URL.
+    pub fn new(urls: &[String], token: &str) -> anyhow::Result<Arc<ControlPlane>> {
+        let bearer = Bearer(format!("Bearer {token}").parse()?);
+        let mut clients = Vec::with_capacity(urls.len());
+        for url in urls {
+            let channel = Endpoint::from_shared(url.clone())?
+                .connect_timeout(Duration::from_secs(2))
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(Duration::from_secs(10))
+                .keep_alive_timeout(Duration::from_secs(5))
+                .connect_lazy();
+            let client = RegistryClient::with_interceptor(channel, bearer.clone())
+                .max_decoding_message_size(64 * 1024 * 1024);
+            clients.push((url.clone(), client));
+        }
+        Ok(Arc::new(ControlPlane {
+            clients,
+            current: AtomicUsize::new(0),
+            reachable: AtomicBool::new(false),
+        }))
+    }
+
+    /// Whether the last attempt to reach any replica succeeded.
+    pub fn reachable(&self) -> bool {
+        self.reachable.load(Ordering::Relaxed)
+    }
+
+    /// Records reachability (the watch loop knows best).
+    pub fn set_reachable(&self, reachable: bool) {
+        self.reachable.store(reachable, Ordering::Relaxed);
+    }
+
+    /// The client to use now and its URL.
+    pub fn current(&self) -> (usize, &str, Client) {
+        let index = self.current.load(Ordering::Relaxed) % self.clients.len();
+        let (url, client) = &self.clients[index];
+        (index, url, client.clone())
+    }
+
+    /// Moves to the next replica (after `failed` did not answer).
+    pub fn fail_over(&self, failed: usize) {
+        let next = (failed + 1) % self.clients.len();
+        let _ = self
+            .current
+            .compare_exchange(failed, next, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Runs a unary call on the current replica, failing over once per replica when it does
+    /// not answer.
+    async fn call<T, F, Fut>(&self, mut f: F) -> Result<T, Status>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let mut last_error = Status::unavailable("no control-plane replica configured");
+        for _ in 0..self.clients.len() {
+            let (index, url, client) = self.current();
+            match tokio::time::timeout(CALL_TIMEOUT, f(client)).await {
+                Ok(Ok(response)) => {
+                    self.set_reachable(true);
+                    return Ok(response.into_inner());
+                }
+                Ok(Err(status)) if !is_unreachable(&status) => {
+                    self.set_reachable(true);
+                    return Err(status);
+                }
+                Ok(Err(status)) => {
+                    tracing::warn!(control_plane = %url, error = %status.message(), "control plane did not answer");
+                    last_error = status;
+                }
+                Err(_) => {
+                    tracing::warn!(control_plane = %url, "control plane call timed out");
+                    last_error = Status::deadline_exceeded("control plane call timed out");
+                }
+            }
+            self.fail_over(index);
+        }
+        self.set_reachable(false);
+        Err(last_error)
+    }
+
+    /// Resolves a key to its identity.
+    pub async fn authenticate(&self, key: &str) -> Result<pb::Identity, Status> {
+        let request = pb::AuthenticateRequest {
+            key: key.to_owned(),
+        };
+        self.call(|mut client| {
+            let request = request.clone();
+            async move { client.authenticate(request).await }
+        })
+        .await
+    }
+
+    /// Resolves the registry of (tenant, role).
+    pub async fn resolve(&self, tenant: &str, role: &str) -> Result<pb::ResolvedRegistry, Status> {
+        let request = pb::ResolveRegistryRequest {
+            tenant: tenant.to_owned(),
+            role: role.to_owned(),
+        };
+        self.call(|mut client| {
+            let request = request.clone();
+            async move { client.resolve_registry(request).await }
+        })
+        .await
+    }
+
+    /// Sends audit records.
+    pub async fn report_usage(&self, records: Vec<pb::UsageRecord>) -> Result<(), Status> {
+        let request = pb::ReportUsageRequest { records };
+        self.call(|mut client| {
+            let request = request.clone();
+            async move { client.report_usage(request).await }
+        })
+        .await
+        .map(|_| ())
+    }
+}

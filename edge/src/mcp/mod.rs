@@ -1,0 +1,476 @@
+//! The MCP side of the edge: an rmcp `ServerHandler` that lists and calls the caller's own
+//! registry. Built per HTTP request (stateless); everything it needs is in [`EdgeState`].
+//!
+//! Rules (see `README.md` next to this file): a tool outside the caller's registry — unknown
+//! or hidden — fails with the same JSON-RPC -32602 error; a forbidden action of a polymorphic
+//! tool fails like a nonexistent one; arguments are validated before forwarding; executor
+//! failures are `isError: true` results; edge failures are JSON-RPC errors.
+
+// MCP logging (`logging/setLevel`, `notifications/message`) is deprecated by SEP-2577 for
+// 2026-07-28 but still used by 2025-xx clients; executors' log events are relayed to them.
+#![allow(deprecated)]
+
+mod content;
+mod cursor;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscriptionFilter,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tp_proto::pb;
+
+use crate::cache::{Identity, LookupError};
+use crate::forward::{CallEvent, ForwardError};
+use crate::registry::{EdgeTool, Registry};
+use crate::state::EdgeState;
+
+pub use cursor::{decode_cursor, encode_cursor};
+
+/// JSON-RPC code for a refused call because of the tenant's rate limit.
+pub const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
+/// JSON-RPC code when the registry cannot be loaded (control plane down, nothing cached).
+pub const REGISTRY_UNAVAILABLE: ErrorCode = ErrorCode(-32030);
+/// Most validation errors reported for one call.
+const MAX_REPORTED_ERRORS: usize = 5;
+
+/// The authenticated caller, put into request extensions by the auth layer.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Arc<Identity>);
+
+/// The per-request handler.
+#[derive(Debug, Clone)]
+pub struct McpHandler {
+    state: Arc<EdgeState>,
+}
+
+/// The error every unknown, hidden or forbidden tool gets.
+pub fn unknown_tool(name: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown tool: {name}"), None)
+}
+
+fn caller(ctx: &RequestContext<RoleServer>) -> Result<Arc<Identity>, ErrorData> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .map(|caller| Arc::clone(&caller.0))
+        .ok_or_else(|| {
+            ErrorData::internal_error("request reached the MCP handler unauthenticated", None)
+        })
+}
+
+fn lookup_error(error: LookupError) -> ErrorData {
+    match error {
+        LookupError::Unauthenticated | LookupError::NotFound => ErrorData::new(
+            ErrorCode::INVALID_REQUEST,
+            "the caller's tenant no longer exists",
+            None,
+        ),
+        LookupError::Unavailable(message) => ErrorData::new(
+            REGISTRY_UNAVAILABLE,
+            "the tool registry is temporarily unavailable; retry shortly",
+            Some(json!({ "reason": message })),
+        ),
+    }
+}
+
+fn tenant_bucket(tenant: &str) -> String {
+    let hash = tenant
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    format!("b{:02}", hash % 16)
+}
+
+fn request_id() -> String {
+    let bytes: [u8; 8] = rand::random();
+    hex::encode(bytes)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// What a tool call produced, before it becomes an MCP response.
+struct Outcome {
+    result: CallToolResult,
+    audit: pb::CallOutcome,
+}
+
+// === impl McpHandler ===
+
+impl McpHandler {
+    /// A handler over the edge's state.
+    pub fn new(state: Arc<EdgeState>) -> McpHandler {
+        McpHandler { state }
+    }
+
+    async fn registry(&self, identity: &Identity) -> Result<Arc<Registry>, ErrorData> {
+        self.state
+            .caches
+            .registry(&identity.tenant, &identity.role)
+            .await
+            .map_err(lookup_error)
+    }
+
+    /// Validates and forwards one call to a tool of `registry`. Shared by `tools/call` and
+    /// (later) `dispatch`.
+    pub async fn call(
+        &self,
+        identity: &Identity,
+        registry: &Registry,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let started = Instant::now();
+        let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
+        if let Err(limited) = self
+            .state
+            .limiter
+            .check(&identity.tenant, registry.rate_limit_per_minute)
+            .await
+        {
+            self.audit(identity, name, "", pb::CallOutcome::Rejected, started);
+            return Err(ErrorData::new(
+                RATE_LIMITED,
+                format!(
+                    "rate limit of {} tool calls per minute reached; retry in {} s",
+                    limited.limit, limited.retry_after_secs
+                ),
+                Some(json!({ "retry_after_secs": limited.retry_after_secs })),
+            ));
+        }
+        let arguments = Value::Object(arguments.unwrap_or_default());
+        let action = match validate(tool, &arguments) {
+            Ok(action) => action,
+            Err(error) => {
+                self.audit(identity, name, "", pb::CallOutcome::Rejected, started);
+                return Err(error);
+            }
+        };
+        let outcome = self
+            .forward(identity, registry, tool, &action, arguments, ctx)
+            .await;
+        self.audit(identity, name, &action, outcome.audit, started);
+        Ok(outcome.result)
+    }
+
+    async fn forward(
+        &self,
+        identity: &Identity,
+        registry: &Registry,
+        tool: &EdgeTool,
+        action: &str,
+        arguments: Value,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Outcome {
+        let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
+            return Outcome {
+                result: CallToolResult::error(vec![ContentBlock::text(format!(
+                    "tool {} routes to executor {:?}, which is not configured",
+                    tool.resolved.name, tool.resolved.executor
+                ))]),
+                audit: pb::CallOutcome::ExecutorError,
+            };
+        };
+        let deadline = Instant::now() + self.state.config.request_timeout();
+        let deadline_ms = now_ms()
+            + u64::try_from(self.state.config.request_timeout().as_millis()).unwrap_or(u64::MAX);
+        let request = pb::InvokeRequest {
+            tool: tool.resolved.name.clone(),
+            action: action.to_owned(),
+            arguments: tp_proto::json::to_struct(&arguments),
+            tenant: identity.tenant.clone(),
+            role: identity.role.clone(),
+            request_id: request_id(),
+            deadline_ms,
+        };
+        // Relay progress and log events to the client while the call runs.
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<CallEvent>();
+        let peer = ctx.peer.clone();
+        let progress_token = ctx.meta.get_progress_token();
+        let relay = tokio::spawn(async move {
+            while let Some(event) = receiver.recv().await {
+                match event {
+                    CallEvent::Progress(progress) => {
+                        let Some(token) = progress_token.clone() else {
+                            continue;
+                        };
+                        let mut param = ProgressNotificationParam::new(token, progress.progress);
+                        if progress.total > 0.0 {
+                            param = param.with_total(progress.total);
+                        }
+                        if !progress.message.is_empty() {
+                            param = param.with_message(progress.message);
+                        }
+                        let _ = peer.notify_progress(param).await;
+                    }
+                    CallEvent::Log(log) => {
+                        let level = match pb::LogLevel::try_from(log.level) {
+                            Ok(pb::LogLevel::Debug) => LoggingLevel::Debug,
+                            Ok(pb::LogLevel::Warning) => LoggingLevel::Warning,
+                            Ok(pb::LogLevel::Error) => LoggingLevel::Error,
+                            Ok(pb::LogLevel::Info | pb::LogLevel::Unspecified) | Err(_) => {
+                                LoggingLevel::Info
+                            }
+                        };
+                        let param =
+                            LoggingMessageNotificationParam::new(level, Value::String(log.message));
+                        let _ = peer.notify_logging_message(param).await;
+                    }
+                }
+            }
+        });
+        let mut on_event = move |event: CallEvent| {
+            let _ = sender.send(event);
+        };
+        let result = self
+            .state
+            .executors
+            .invoke(
+                executor,
+                request,
+                deadline,
+                tool.idempotent(),
+                &mut on_event,
+            )
+            .await;
+        drop(on_event);
+        let _ = relay.await;
+        match result {
+            Ok(result) => {
+                let audit = if result.is_error {
+                    pb::CallOutcome::ToolError
+                } else {
+                    pb::CallOutcome::Ok
+                };
+                Outcome {
+                    result: content::call_result(result),
+                    audit,
+                }
+            }
+            Err(error) => Outcome {
+                result: forward_error(&error),
+                audit: pb::CallOutcome::ExecutorError,
+            },
+        }
+    }
+
+    fn audit(
+        &self,
+        identity: &Identity,
+        tool: &str,
+        action: &str,
+        outcome: pb::CallOutcome,
+        started: Instant,
+    ) {
+        let duration_ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
+        metrics::histogram!("tp_edge_tool_call_seconds").record(started.elapsed().as_secs_f64());
+        self.state.audit.record(pb::UsageRecord {
+            tenant: identity.tenant.clone(),
+            role: identity.role.clone(),
+            tool: tool.to_owned(),
+            action: action.to_owned(),
+            outcome: outcome as i32,
+            duration_ms,
+            at_ms: now_ms(),
+            request_id: String::new(),
+            edge: self.state.config.name.clone(),
+        });
+        tracing::info!(
+            tenant = %identity.tenant,
+            role = %identity.role,
+            tool,
+            action,
+            outcome = outcome.as_str_name(),
+            duration_ms,
+            "tool call"
+        );
+    }
+}
+
+fn forward_error(error: &ForwardError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+}
+
+/// Checks the action of a polymorphic tool against the role's allowed actions, then the
+/// arguments against the (role-projected) schema. Returns the action ("" for plain tools).
+fn validate(tool: &EdgeTool, arguments: &Value) -> Result<String, ErrorData> {
+    let mut action = String::new();
+    if let Some(set) = &tool.resolved.actions {
+        let requested = arguments
+            .get(&set.discriminator)
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !set.allowed.iter().any(|a| a == requested) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "invalid arguments for {}: {} must be one of {:?} (got {:?})",
+                    tool.resolved.name, set.discriminator, set.allowed, requested
+                ),
+                Some(
+                    json!({ "errors": [{ "path": format!("/{}", set.discriminator), "message": "unknown action" }] }),
+                ),
+            ));
+        }
+        action = requested.to_owned();
+    }
+    let validator = tool
+        .validator()
+        .map_err(|message| ErrorData::internal_error(message, None))?;
+    let errors: Vec<(String, String)> = validator
+        .iter_errors(arguments)
+        .take(MAX_REPORTED_ERRORS)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            (
+                if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                },
+                error.to_string(),
+            )
+        })
+        .collect();
+    if errors.is_empty() {
+        return Ok(action);
+    }
+    let summary = errors
+        .iter()
+        .map(|(path, message)| format!("{path}: {message}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(ErrorData::invalid_params(
+        format!("invalid arguments for {}: {summary}", tool.resolved.name),
+        Some(
+            json!({ "errors": errors.iter().map(|(p, m)| json!({"path": p, "message": m})).collect::<Vec<_>>() }),
+        ),
+    ))
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build(),
+        )
+        .with_server_info(Implementation::new("toolplane-edge", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Tools are scoped to your tenant and role. Polymorphic tools take an `action` argument; \
+             only the actions listed in their schema are available to you.",
+        )
+    }
+
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Stateless: log messages of a call are relayed as they come; there is no session to
+        // remember a level in.
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let started = Instant::now();
+        let identity = caller(&ctx)?;
+        let registry = self.registry(&identity).await?;
+        let after = match request.and_then(|r| r.cursor) {
+            Some(cursor) => Some(
+                decode_cursor(&cursor)
+                    .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
+            ),
+            None => None,
+        };
+        let start = match &after {
+            Some(name) => registry
+                .tools
+                .partition_point(|t| t.resolved.name.as_str() <= name.as_str()),
+            None => 0,
+        };
+        let page_size = self.state.config.mcp.page_size as usize;
+        let end = (start + page_size).min(registry.tools.len());
+        let tools = registry.tools[start..end]
+            .iter()
+            .map(|t| t.mcp.clone())
+            .collect();
+        let mut result = ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(self.state.config.mcp.list_ttl_ms)
+            .with_cache_scope(CacheScope::Private);
+        if end < registry.tools.len() {
+            result.next_cursor = Some(encode_cursor(&registry.tools[end - 1].resolved.name));
+        }
+        metrics::counter!("tp_edge_mcp_requests_total", "method" => "tools/list", "tenant_bucket" => tenant_bucket(&identity.tenant), "outcome" => "ok").increment(1);
+        metrics::histogram!("tp_edge_mcp_request_seconds", "method" => "tools/list")
+            .record(started.elapsed().as_secs_f64());
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let identity = caller(&ctx)?;
+        let registry = self.registry(&identity).await?;
+        let result = self
+            .call(&identity, &registry, &request.name, request.arguments, &ctx)
+            .await;
+        let outcome = match &result {
+            Ok(r) if r.is_error == Some(true) => "tool_error",
+            Ok(_) => "ok",
+            Err(_) => "rejected",
+        };
+        metrics::counter!("tp_edge_mcp_requests_total", "method" => "tools/call", "tenant_bucket" => tenant_bucket(&identity.tenant), "outcome" => outcome).increment(1);
+        result.map(Into::into)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let identity = caller(context.request_context())?;
+        if context.accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let mut notices = self.state.notices.subscribe();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                notice = notices.recv() => match notice {
+                    Ok(notice) if notice.all || notice.tenants.iter().any(|t| t == &identity.tenant) => {
+                        if context.sink().notify_tool_list_changed().await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = context.sink().notify_tool_list_changed().await;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The fleet-shared cache in Redis (L2) and fleet-wide counters. Every operation is bounded by
+//! a timeout and never fails the request: Redis down means "miss" (and `/readyz` reports it).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::RwLock;
+
+/// Redis as the edge uses it.
+pub struct Shared {
+    connection: RwLock<Option<ConnectionManager>>,
+    prefix: String,
+    timeout: Duration,
+    healthy: AtomicBool,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("prefix", &self.prefix)
+            .field("healthy", &self.healthy())
+            .finish()
+    }
+}
+
+// === impl Shared ===
+
+impl Shared {
+    /// Starts connecting in the background; the edge serves without Redis until it is up.
+    pub fn connect(url: &str, prefix: &str, timeout: Duration) -> anyhow::Result<Arc<Shared>> {
+        let client = redis::Client::open(url)?;
+        let shared = Arc::new(Shared {
+            connection: RwLock::new(None),
+            prefix: prefix.to_owned(),
+            timeout,
+            healthy: AtomicBool::new(false),
+        });
+        let background = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let mut delay = Duration::from_millis(100);
+            loop {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(2)))
+                    .set_response_timeout(Some(background.timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_secs(2));
+                match client.get_connection_manager_with_config(config).await {
+                    Ok(connection) => {
+                        *background.connection.write().await = Some(connection);
+                        background.healthy.store(true, Ordering::Relaxed);
+                        tracing::info!("connected to redis");
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "redis unreachable; serving without the shared cache");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        });
+        Ok(shared)
+    }
+
+    /// Whether the last command succeeded.
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// `prefix:part1:part2...`
+    pub fn key(&self, parts: &[&str]) -> String {
+        let mut key = self.prefix.clone();
+        for part in parts {
+            key.push(':');
+            key.push_str(part);
+        }
+        key
+    }
+
+    async fn run<T>(
+        &self,
+        op: &'static str,
+        f: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
+    ) -> Option<T> {
+        let mut connection = self.connection.read().await.clone()?;
+        match tokio::time::timeout(self.timeout, f(&mut connection)).await {
+            Ok(Ok(value)) => {
+                self.healthy.store(true, Ordering::Relaxed);
+                Some(value)
+            }
+            Ok(Err(error)) => {
+                if self.healthy.swap(false, Ordering::Relaxed) {
+                    tracing::warn!(op, %error, "redis command failed; continuing without the shared cache");
+                }
+                metrics::counter!("tp_edge_redis_errors_total", "op" => op).increment(1);
+                None
+            }
+            Err(_) => {
+                if self.healthy.swap(false, Ordering::Relaxed) {
+                    tracing::warn!(
+                        op,
+                        "redis command timed out; continuing without the shared cache"
+                    );
+                }
+                metrics::counter!("tp_edge_redis_errors_total", "op" => op).increment(1);
+                None
+            }
+        }
+    }
+
+    /// GET.
+    pub async fn get(&self, key: &str) -> Option<Vec<u8>> {
+        self.run("get", async |c| c.get::<_, Option<Vec<u8>>>(key).await)
+            .await
+            .flatten()
+    }
+
+    /// SET with expiry.
+    pub async fn set(&self, key: &str, value: &[u8], ttl: Duration) {
+        let seconds = ttl.as_secs().max(1);
+        let _ = self
+            .run("set", async |c| {
+                c.set_ex::<_, _, ()>(key, value, seconds).await
+            })
+            .await;
+    }
+
+    /// Several SETs with expiry in one round trip.
+    pub async fn set_many(&self, entries: &[(String, Vec<u8>)], ttl: Duration) {
+        let seconds = ttl.as_secs().max(1);
+        let _ = self
+            .run("set_many", async |c| {
+                let mut pipe = redis::pipe();
+                for (key, value) in entries {
+                    pipe.set_ex(key, value, seconds).ignore();
+                }
+                pipe.query_async::<()>(c).await
+            })
+            .await;
+    }
+
+    /// DEL.
+    pub async fn del(&self, key: &str) {
+        let _ = self.run("del", async |c| c.del::<_, ()>(key).await).await;
+    }
+
+    /// Increments a counter that expires `ttl` after its creation; returns the new value.
+    pub async fn incr_window(&self, key: &str, ttl: Duration) -> Option<u64> {
+        let seconds = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+        self.run("incr", async |c| {
+            let (value, _): (u64, bool) = redis::pipe()
+                .atomic()
+                .incr(key, 1u64)
+                .expire(key, seconds)
+                .query_async(c)
+                .await?;
+            Ok(value)
+        })
+        .await
+    }
+}

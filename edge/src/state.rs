@@ -1,0 +1,121 @@
+//! Everything a request needs, shared by all requests of an edge.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::sync::broadcast;
+
+use crate::audit::Audit;
+use crate::cache::{CacheSettings, Caches};
+use crate::config::EdgeConfig;
+use crate::control::ControlPlane;
+use crate::forward::{BreakerSettings, Executors};
+use crate::limits::RateLimiter;
+use crate::shared::Shared;
+use crate::versions::Versions;
+use crate::watch::{self, ChangeNotice, WatchSettings};
+
+/// Shared state of one edge.
+#[derive(Debug)]
+pub struct EdgeState {
+    /// Configuration.
+    pub config: EdgeConfig,
+    /// The control plane.
+    pub control: Arc<ControlPlane>,
+    /// Revisions known from the watch.
+    pub versions: Arc<Versions>,
+    /// Registries and identities.
+    pub caches: Arc<Caches>,
+    /// Redis, when configured.
+    pub shared: Option<Arc<Shared>>,
+    /// Per-tenant rate limits.
+    pub limiter: RateLimiter,
+    /// Executor clients.
+    pub executors: Executors,
+    /// Audit buffer.
+    pub audit: Arc<Audit>,
+    /// Change notices from the watch (for `subscriptions/listen`).
+    pub notices: broadcast::Sender<ChangeNotice>,
+    /// The Prometheus exposition.
+    pub metrics: Option<PrometheusHandle>,
+}
+
+/// Installs the process-wide metrics recorder once.
+pub fn metrics_handle() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| match PrometheusBuilder::new().install_recorder() {
+            Ok(handle) => Some(handle),
+            Err(error) => {
+                tracing::warn!(%error, "metrics recorder not installed");
+                None
+            }
+        })
+        .clone()
+}
+
+// === impl EdgeState ===
+
+impl EdgeState {
+    /// Builds the state and starts the background tasks (watch, audit, Redis connection).
+    pub fn start(config: EdgeConfig) -> anyhow::Result<Arc<EdgeState>> {
+        let metrics = metrics_handle();
+        let control = ControlPlane::new(&config.control_plane, &config.edge_token)?;
+        let shared = match &config.redis_url {
+            Some(url) => Some(Shared::connect(
+                url,
+                &config.cache.redis_prefix,
+                Duration::from_millis(config.cache.redis_timeout_ms),
+            )?),
+            None => None,
+        };
+        let versions = Arc::new(Versions::default());
+        let caches = Arc::new(Caches::new(
+            Arc::clone(&versions),
+            Arc::clone(&control),
+            shared.clone(),
+            CacheSettings {
+                registries: config.cache.l1_registries,
+                identities: config.cache.l1_identities,
+                l1_ttl: Duration::from_secs(config.cache.l1_ttl_secs),
+                l2_ttl: Duration::from_secs(config.cache.l2_ttl_secs),
+            },
+        ));
+        let executors = Executors::new(BreakerSettings {
+            failures: config.executors.breaker_failures,
+            cooldown: Duration::from_millis(config.executors.breaker_cooldown_ms),
+            connect_timeout: Duration::from_millis(config.executors.connect_timeout_ms),
+        });
+        let audit = Audit::new(config.audit.buffer, config.audit.enabled);
+        let (notices, _) = broadcast::channel(1024);
+        let state = Arc::new(EdgeState {
+            limiter: RateLimiter::new(shared.clone()),
+            control: Arc::clone(&control),
+            versions: Arc::clone(&versions),
+            caches: Arc::clone(&caches),
+            shared,
+            executors,
+            audit: Arc::clone(&audit),
+            notices: notices.clone(),
+            metrics,
+            config,
+        });
+        let settings = WatchSettings {
+            heartbeat_ms: state.config.watch.heartbeat_ms,
+            dead_after: Duration::from_millis(state.config.watch.dead_after_ms),
+            max_backoff: Duration::from_millis(state.config.watch.max_backoff_ms),
+        };
+        tokio::spawn(watch::run(
+            Arc::clone(&control),
+            versions,
+            caches,
+            notices,
+            settings,
+        ));
+        if state.config.audit.enabled {
+            tokio::spawn(audit.run(control, Duration::from_millis(state.config.audit.flush_ms)));
+        }
+        Ok(state)
+    }
+}

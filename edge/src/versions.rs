@@ -1,0 +1,162 @@
+//! What the edge knows about the control plane's revisions, from the watch stream: the last
+//! revision that changed every registry (catalogue-wide objects) and, per tenant, the last
+//! revision that changed that tenant (its settings or keys). A cached registry or identity
+//! resolved at revision `r` is current iff `r >= required(tenant)`.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use tp_proto::pb;
+
+/// Revisions known from the watch stream.
+#[derive(Debug, Default)]
+pub struct Versions {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    synced: bool,
+    head: u64,
+    global: u64,
+    tenants: HashMap<String, u64>,
+}
+
+/// What a change invalidated.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Invalidated {
+    /// Every registry.
+    pub all: bool,
+    /// These tenants' registries and identities.
+    pub tenants: Vec<String>,
+}
+
+fn affects_all(kind: i32) -> bool {
+    match pb::ObjectKind::try_from(kind) {
+        Ok(
+            pb::ObjectKind::Tool
+            | pb::ObjectKind::Executor
+            | pb::ObjectKind::Provider
+            | pb::ObjectKind::Role,
+        ) => true,
+        Ok(
+            pb::ObjectKind::Adr
+            | pb::ObjectKind::Policy
+            | pb::ObjectKind::Tenant
+            | pb::ObjectKind::ApiKey,
+        ) => false,
+        // Unknown kinds from a newer control plane: be safe.
+        Ok(pb::ObjectKind::Unspecified) | Err(_) => true,
+    }
+}
+
+// === impl Versions ===
+
+impl Versions {
+    /// The revision a cached entry of `tenant` must have reached, or `None` while the watch is
+    /// not caught up (then only last-known-good entries can be served).
+    pub fn required(&self, tenant: &str) -> Option<u64> {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        inner.synced.then(|| {
+            inner
+                .global
+                .max(inner.tenants.get(tenant).copied().unwrap_or(0))
+        })
+    }
+
+    /// The last revision seen.
+    pub fn head(&self) -> u64 {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).head
+    }
+
+    /// Whether the watch is live and caught up.
+    pub fn synced(&self) -> bool {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).synced
+    }
+
+    /// Marks the stream caught up (a heartbeat at our head) or lost.
+    pub fn set_synced(&self, synced: bool) {
+        self.inner.write().unwrap_or_else(|e| e.into_inner()).synced = synced;
+    }
+
+    /// Records one committed change.
+    pub fn apply(&self, change: &pb::Change) -> Invalidated {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut invalidated = Invalidated::default();
+        for item in &change.items {
+            if affects_all(item.kind) {
+                inner.global = change.revision;
+                invalidated.all = true;
+            } else if !item.tenant.is_empty() {
+                inner.tenants.insert(item.tenant.clone(), change.revision);
+                if !invalidated.tenants.contains(&item.tenant) {
+                    invalidated.tenants.push(item.tenant.clone());
+                }
+            }
+        }
+        inner.head = inner.head.max(change.revision);
+        invalidated
+    }
+
+    /// Forgets everything (the control plane's log no longer matches ours).
+    pub fn reset(&self) {
+        *self.inner.write().unwrap_or_else(|e| e.into_inner()) = Inner::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(revision: u64, kind: pb::ObjectKind, tenant: &str) -> pb::Change {
+        pb::Change {
+            revision,
+            items: vec![pb::ChangeItem {
+                kind: kind as i32,
+                key: "k".into(),
+                op: 1,
+                tenant: tenant.into(),
+            }],
+            committed_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn tenant_changes_are_precise_and_catalogue_changes_global() {
+        let versions = Versions::default();
+        assert_eq!(versions.required("acme"), None);
+        versions.set_synced(true);
+        assert_eq!(versions.required("acme"), Some(0));
+        let hit = versions.apply(&change(5, pb::ObjectKind::Tenant, "acme"));
+        assert_eq!(
+            hit,
+            Invalidated {
+                all: false,
+                tenants: vec!["acme".into()]
+            }
+        );
+        assert_eq!(
+            (versions.required("acme"), versions.required("globex")),
+            (Some(5), Some(0))
+        );
+        versions.apply(&change(6, pb::ObjectKind::Adr, ""));
+        assert_eq!(
+            versions.required("globex"),
+            Some(0),
+            "ADRs change no registry"
+        );
+        assert!(versions.apply(&change(7, pb::ObjectKind::Tool, "")).all);
+        assert_eq!(
+            (versions.required("acme"), versions.required("globex")),
+            (Some(7), Some(7))
+        );
+        versions.apply(&change(8, pb::ObjectKind::ApiKey, "globex"));
+        assert_eq!(
+            (versions.required("acme"), versions.required("globex")),
+            (Some(7), Some(8))
+        );
+        assert_eq!(versions.head(), 8);
+        versions.set_synced(false);
+        assert_eq!(versions.required("acme"), None);
+    }
+}

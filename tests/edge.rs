@@ -1,0 +1,549 @@
+//! The edge end to end: control plane + two edges + Redis + the demo executor, all real
+//! processes over real sockets.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tp_proto::pb;
+use tp_test_support::{EdgeProcess, McpHttp, eventually};
+
+use crate::fleet::{Fleet, LEGACY, ROLES, STATELESS, TENANTS};
+
+#[tokio::test]
+async fn every_tenant_and_role_sees_exactly_its_registry_and_nothing_else() {
+    let fleet = Fleet::start(2, "").await;
+    let catalogue = fleet.catalogue().await;
+    let mut probes = 0;
+    for tenant in TENANTS {
+        for role in ROLES {
+            let expected = fleet.expected(tenant, role).await;
+            for edge in 0..2 {
+                for version in [LEGACY, STATELESS] {
+                    let client = fleet.client(edge, tenant, role, version);
+                    assert_eq!(
+                        client.list_names().await,
+                        expected,
+                        "{tenant}/{role} on edge {edge} ({version})"
+                    );
+                }
+            }
+            // Every catalogue tool: visible ones run or fail validation; hidden ones fail
+            // exactly like a tool that does not exist.
+            let client = fleet.client(probes % 2, tenant, role, LEGACY);
+            for name in catalogue.iter().map(String::as_str).chain(["no_such_tool"]) {
+                probes += 1;
+                let reply = client.call(name, json!({})).await;
+                assert_eq!(reply.status, 200, "{}", reply.body);
+                if expected.iter().any(|e| e == name) {
+                    let response = reply.response();
+                    let invalid_args = response["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("invalid arguments"));
+                    assert!(
+                        response["result"].is_object() || invalid_args,
+                        "{tenant}/{role} {name}: {}",
+                        reply.body
+                    );
+                } else {
+                    assert_eq!(
+                        reply.error(),
+                        &json!({"code": -32602, "message": format!("unknown tool: {name}")}),
+                        "{tenant}/{role} {name} must look unknown"
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "isolation: {} (tenant, role) pairs, {probes} call probes, 0 leaks",
+        TENANTS.len() * ROLES.len()
+    );
+}
+
+#[tokio::test]
+async fn polymorphic_actions_and_arguments_are_checked_before_forwarding() {
+    let fleet = Fleet::start(1, "").await;
+    let executor = fleet.client(0, "acme", "executor", LEGACY);
+    // The executor role's client_wiki schema only offers `query`.
+    let reply = executor.request(1, "tools/list", json!({})).await;
+    let wiki = reply.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "client_wiki")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        wiki["inputSchema"]["properties"]["action"]["enum"],
+        json!(["query"])
+    );
+    let forbidden = executor.call("client_wiki", json!({"action": "ingest", "source": {"type": "text", "text": "x", "source_label": "y"}})).await;
+    let nonexistent = executor
+        .call("client_wiki", json!({"action": "explode"}))
+        .await;
+    assert_eq!(forbidden.error()["code"], -32602);
+    assert_eq!(
+        forbidden.error()["message"]
+            .as_str()
+            .unwrap()
+            .replace("\"ingest\"", "X"),
+        nonexistent.error()["message"]
+            .as_str()
+            .unwrap()
+            .replace("\"explode\"", "X"),
+        "a forbidden action looks like a nonexistent one"
+    );
+    let bad = fleet
+        .client(0, "globex", "collector", LEGACY)
+        .call("google_ads", json!({"customer_id": 5}))
+        .await;
+    assert_eq!(bad.error()["code"], -32602);
+    assert!(
+        bad.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("/customer_id"),
+        "{}",
+        bad.body
+    );
+    assert_eq!(bad.error()["data"]["errors"][0]["path"], "/customer_id");
+    let good = fleet
+        .client(0, "globex", "collector", LEGACY)
+        .call("google_ads", json!({"customer_id": "123-456-7890"}))
+        .await;
+    assert_eq!(good.result()["isError"], false);
+    assert!(
+        good.result()["structuredContent"]["data"]["campaigns"].is_array(),
+        "{}",
+        good.body
+    );
+}
+
+#[tokio::test]
+async fn pagination_is_stable_and_bad_cursors_are_invalid_params() {
+    let fleet = Fleet::start(1, "[mcp]\npage_size = 4\n").await;
+    let client = fleet.client(0, "globex", "collector", LEGACY);
+    let names = client.list_names().await;
+    assert_eq!(names, fleet.expected("globex", "collector").await);
+    let first = client.request(1, "tools/list", json!({})).await;
+    assert_eq!(first.result()["tools"].as_array().unwrap().len(), 4);
+    let again = client.request(2, "tools/list", json!({})).await;
+    assert_eq!(
+        first.result()["nextCursor"],
+        again.result()["nextCursor"],
+        "cursors are deterministic"
+    );
+    for cursor in ["garbage", "c1.!!", "c1.Li4vLi4v"] {
+        let reply = client
+            .request(3, "tools/list", json!({"cursor": cursor}))
+            .await;
+        assert_eq!(reply.error()["code"], -32602, "{cursor}: {}", reply.body);
+    }
+}
+
+#[tokio::test]
+async fn every_protocol_version_lists_and_calls() {
+    let fleet = Fleet::start(1, "").await;
+    for version in ["2025-03-26", "2025-06-18", "2025-11-25"] {
+        let client = fleet.client(0, "acme", "collector", version);
+        let init = client
+            .request(1, "initialize", json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+            .await;
+        assert_eq!(init.result()["protocolVersion"], version, "{}", init.body);
+        assert!(
+            init.headers.get("mcp-session-id").is_none(),
+            "stateless: no session id"
+        );
+        assert_eq!(
+            client.list_names().await,
+            fleet.expected("acme", "collector").await
+        );
+        let call = client.call("gmail", json!({"query": "from:cfo"})).await;
+        assert_eq!(call.result()["isError"], false, "{version}: {}", call.body);
+    }
+    // 2026-07-28: no initialize, server/discover, per-request metadata, cache hints.
+    let client = fleet.client(0, "acme", "collector", STATELESS);
+    let discover = client.request(1, "server/discover", json!({})).await;
+    assert!(
+        discover.result()["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == STATELESS),
+        "{}",
+        discover.body
+    );
+    let list = client.request(2, "tools/list", json!({})).await;
+    assert_eq!(list.result()["cacheScope"], "private");
+    assert!(list.result()["ttlMs"].as_u64().unwrap() > 0);
+    let call = client.call("gmail", json!({"query": "from:cfo"})).await;
+    assert_eq!(call.result()["isError"], false, "{}", call.body);
+    // The Mcp-Name header must match the body.
+    let key = fleet.key("acme", "collector");
+    let auth = format!("Bearer {key}");
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "gmail", "arguments": {"query": "x"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let mismatch = client
+        .raw(
+            serde_json::to_vec(&body).unwrap(),
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", STATELESS),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "google_ads"),
+                ("authorization", &auth),
+            ],
+        )
+        .await;
+    assert_eq!(mismatch.error()["code"], -32020, "{}", mismatch.body);
+}
+
+#[tokio::test]
+async fn progress_logs_and_content_types_are_relayed() {
+    let fleet = Fleet::start(1, "").await;
+    let client = fleet.client(0, "qa", "collector", LEGACY);
+    let reply = client
+        .request(1, "tools/call", json!({"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "p1"}}))
+        .await;
+    assert!(
+        reply.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let progress: Vec<f64> = reply
+        .notifications()
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .map(|n| n["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert_eq!(progress, vec![0.0, 50.0, 100.0], "{}", reply.body);
+    assert_eq!(reply.result()["isError"], false);
+    let logs = client.call("test_tool_with_logging", json!({})).await;
+    assert_eq!(
+        logs.notifications()
+            .iter()
+            .filter(|n| n["method"] == "notifications/message")
+            .count(),
+        3,
+        "{}",
+        logs.body
+    );
+    let mixed = client.call("test_multiple_content_types", json!({})).await;
+    let types: Vec<&str> = mixed.result()["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, vec!["text", "image", "resource"]);
+    let failed = client.call("fail", json!({})).await;
+    assert_eq!(
+        failed.result()["isError"],
+        true,
+        "executor failures are tool errors: {}",
+        failed.body
+    );
+    assert!(
+        failed.result()["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("always fails")
+    );
+}
+
+#[tokio::test]
+async fn keys_are_checked_and_revocation_reaches_every_edge() {
+    let fleet = Fleet::start(2, "").await;
+    let anonymous = McpHttp::new(&fleet.edges[0].addr, None, LEGACY);
+    let missing = anonymous.request(1, "tools/list", json!({})).await;
+    assert_eq!(missing.status, 401);
+    assert!(
+        missing.headers["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Bearer realm=\"toolplane\"")
+    );
+    for bad in [
+        "tpk_nope",
+        &format!("tpk_{}", "0".repeat(64)),
+        "not even a key",
+    ] {
+        let reply = anonymous
+            .with_key(Some(bad))
+            .request(1, "tools/list", json!({}))
+            .await;
+        assert_eq!(reply.status, 401, "{bad}");
+    }
+    let mut admin = fleet.cp.admin().await;
+    let issued = admin
+        .tenants
+        .issue_api_key(pb::IssueApiKeyRequest {
+            tenant: "acme".into(),
+            role: "executor".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let clients: Vec<McpHttp> = fleet
+        .edges
+        .iter()
+        .map(|e| McpHttp::new(&e.addr, Some(&issued.key), LEGACY))
+        .collect();
+    for client in &clients {
+        assert_eq!(client.request(1, "tools/list", json!({})).await.status, 200);
+    }
+    let revoked_at = Instant::now();
+    admin
+        .tenants
+        .revoke_api_key(pb::RevokeApiKeyRequest {
+            id: issued.info.unwrap().id,
+        })
+        .await
+        .unwrap();
+    let mut slowest = Duration::ZERO;
+    for client in &clients {
+        eventually(
+            "revocation to reach the edge",
+            Duration::from_secs(1),
+            || async {
+                (client.request(1, "tools/list", json!({})).await.status == 401).then_some(())
+            },
+        )
+        .await;
+        slowest = slowest.max(revoked_at.elapsed());
+    }
+    println!("revocation refused on both edges after {slowest:?}");
+}
+
+#[tokio::test]
+async fn a_connected_apis_change_reaches_both_edges_within_a_second() {
+    let fleet = Fleet::start(2, "").await;
+    let clients: Vec<McpHttp> = (0..2)
+        .map(|e| fleet.client(e, "acme", "collector", LEGACY))
+        .collect();
+    for client in &clients {
+        assert!(
+            !client
+                .list_names()
+                .await
+                .contains(&"aws_textract".to_owned())
+        );
+    }
+    let mut admin = fleet.cp.admin().await;
+    let mut tenant = admin
+        .tenants
+        .get_tenant(pb::GetTenantRequest { id: "acme".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    tenant.connected_apis = Some(pb::ConnectedApis {
+        providers: vec!["google".into(), "hubspot".into(), "aws".into()],
+    });
+    let changed_at = Instant::now();
+    admin
+        .tenants
+        .update_tenant(pb::UpdateTenantRequest {
+            tenant: Some(tenant),
+        })
+        .await
+        .unwrap();
+    let mut latencies = Vec::new();
+    for client in &clients {
+        eventually(
+            "the change to reach the edge",
+            Duration::from_secs(1),
+            || async {
+                client
+                    .list_names()
+                    .await
+                    .contains(&"aws_textract".to_owned())
+                    .then_some(())
+            },
+        )
+        .await;
+        latencies.push(changed_at.elapsed());
+    }
+    assert_eq!(
+        clients[0].list_names().await,
+        fleet.expected("acme", "collector").await
+    );
+    println!(
+        "propagation: connected_apis change visible on edge 1 after {:?}, edge 2 after {:?}",
+        latencies[0], latencies[1]
+    );
+}
+
+#[tokio::test]
+async fn warm_tenants_survive_a_control_plane_outage_and_a_new_edge_serves_from_redis() {
+    let mut fleet = Fleet::start(2, "").await;
+    let warm: Vec<McpHttp> = (0..2)
+        .map(|e| fleet.client(e, "acme", "collector", LEGACY))
+        .collect();
+    let expected = fleet.expected("acme", "collector").await;
+    for client in &warm {
+        assert_eq!(client.list_names().await, expected);
+    }
+    fleet.cp.process.kill9().await;
+    let mut errors = 0;
+    for round in 0..20 {
+        for client in &warm {
+            if client.list_names().await != expected {
+                errors += 1;
+            }
+            let call = client
+                .call("gmail", json!({"query": format!("round {round}")}))
+                .await;
+            if call.result()["isError"] != false {
+                errors += 1;
+            }
+        }
+    }
+    assert_eq!(
+        errors, 0,
+        "warm tenants are served while the control plane is down"
+    );
+    let (status, body) = fleet.edges[0].get("/readyz").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"degraded\":true"), "{body}");
+    // A new edge, started during the outage, serves the tenant from Redis.
+    let fresh =
+        EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], Some(&fleet.redis.url()), "").await;
+    let client = McpHttp::new(&fresh.addr, Some(fleet.key("acme", "collector")), LEGACY);
+    assert_eq!(
+        client.list_names().await,
+        expected,
+        "fresh edge log:\n{}",
+        fresh.log()
+    );
+    println!(
+        "control plane down: 80 requests on warm edges, {errors} errors; a fresh edge served from Redis"
+    );
+}
+
+#[tokio::test]
+async fn redis_down_still_serves_and_recovers() {
+    let mut fleet = Fleet::start(1, "").await;
+    let client = fleet.client(0, "globex", "executor", LEGACY);
+    let expected = fleet.expected("globex", "executor").await;
+    assert_eq!(client.list_names().await, expected);
+    fleet.redis.kill9().await;
+    let mut errors = 0;
+    for _ in 0..20 {
+        if client.list_names().await != expected {
+            errors += 1;
+        }
+    }
+    // A tenant this edge has not seen yet comes from the control plane.
+    let other = fleet.client(0, "initech", "collector", LEGACY);
+    assert_eq!(
+        other.list_names().await,
+        fleet.expected("initech", "collector").await
+    );
+    assert_eq!(errors, 0);
+    let (_, ready) = fleet.edges[0].get("/readyz").await;
+    assert!(ready.contains("\"redis\":\"down\""), "{ready}");
+    fleet.redis.restart().await;
+    eventually(
+        "readiness to report redis up",
+        Duration::from_secs(10),
+        || async {
+            let (_, ready) = fleet.edges[0].get("/readyz").await;
+            let _ = fleet.client(0, "qa", "executor", LEGACY).list_names().await;
+            ready.contains("\"redis\":\"up\"").then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_dead_executor_opens_the_breaker_and_recovery_closes_it() {
+    let mut fleet = Fleet::start(
+        1,
+        "[executors]\nbreaker_failures = 3\nbreaker_cooldown_ms = 300\n",
+    )
+    .await;
+    let client = fleet.client(0, "qa", "collector", LEGACY);
+    assert_eq!(
+        client.call("echo", json!({"text": "hi"})).await.result()["isError"],
+        false
+    );
+    fleet.executor.kill9().await;
+    let mut messages = Vec::new();
+    for _ in 0..6 {
+        let started = Instant::now();
+        let reply = client.call("echo", json!({"text": "hi"})).await;
+        assert_eq!(reply.result()["isError"], true, "{}", reply.body);
+        messages.push((
+            reply.result()["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            started.elapsed(),
+        ));
+    }
+    let open: Vec<_> = messages
+        .iter()
+        .filter(|(m, _)| m.contains("circuit breaker open"))
+        .collect();
+    assert!(!open.is_empty(), "{messages:?}");
+    assert!(
+        open.iter()
+            .all(|(_, took)| *took < Duration::from_millis(100)),
+        "open breakers fail fast: {messages:?}"
+    );
+    fleet.executor.restart().await;
+    eventually(
+        "the breaker to close after recovery",
+        Duration::from_secs(10),
+        || async {
+            (client.call("echo", json!({"text": "back"})).await.result()["isError"] == false)
+                .then_some(())
+        },
+    )
+    .await;
+    // Slow calls respect the deadline of the executor (5 s) without holding others.
+    let slow = client.call("sleep", json!({"ms": 200})).await;
+    assert_eq!(slow.result()["isError"], false);
+}
+
+#[tokio::test]
+async fn usage_reaches_the_control_plane_and_metrics_are_exposed() {
+    let fleet = Fleet::start(1, "").await;
+    let client = fleet.client(0, "qa", "executor", LEGACY);
+    for i in 0..5 {
+        client.call("echo", json!({"text": format!("{i}")})).await;
+    }
+    let mut admin = fleet.cp.admin().await;
+    let usage = eventually("usage to be reported", Duration::from_secs(5), || {
+        let mut registry = admin.registry.clone();
+        async move {
+            let usage = registry
+                .get_usage(pb::GetUsageRequest {
+                    tenant: "qa".into(),
+                })
+                .await
+                .ok()?
+                .into_inner();
+            usage
+                .tools
+                .into_iter()
+                .find(|t| t.tool == "echo" && t.calls >= 5)
+        }
+    })
+    .await;
+    assert_eq!(usage.errors, 0);
+    let _ = &mut admin;
+    let (status, metrics) = fleet.edges[0].get("/metrics").await;
+    assert_eq!(status, 200);
+    for name in [
+        "tp_edge_mcp_requests_total",
+        "tp_edge_cache_lookups_total",
+        "tp_edge_executor_calls_total",
+        "tp_edge_watch_revision",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from /metrics");
+    }
+}
