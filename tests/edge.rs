@@ -230,6 +230,34 @@ async fn progress_logs_and_content_types_are_relayed() {
         "{}",
         logs.body
     );
+    // 2026-07-28: log messages only when the request names a level, and only at or above it.
+    let stateless = fleet.client(0, "qa", "collector", STATELESS);
+    let count_logs = |reply: &tp_test_support::HttpReply| {
+        reply
+            .notifications()
+            .iter()
+            .filter(|n| n["method"] == "notifications/message")
+            .count()
+    };
+    let silent = stateless.call("test_tool_with_logging", json!({})).await;
+    assert_eq!(silent.result()["isError"], false, "{}", silent.body);
+    assert_eq!(
+        count_logs(&silent),
+        0,
+        "no logLevel, no logs: {}",
+        silent.body
+    );
+    for (level, expected) in [("debug", 3), ("info", 3), ("warning", 0)] {
+        let reply = stateless
+            .request(
+                7,
+                "tools/call",
+                json!({"name": "test_tool_with_logging", "arguments": {},
+                       "_meta": {"io.modelcontextprotocol/logLevel": level}}),
+            )
+            .await;
+        assert_eq!(count_logs(&reply), expected, "{level}: {}", reply.body);
+    }
     let mixed = client.call("test_multiple_content_types", json!({})).await;
     let types: Vec<&str> = mixed.result()["content"]
         .as_array()

@@ -181,15 +181,14 @@ impl Caches {
                         .await
                         .as_deref()
                         .and_then(Registry::decode)
+                        && registry.revision >= version
                     {
-                        if registry.revision >= version {
-                            hit("l2", "registry");
-                            let registry = Arc::new(registry);
-                            self.latest
-                                .insert((tenant.to_owned(), role.to_owned()), Arc::clone(&registry))
-                                .await;
-                            return Ok(registry);
-                        }
+                        hit("l2", "registry");
+                        let registry = Arc::new(registry);
+                        self.latest
+                            .insert((tenant.to_owned(), role.to_owned()), Arc::clone(&registry))
+                            .await;
+                        return Ok(registry);
                     }
                 }
                 hit("l3", "registry");
@@ -301,31 +300,30 @@ impl Caches {
         let hash = tp_proto::keys::hash(key);
         let now = now_secs();
         let cached = self.identities.get(&hash).await;
-        if let Some(identity) = &cached {
-            if self.current(identity, now) {
-                hit("l1", "identity");
-                return Ok(Arc::clone(identity));
-            }
+        if let Some(identity) = &cached
+            && self.current(identity, now)
+        {
+            hit("l1", "identity");
+            return Ok(Arc::clone(identity));
         }
         if self.versions.synced() && self.refused.get(&hash).await == Some(self.versions.head()) {
             return Err(LookupError::Unauthenticated);
         }
         let shared_key = self.shared.as_ref().map(|s| s.key(&["id", &hash]));
         let mut stale = cached;
-        if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key) {
-            if let Some(identity) = shared
+        if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key)
+            && let Some(identity) = shared
                 .get(shared_key)
                 .await
                 .and_then(|b| pb::Identity::decode(b.as_slice()).ok())
-            {
-                let identity = Arc::new(Identity::from_pb(identity));
-                if self.current(&identity, now) {
-                    hit("l2", "identity");
-                    self.identities.insert(hash, Arc::clone(&identity)).await;
-                    return Ok(identity);
-                }
-                stale.get_or_insert(identity);
+        {
+            let identity = Arc::new(Identity::from_pb(identity));
+            if self.current(&identity, now) {
+                hit("l2", "identity");
+                self.identities.insert(hash, Arc::clone(&identity)).await;
+                return Ok(identity);
             }
+            stale.get_or_insert(identity);
         }
         hit("l3", "identity");
         match self.control.authenticate(key).await {

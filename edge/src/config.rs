@@ -293,10 +293,10 @@ impl RawConfig {
             bail!("edge_token: must be at least 16 characters");
         }
         let redis_url = (!self.redis_url.is_empty()).then_some(self.redis_url);
-        if let Some(url) = &redis_url {
-            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-                bail!("redis_url: {url:?} must start with redis:// or rediss://");
-            }
+        if let Some(url) = &redis_url
+            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+        {
+            bail!("redis_url: {url:?} must start with redis:// or rediss://");
         }
         if self.cache.l1_registries == 0 || self.cache.l1_identities == 0 {
             bail!("cache.l1_registries and cache.l1_identities: must be at least 1");

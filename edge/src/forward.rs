@@ -179,10 +179,10 @@ impl Executors {
 
     fn handle(&self, info: &Executor) -> Result<Arc<Handle>, ForwardError> {
         let mut handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(handle) = handles.get(&info.name) {
-            if handle.info == *info {
-                return Ok(Arc::clone(handle));
-            }
+        if let Some(handle) = handles.get(&info.name)
+            && handle.info == *info
+        {
+            return Ok(Arc::clone(handle));
         }
         let endpoint = Endpoint::from_shared(info.endpoint.clone())
             .map_err(|e| ForwardError::Unreachable {

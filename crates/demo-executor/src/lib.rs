@@ -166,7 +166,7 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
             }
             done(vec![text("Progress test completed")], None, false)
         }
-        "test_tool_with_logging" => {
+        "test_tool_with_logging" | "test_logging_tool" => {
             for message in [
                 "Tool execution started",
                 "Tool processing data",

