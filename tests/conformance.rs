@@ -75,12 +75,17 @@ impl Target {
             .await
             .unwrap();
         let empty = json!({"type": "object", "properties": {}});
+        // SEP-1613's keywords, plus SEP-2106's composition, conditional and $anchor keywords.
         let schema_2020_12 = json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
-            "$defs": {"address": {"type": "object", "properties": {
+            "$defs": {"address": {"$anchor": "address", "type": "object", "properties": {
                 "street": {"type": "string"}, "city": {"type": "string"}}}},
             "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+            "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
+            "if": {"properties": {"name": {"const": "anonymous"}}},
+            "then": {"not": {"required": ["address"]}},
+            "else": true,
             "additionalProperties": false
         });
         let specs = TOOLS
@@ -218,6 +223,21 @@ async fn conformance_requirements_2026_07_28() {
     run_suite(
         "conformance-next",
         &["--requirements", "2026-07-28"],
+        "conformance-baseline-2026-07-28.yml",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn conformance_json_schema_2020_12_at_2026_07_28() {
+    run_suite(
+        "conformance-next",
+        &[
+            "--scenario",
+            "json-schema-2020-12",
+            "--spec-version",
+            "2026-07-28",
+        ],
         "conformance-baseline-2026-07-28.yml",
     )
     .await;

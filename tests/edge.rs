@@ -360,6 +360,22 @@ async fn a_connected_apis_change_reaches_both_edges_within_a_second() {
                 .contains(&"aws_textract".to_owned())
         );
     }
+    // 2026-07-28 listeners: acme's on both edges, and globex's, which must hear nothing.
+    let listen = json!({"notifications": {"toolsListChanged": true}});
+    let mut acme_streams = Vec::new();
+    for edge in 0..2 {
+        let (status, stream) = fleet
+            .client(edge, "acme", "collector", STATELESS)
+            .stream(1, "subscriptions/listen", listen.clone())
+            .await;
+        assert_eq!(status, 200);
+        acme_streams.push(stream);
+    }
+    let (status, mut globex_stream) = fleet
+        .client(0, "globex", "collector", STATELESS)
+        .stream(1, "subscriptions/listen", listen.clone())
+        .await;
+    assert_eq!(status, 200);
     let mut admin = fleet.cp.admin().await;
     let mut tenant = admin
         .tenants
@@ -398,6 +414,27 @@ async fn a_connected_apis_change_reaches_both_edges_within_a_second() {
         clients[0].list_names().await,
         fleet.expected("acme", "collector").await
     );
+    let is_list_changed = |m: &serde_json::Value| m["method"] == "notifications/tools/list_changed";
+    for (edge, stream) in acme_streams.iter_mut().enumerate() {
+        let heard = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(message) = stream.recv().await {
+                if is_list_changed(&message) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(heard, Ok(true), "acme's listener on edge {edge}");
+    }
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(300), globex_stream.recv()).await
+    {
+        assert!(
+            !is_list_changed(&message),
+            "globex heard acme's change: {message}"
+        );
+    }
     println!(
         "propagation: connected_apis change visible on edge 1 after {:?}, edge 2 after {:?}",
         latencies[0], latencies[1]
@@ -574,4 +611,78 @@ async fn usage_reaches_the_control_plane_and_metrics_are_exposed() {
     ] {
         assert!(metrics.contains(name), "{name} missing from /metrics");
     }
+}
+
+#[tokio::test]
+async fn http_limits_host_and_origin_checks_are_enforced() {
+    let fleet = Fleet::start(
+        1,
+        "[mcp]\nmax_body_bytes = 65536\nrequest_timeout_ms = 1000\nallowed_origins = [\"https://app.example\"]\nmax_in_flight = 2\n",
+    )
+    .await;
+    let client = fleet.client(0, "qa", "collector", LEGACY);
+    let key = format!("Bearer {}", fleet.key("qa", "collector"));
+    let base = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", LEGACY),
+        ("authorization", key.as_str()),
+    ];
+    let body = |text: &str| {
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": text}}}))
+        .unwrap()
+    };
+    // Just under the body limit works; over it is 413 and nothing is called.
+    let under = client.raw(body(&"x".repeat(60_000)), &base).await;
+    assert_eq!(under.status, 200, "{}", under.body);
+    assert_eq!(under.result()["isError"], false);
+    let over = client.raw(body(&"x".repeat(70_000)), &base).await;
+    assert_eq!(over.status, 413, "{}", over.body);
+    // DNS rebinding: a foreign Host is refused; so is a browser Origin not on the list.
+    let mut with_host = base.to_vec();
+    with_host.push(("host", "evil.example:80"));
+    assert_eq!(client.raw(body("x"), &with_host).await.status, 403);
+    let mut with_origin = base.to_vec();
+    with_origin.push(("origin", "https://evil.example"));
+    assert_eq!(client.raw(body("x"), &with_origin).await.status, 403);
+    let mut allowed_origin = base.to_vec();
+    allowed_origin.push(("origin", "https://app.example"));
+    assert_eq!(client.raw(body("x"), &allowed_origin).await.status, 200);
+    // A call slower than the request timeout ends at the timeout, not when the tool finishes.
+    let started = Instant::now();
+    let slow = client.call("sleep", json!({"ms": 5000})).await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "took {took:?}: {}",
+        slow.body
+    );
+    let timed_out = slow.status == 504 || slow.result()["isError"] == true;
+    assert!(timed_out, "{} {}", slow.status, slow.body);
+    println!(
+        "a 5 s call against a 1 s request timeout ended after {took:?} ({})",
+        slow.status
+    );
+    // Past max_in_flight (2), requests are shed with 503 + Retry-After instead of queueing.
+    let sleepers: Vec<_> = (0..3)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.call("sleep", json!({"ms": 800})).await })
+        })
+        .collect();
+    let mut answered = 0;
+    let mut shed = 0;
+    for sleeper in sleepers {
+        let reply = sleeper.await.unwrap();
+        match reply.status {
+            200 => answered += 1,
+            503 => {
+                assert!(reply.headers.get("retry-after").is_some(), "{:?}", reply.headers);
+                shed += 1;
+            }
+            other => panic!("unexpected status {other}: {}", reply.body),
+        }
+    }
+    assert_eq!((answered, shed), (2, 1), "three concurrent calls, two slots");
 }

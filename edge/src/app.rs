@@ -15,6 +15,7 @@ use axum::{BoxError, Json, Router};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
+use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
@@ -53,39 +54,57 @@ pub fn router(state: Arc<EdgeState>) -> Router {
                 authenticate,
             ));
     let timeout = state.config.request_timeout();
-    let max_in_flight = state.config.mcp.max_in_flight;
+    let in_flight = Arc::new(Semaphore::new(state.config.mcp.max_in_flight));
     let max_body = state.config.mcp.max_body_bytes;
     Router::new()
         .merge(mcp_routes)
+        .layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(middleware_error))
+                .timeout(timeout)
+                .layer(RequestBodyLimitLayer::new(max_body)),
+        )
+        // Shedding sits outside the timeout, so a request holds its slot until it is answered
+        // or timed out; health and metrics are never shed.
+        .layer(middleware::from_fn_with_state(in_flight, shed_load))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_route))
         .with_state(state)
-        .layer(
-            ServiceBuilder::new()
-                // Outermost: every request is traced, including refused ones.
-                .layer(TraceLayer::new_for_http())
-                .layer(HandleErrorLayer::new(middleware_error))
-                .load_shed()
-                .concurrency_limit(max_in_flight)
-                .timeout(timeout)
-                .layer(RequestBodyLimitLayer::new(max_body)),
-        )
+        // Outermost: every request is traced, including refused ones.
+        .layer(TraceLayer::new_for_http())
+}
+
+/// Refuses a request with 503 + `Retry-After` when `mcp.max_in_flight` requests are already
+/// being answered, instead of queueing it behind them.
+async fn shed_load(
+    State(in_flight): State<Arc<Semaphore>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Ok(permit) = in_flight.try_acquire_owned() else {
+        metrics::counter!("tp_edge_shed_total").increment(1);
+        return overloaded();
+    };
+    let response = next.run(request).await;
+    drop(permit);
+    response
 }
 
 async fn middleware_error(error: BoxError) -> Response {
     if error.is::<tower::timeout::error::Elapsed>() {
         return json_error(StatusCode::GATEWAY_TIMEOUT, "request timed out");
     }
-    if error.is::<tower::load_shed::error::Overloaded>() {
-        let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, "edge overloaded; retry");
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
-    }
     tracing::error!(%error, "unhandled middleware error");
     json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+}
+
+fn overloaded() -> Response {
+    let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, "edge overloaded; retry");
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 fn json_error(status: StatusCode, message: &str) -> Response {

@@ -141,8 +141,8 @@ impl McpHttp {
         }
     }
 
-    /// Sends one JSON-RPC request with the headers of this client's protocol version.
-    pub async fn request(&self, id: u64, method: &str, params: Value) -> HttpReply {
+    /// The headers and body of one JSON-RPC request in this client's protocol version.
+    fn prepare(&self, id: u64, method: &str, params: Value) -> (Vec<(String, String)>, Vec<u8>) {
         let mut params = params;
         let mut headers: Vec<(String, String)> = vec![
             ("content-type".into(), "application/json".into()),
@@ -169,12 +169,62 @@ impl McpHttp {
             meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
         }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        (headers, serde_json::to_vec(&body).expect("json"))
+    }
+
+    /// Sends one JSON-RPC request with the headers of this client's protocol version.
+    pub async fn request(&self, id: u64, method: &str, params: Value) -> HttpReply {
+        let (headers, body) = self.prepare(id, method, params);
         let borrowed: Vec<(&str, &str)> = headers
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        self.raw(serde_json::to_vec(&body).expect("json"), &borrowed)
+        self.raw(body, &borrowed).await
+    }
+
+    /// Sends a request whose response is a long-lived SSE stream (e.g. `subscriptions/listen`)
+    /// and returns the HTTP status and the JSON-RPC messages as they arrive. The stream closes
+    /// when the receiver is dropped.
+    pub async fn stream(
+        &self,
+        id: u64,
+        method: &str,
+        params: Value,
+    ) -> (u16, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+        let (headers, body) = self.prepare(id, method, params);
+        let mut builder = http::Request::post(&self.url);
+        for (name, value) in &headers {
+            builder = builder.header(name, value);
+        }
+        let request = builder.body(Full::new(Bytes::from(body))).expect("request");
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
             .await
+            .expect("response headers within 30 s")
+            .expect("http response");
+        let status = response.status().as_u16();
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let mut body = response.into_body();
+        tokio::spawn(async move {
+            let mut buffer = String::new();
+            while let Some(Ok(frame)) = body.frame().await {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                buffer.push_str(&String::from_utf8_lossy(&data));
+                while let Some(end) = buffer.find('\n') {
+                    let line: String = buffer.drain(..=end).collect();
+                    let parsed = line
+                        .strip_prefix("data:")
+                        .and_then(|data| serde_json::from_str::<Value>(data.trim()).ok());
+                    if let Some(message) = parsed
+                        && sender.send(message).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        });
+        (status, receiver)
     }
 
     /// `tools/list`, all pages; the tool names in order.
