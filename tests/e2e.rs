@@ -10,3 +10,4 @@ mod control_plane;
 mod control_plane_errors;
 mod edge;
 mod fleet;
+mod up;

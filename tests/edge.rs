@@ -678,11 +678,19 @@ async fn http_limits_host_and_origin_checks_are_enforced() {
         match reply.status {
             200 => answered += 1,
             503 => {
-                assert!(reply.headers.get("retry-after").is_some(), "{:?}", reply.headers);
+                assert!(
+                    reply.headers.get("retry-after").is_some(),
+                    "{:?}",
+                    reply.headers
+                );
                 shed += 1;
             }
             other => panic!("unexpected status {other}: {}", reply.body),
         }
     }
-    assert_eq!((answered, shed), (2, 1), "three concurrent calls, two slots");
+    assert_eq!(
+        (answered, shed),
+        (2, 1),
+        "three concurrent calls, two slots"
+    );
 }

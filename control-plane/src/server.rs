@@ -143,7 +143,12 @@ impl ControlPlane {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let addr = listener.local_addr()?;
-        let router = router(&engine, &tokens, config.heartbeat_ms).await?;
+        let (stop_streams, stopping) = tokio::sync::watch::channel(false);
+        let shutdown = async move {
+            shutdown.await;
+            let _ = stop_streams.send(true);
+        };
+        let router = router(&engine, &tokens, config.heartbeat_ms, stopping).await?;
         let task = tokio::spawn(async move {
             router
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
@@ -164,6 +169,7 @@ async fn router(
     engine: &Arc<Engine>,
     tokens: &Tokens,
     heartbeat_ms: u32,
+    stopping: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tonic::transport::server::Router> {
     let admin = TokenCheck::new("admin", &[&tokens.admin]);
     // The admin token is a superset: operators may call the edge-facing service to debug.
@@ -192,7 +198,7 @@ async fn router(
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     };
-    let registry = RegistryService::new(Arc::clone(engine), heartbeat_ms);
+    let registry = RegistryService::new(Arc::clone(engine), heartbeat_ms, stopping);
     let registry = InterceptedService::new(
         RegistryServer::new(registry),
         move |request: tonic::Request<()>| edge.check(request),

@@ -27,14 +27,21 @@ const REPLAY_BATCH: u32 = 500;
 pub struct RegistryService {
     engine: Arc<Engine>,
     default_heartbeat_ms: u32,
+    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl RegistryService {
-    /// Serves the engine to edges.
-    pub fn new(engine: Arc<Engine>, default_heartbeat_ms: u32) -> Self {
+    /// Serves the engine to edges. `Watch` streams end when `stopping` turns true, so a
+    /// graceful shutdown does not wait forever for edges that never hang up.
+    pub fn new(
+        engine: Arc<Engine>,
+        default_heartbeat_ms: u32,
+        stopping: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
         Self {
             engine,
             default_heartbeat_ms,
+            stopping,
         }
     }
 }
@@ -150,6 +157,7 @@ impl Registry for RegistryService {
             Duration::from_millis(u64::from(heartbeat_ms)),
             notifications,
             sender,
+            self.stopping.clone(),
         ));
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
@@ -224,10 +232,16 @@ async fn stream_changes(
     heartbeat: Duration,
     mut notifications: broadcast::Receiver<u64>,
     sender: mpsc::Sender<Result<pb::WatchEvent, Status>>,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut last = since;
     let mut ticker = tokio::time::interval(heartbeat);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Shutdown started before this stream did: `changed` would never fire.
+    let already_stopping = *stopping.borrow_and_update();
+    if already_stopping {
+        return;
+    }
     loop {
         // Send everything committed after `last`.
         loop {
@@ -258,6 +272,12 @@ async fn stream_changes(
             }
         }
         tokio::select! {
+            _ = stopping.changed() => {
+                // Edges reconnect (to another replica, or to this one after a restart) and
+                // resume from their last revision.
+                let _ = sender.send(Err(Status::unavailable("the control plane is shutting down"))).await;
+                return;
+            }
             _ = ticker.tick() => {
                 let revision = engine.revision().await.max(last);
                 let beat = pb::WatchEvent { event: Some(pb::watch_event::Event::Heartbeat(pb::Heartbeat { revision })) };

@@ -75,6 +75,10 @@ fn split_list(value: &str) -> Vec<String> {
 
 /// Runs the command; returns the exit code.
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let cli = match cli.command {
+        Command::Up(args) => return crate::up::up(args).await,
+        command => Cli { command, ..cli },
+    };
     let admin = Admin::connect(&cli.addr, &token(&cli)?).await?;
     let json_out = cli.json;
     match cli.command {
@@ -89,6 +93,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Registry(args) => registry(admin, args, json_out).await,
         Command::Usage(args) => usage(admin, args, json_out).await,
         Command::Docs(cmd) => docs(admin, cmd, json_out).await,
+        Command::Up(_) => unreachable!("handled above"),
     }
 }
 

@@ -4,6 +4,7 @@
 mod client;
 mod commands;
 pub mod output;
+pub mod up;
 
 use std::path::PathBuf;
 
@@ -76,6 +77,9 @@ pub enum Command {
     /// The catalogue as a document.
     #[command(subcommand)]
     Docs(DocsCmd),
+    /// Run the whole stack in this process (control plane, demo executor, one MCP edge) on
+    /// embedded defaults, seeded with the demo world; prints how to connect.
+    Up(up::UpArgs),
 }
 
 /// `tools ...`

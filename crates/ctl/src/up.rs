@@ -1,0 +1,328 @@
+//! `toolplanectl up`: the whole stack in one process on embedded defaults — the control plane
+//! (SQLite under the data dir), the demo executor and one MCP edge (in-process cache; Redis
+//! only when a URL is given) — seeded with the demo world on first start. Prints how to
+//! connect and writes the same to `<data-dir>/credentials.json` (mode 0600). Ctrl-C or SIGTERM
+//! stops everything; a second `up` reuses the data and the keys.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use figment::providers::Serialized;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tp_proto::pb;
+
+use crate::Admin;
+
+/// `up [--data-dir D] [--mcp-listen A] [--grpc-listen A] [--executor-listen A] [--redis-url U]`
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Where the SQLite database, tokens and credentials live.
+    #[arg(long, default_value = ".toolplane")]
+    pub data_dir: PathBuf,
+    /// MCP edge listen address (MCP at /mcp).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub mcp_listen: String,
+    /// Control-plane gRPC listen address.
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    pub grpc_listen: String,
+    /// Demo executor listen address.
+    #[arg(long, default_value = "127.0.0.1:50053")]
+    pub executor_listen: String,
+    /// Redis for the edge's shared cache and rate limits (default: in-process only).
+    #[arg(long, env = "TOOLPLANE_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// Do not seed the demo world into an empty store.
+    #[arg(long)]
+    pub no_demo: bool,
+    /// Once everything is ready, write the MCP address here (for launchers and tests).
+    #[arg(long, hide = true)]
+    pub ready_file: Option<PathBuf>,
+}
+
+/// Demo tenants and roles that get a key each.
+const DEMO_TENANTS: [&str; 3] = ["acme", "globex", "initech"];
+const DEMO_ROLES: [&str; 2] = ["collector", "executor"];
+
+/// Runs the stack until Ctrl-C or SIGTERM.
+pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
+    tp_telemetry::init("info,rmcp=warn,tower_http=warn", false);
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+
+    // 1. The demo executor.
+    let listener = tokio::net::TcpListener::bind(&args.executor_listen)
+        .await
+        .with_context(|| format!("binding the demo executor to {}", args.executor_listen))?;
+    let executor_addr = listener.local_addr()?;
+    let executor_task = tokio::spawn(tp_demo_executor::serve(listener, stopped()));
+
+    // 2. The control plane, seeded on first start.
+    let mut figment = tp_control_plane::config::figment(None)
+        .merge(Serialized::default("listen", &args.grpc_listen))
+        .merge(Serialized::default("data_dir", &args.data_dir))
+        .merge(Serialized::default(
+            "bootstrap.demo_executor",
+            format!("http://{executor_addr}"),
+        ));
+    if !args.no_demo {
+        figment = figment.merge(Serialized::default("bootstrap.demo", true));
+    }
+    let cp_config = tp_control_plane::config::load(figment)?;
+    let control_plane = tp_control_plane::ControlPlane::start(&cp_config, stopped()).await?;
+    let cp_url = format!("http://{}", control_plane.addr);
+    let mut admin = Admin::connect(&cp_url, &control_plane.tokens.admin).await?;
+    // The executor may listen elsewhere than when the world was seeded: point it here.
+    point_demo_executor(&mut admin, executor_addr).await?;
+
+    // 3. One edge.
+    let mut figment = tp_edge::config::figment(None)
+        .merge(Serialized::default("listen", &args.mcp_listen))
+        .merge(Serialized::default("control_plane", vec![cp_url.clone()]))
+        .merge(Serialized::default(
+            "edge_token",
+            &control_plane.tokens.edge,
+        ))
+        .merge(Serialized::default("name", "up"));
+    if let Some(url) = &args.redis_url {
+        figment = figment.merge(Serialized::default("redis_url", url));
+    }
+    let edge_config = tp_edge::config::load(figment)?;
+    let edge = tp_edge::start(edge_config, stopped()).await?;
+
+    // 4. Keys and how to connect.
+    let credentials_path = args.data_dir.join("credentials.json");
+    let keys = if args.no_demo {
+        Vec::new()
+    } else {
+        demo_keys(&mut admin, &credentials_path).await?
+    };
+    let admin_token_file = args.data_dir.join("admin-token");
+    let credentials = credentials(
+        edge.addr,
+        control_plane.addr,
+        &keys,
+        &control_plane.tokens.admin,
+        &admin_token_file,
+    );
+    tp_control_plane::server::write_private(
+        &credentials_path,
+        &serde_json::to_string_pretty(&credentials)?,
+    )
+    .with_context(|| format!("writing {}", credentials_path.display()))?;
+    print_banner(&credentials, &credentials_path);
+    if let Some(path) = &args.ready_file {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{}\n", edge.addr))?;
+        std::fs::rename(&tmp, path)?;
+    }
+
+    shutdown_signal().await;
+    tracing::info!("stopping");
+    let _ = stop_tx.send(true);
+    let (edge_result, cp_result, executor_result) =
+        tokio::join!(edge.task, control_plane.task, executor_task);
+    edge_result.context("edge task")??;
+    cp_result.context("control-plane task")??;
+    executor_result.context("executor task")??;
+    tracing::info!("stopped");
+    Ok(0)
+}
+
+/// Upserts the `demo` executor's endpoint to where this process serves it, keeping the rest.
+async fn point_demo_executor(admin: &mut Admin, addr: SocketAddr) -> anyhow::Result<()> {
+    let existing = admin
+        .executors
+        .list_executors(pb::ListExecutorsRequest::default())
+        .await?
+        .into_inner()
+        .executors
+        .into_iter()
+        .find(|e| e.name == "demo");
+    let Some(mut executor) = existing else {
+        return Ok(());
+    };
+    let endpoint = format!("http://{addr}");
+    if executor.endpoint != endpoint {
+        executor.endpoint = endpoint;
+        admin
+            .executors
+            .upsert_executor(pb::UpsertExecutorRequest {
+                executor: Some(executor),
+            })
+            .await?;
+    }
+    Ok(())
+}
+
+/// One key per demo (tenant, role): reused from an earlier `credentials.json` while the control
+/// plane still accepts it, issued otherwise.
+async fn demo_keys(
+    admin: &mut Admin,
+    credentials_path: &Path,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    let earlier: Value = std::fs::read_to_string(credentials_path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
+    let mut keys = Vec::new();
+    for tenant in DEMO_TENANTS {
+        for role in DEMO_ROLES {
+            let previous = earlier["keys"].as_array().and_then(|keys| {
+                keys.iter()
+                    .find(|k| k["tenant"] == tenant && k["role"] == role)
+                    .and_then(|k| k["key"].as_str())
+                    .map(str::to_owned)
+            });
+            let still_valid = match &previous {
+                Some(key) => admin
+                    .registry
+                    .authenticate(pb::AuthenticateRequest { key: key.clone() })
+                    .await
+                    .is_ok_and(|identity| {
+                        let identity = identity.into_inner();
+                        identity.tenant == tenant && identity.role == role
+                    }),
+                None => false,
+            };
+            let key = match previous {
+                Some(key) if still_valid => key,
+                _ => {
+                    match admin
+                        .tenants
+                        .issue_api_key(pb::IssueApiKeyRequest {
+                            tenant: tenant.into(),
+                            role: role.into(),
+                            label: "toolplanectl up".into(),
+                            ..Default::default()
+                        })
+                        .await
+                    {
+                        Ok(issued) => issued.into_inner().key,
+                        // The operator deleted the tenant or removed the role: no key for it.
+                        Err(status) if status.code() == tonic::Code::NotFound => continue,
+                        Err(status) if status.code() == tonic::Code::FailedPrecondition => continue,
+                        Err(status) => return Err(status.into()),
+                    }
+                }
+            };
+            keys.push((tenant.to_owned(), role.to_owned(), key));
+        }
+    }
+    Ok(keys)
+}
+
+fn credentials(
+    mcp: SocketAddr,
+    grpc: SocketAddr,
+    keys: &[(String, String, String)],
+    admin_token: &str,
+    admin_token_file: &Path,
+) -> Value {
+    let mcp_url = format!("http://{mcp}/mcp");
+    let example_key = keys
+        .iter()
+        .find(|(t, r, _)| t == "acme" && r == "collector")
+        .or(keys.first())
+        .map(|(_, _, k)| k.as_str())
+        .unwrap_or("<key>");
+    let curl = format!(
+        "curl -s {mcp_url} -H 'Authorization: Bearer {example_key}' -H 'Content-Type: application/json' \
+         -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-11-25' \
+         -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}'"
+    );
+    let grpcurl = format!(
+        "grpcurl -plaintext -H \"authorization: Bearer $(cat {})\" {grpc} toolplane.v1.Policy/GetPolicy",
+        admin_token_file.display()
+    );
+    json!({
+        "mcp_url": mcp_url,
+        "grpc_addr": grpc.to_string(),
+        "admin_token": admin_token,
+        "admin_token_file": admin_token_file.display().to_string(),
+        "keys": keys.iter().map(|(tenant, role, key)| json!({"tenant": tenant, "role": role, "key": key})).collect::<Vec<_>>(),
+        "curl": curl,
+        "grpcurl": grpcurl,
+        "mcp_client_config": {
+            "mcpServers": {
+                "toolplane": {
+                    "type": "http",
+                    "url": mcp_url,
+                    "headers": {"Authorization": format!("Bearer {example_key}")}
+                }
+            }
+        }
+    })
+}
+
+fn print_banner(credentials: &Value, path: &Path) {
+    let mut text = String::new();
+    text.push_str("\nToolplane is up.\n\n");
+    text.push_str(&format!(
+        "  MCP (Streamable HTTP): {}\n",
+        credentials["mcp_url"].as_str().unwrap_or_default()
+    ));
+    text.push_str(&format!(
+        "  Control plane (gRPC):  {}   admin token in {}\n\n",
+        credentials["grpc_addr"].as_str().unwrap_or_default(),
+        credentials["admin_token_file"].as_str().unwrap_or_default()
+    ));
+    if let Some(keys) = credentials["keys"].as_array().filter(|k| !k.is_empty()) {
+        text.push_str("  Demo keys:\n");
+        for key in keys {
+            text.push_str(&format!(
+                "    {:<8} {:<10} {}\n",
+                key["tenant"].as_str().unwrap_or_default(),
+                key["role"].as_str().unwrap_or_default(),
+                key["key"].as_str().unwrap_or_default()
+            ));
+        }
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "  Try it:\n    {}\n    {}\n\n",
+        credentials["curl"].as_str().unwrap_or_default(),
+        credentials["grpcurl"].as_str().unwrap_or_default()
+    ));
+    text.push_str(&format!(
+        "  MCP client config (Claude Desktop / Cursor style):\n{}\n\n",
+        serde_json::to_string_pretty(&credentials["mcp_client_config"]).unwrap_or_default()
+    ));
+    text.push_str(&format!(
+        "  All of the above is in {} (mode 0600). Ctrl-C stops everything.\n",
+        path.display()
+    ));
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
