@@ -195,6 +195,32 @@ impl Fleet {
             .collect()
     }
 
+    /// What `tools/list` should show (tenant, role): the registry, or the meta-tools plus pinned
+    /// tools when the tenant's disclosure makes it progressive (ADR 0006).
+    pub(crate) async fn listing(&self, tenant: &str, role: &str) -> Vec<String> {
+        let mut admin = self.cp.admin().await;
+        listing_of(&mut admin, tenant, role).await
+    }
+
+    /// Sets a tenant's disclosure settings.
+    pub(crate) async fn set_disclosure(&self, tenant: &str, disclosure: pb::Disclosure) {
+        let mut admin = self.cp.admin().await;
+        let mut current = admin
+            .tenants
+            .get_tenant(pb::GetTenantRequest { id: tenant.into() })
+            .await
+            .unwrap()
+            .into_inner();
+        current.disclosure = Some(disclosure);
+        admin
+            .tenants
+            .update_tenant(pb::UpdateTenantRequest {
+                tenant: Some(current),
+            })
+            .await
+            .unwrap();
+    }
+
     pub(crate) async fn catalogue(&self) -> Vec<String> {
         let mut admin = self.cp.admin().await;
         admin
@@ -211,4 +237,54 @@ impl Fleet {
             .map(|t| t.spec.unwrap().name)
             .collect()
     }
+}
+
+/// The registry of (tenant, role) as the control plane resolves it.
+pub(crate) async fn registry_of(
+    admin: &mut tp_ctl::Admin,
+    tenant: &str,
+    role: &str,
+) -> Vec<String> {
+    admin
+        .tenants
+        .preview_registry(pb::PreviewRegistryRequest {
+            tenant: tenant.into(),
+            role: role.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tools
+        .into_iter()
+        .map(|t| t.name)
+        .collect()
+}
+
+/// What `tools/list` should show (tenant, role), computed from the control plane's answers.
+pub(crate) async fn listing_of(admin: &mut tp_ctl::Admin, tenant: &str, role: &str) -> Vec<String> {
+    let registry = registry_of(admin, tenant, role).await;
+    let disclosure: tp_registry::Disclosure = admin
+        .tenants
+        .get_tenant(pb::GetTenantRequest { id: tenant.into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .disclosure
+        .as_ref()
+        .map(Into::into)
+        .unwrap_or_default();
+    if !disclosure.is_progressive(registry.len()) {
+        return registry;
+    }
+    let mut listed: Vec<String> = tp_registry::META_TOOLS
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    listed.extend(
+        registry
+            .into_iter()
+            .filter(|name| disclosure.pinned.contains(name)),
+    );
+    listed.sort();
+    listed
 }

@@ -4,7 +4,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use serde_json::{Value, json};
-use tp_proto::pb;
 use tp_test_support::process::wait_ready;
 use tp_test_support::{McpHttp, Process, binary};
 
@@ -79,19 +78,7 @@ async fn up_runs_the_seeded_stack_prints_how_to_connect_and_restarts_on_its_data
             key["tenant"].as_str().unwrap(),
             key["role"].as_str().unwrap(),
         );
-        let expected: Vec<String> = admin
-            .tenants
-            .preview_registry(pb::PreviewRegistryRequest {
-                tenant: tenant.into(),
-                role: role.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .tools
-            .into_iter()
-            .map(|t| t.name)
-            .collect();
+        let expected = crate::fleet::listing_of(&mut admin, tenant, role).await;
         let client = McpHttp::new(&addr, key["key"].as_str(), "2025-11-25");
         assert_eq!(client.list_names().await, expected, "{tenant}/{role}");
         counts.push(format!("{tenant}/{role}={}", expected.len()));

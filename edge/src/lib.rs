@@ -10,6 +10,7 @@ pub mod audit;
 pub mod cache;
 pub mod config;
 pub mod control;
+pub mod disclosure;
 pub mod forward;
 pub mod limits;
 pub mod mcp;

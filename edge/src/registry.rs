@@ -49,6 +49,10 @@ pub struct Registry {
     pub catalogue_size: u32,
     /// The protobuf encoding (what the shared cache stores).
     pub encoded: Vec<u8>,
+    /// Whether `tools/list` shows the meta-tools (and pinned tools) instead of every tool.
+    pub progressive: bool,
+    /// What `tools/list` shows, in name order (built once per registry).
+    pub listing: Vec<McpTool>,
 }
 
 fn to_object(value: &Value) -> JsonObject {
@@ -143,6 +147,13 @@ impl Registry {
             .iter()
             .map(|e| (e.name.clone(), Executor::from(e)))
             .collect();
+        let disclosure = registry
+            .disclosure
+            .as_ref()
+            .map(Disclosure::from)
+            .unwrap_or_default();
+        let progressive = disclosure.is_progressive(tools.len());
+        let listing = crate::disclosure::listing(&tools, progressive, &disclosure.pinned);
         Registry {
             tenant: registry.tenant,
             role: registry.role,
@@ -150,14 +161,12 @@ impl Registry {
             tools,
             index,
             executors,
-            disclosure: registry
-                .disclosure
-                .as_ref()
-                .map(Disclosure::from)
-                .unwrap_or_default(),
+            disclosure,
             rate_limit_per_minute: registry.rate_limit_per_minute,
             catalogue_size: registry.catalogue_size,
             encoded,
+            progressive,
+            listing,
         }
     }
 

@@ -27,4 +27,6 @@ pub use model::{
 pub use policy::CeilingReport;
 pub use resolve::{ActionSet, ResolvedTool, project, resolve};
 pub use state::{Change, Object, ObjectKind, State};
-pub use tool::{Action, Admission, Annotations, Bucket, Polymorphism, Tool, ToolDef, ToolStatus};
+pub use tool::{
+    Action, Admission, Annotations, Bucket, META_TOOLS, Polymorphism, Tool, ToolDef, ToolStatus,
+};

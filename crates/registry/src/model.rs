@@ -188,6 +188,23 @@ impl Default for Disclosure {
     }
 }
 
+impl Disclosure {
+    /// Whether a registry of `visible` tools is served progressively (meta-tools and pinned
+    /// tools in `tools/list`) rather than in full.
+    pub fn is_progressive(&self, visible: usize) -> bool {
+        let threshold = if self.threshold == 0 {
+            DEFAULT_AUTO_THRESHOLD
+        } else {
+            self.threshold
+        };
+        match self.mode {
+            DisclosureMode::Full => false,
+            DisclosureMode::Progressive => true,
+            DisclosureMode::Auto => visible > threshold as usize,
+        }
+    }
+}
+
 // === impl DisclosureMode ===
 
 impl DisclosureMode {
@@ -362,4 +379,34 @@ pub fn check_http_url(url: &str) -> Result<(), String> {
         return Err(format!("must name a host (got {url:?})"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod disclosure_tests {
+    use super::*;
+
+    #[test]
+    fn auto_switches_strictly_above_the_threshold() {
+        let auto = Disclosure::default();
+        assert!(!auto.is_progressive(30));
+        assert!(auto.is_progressive(31));
+        let zero = Disclosure {
+            threshold: 0,
+            ..Disclosure::default()
+        };
+        assert!(
+            !zero.is_progressive(30) && zero.is_progressive(31),
+            "0 means the default 30"
+        );
+        let full = Disclosure {
+            mode: DisclosureMode::Full,
+            ..Disclosure::default()
+        };
+        assert!(!full.is_progressive(10_000));
+        let progressive = Disclosure {
+            mode: DisclosureMode::Progressive,
+            ..Disclosure::default()
+        };
+        assert!(progressive.is_progressive(0));
+    }
 }

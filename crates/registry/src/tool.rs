@@ -9,6 +9,15 @@ use crate::ident::{
     MAX_SCHEMA_BYTES, MAX_TITLE, check_adr_id, check_slug, check_text, check_tool_name,
 };
 
+/// Names the edges serve themselves (progressive disclosure, ADR 0006); no catalogue tool may
+/// take them.
+pub const META_TOOLS: [&str; 4] = [
+    "capabilities",
+    "tool_schema",
+    "dispatch",
+    "dispatch_parallel",
+];
+
 /// Default discriminator property of polymorphic tools (ADR-037 uses `action`).
 pub const DEFAULT_DISCRIMINATOR: &str = "action";
 
@@ -206,6 +215,16 @@ impl ToolDef {
     pub fn validate(mut self, refs: &dyn CatalogRefs) -> DomainResult<ToolDef> {
         let mut v = Violations::default();
         v.check("tool.name", check_tool_name(&self.name));
+        if META_TOOLS.contains(&self.name.as_str()) {
+            v.check(
+                "tool.name",
+                Err(format!(
+                    "{:?} is reserved for the edges' progressive-disclosure meta-tools ({}; docs/adr/0006)",
+                    self.name,
+                    META_TOOLS.join(", ")
+                )),
+            );
+        }
         v.check("tool.title", check_text(&self.title, MAX_TITLE, false));
         v.check(
             "tool.description",

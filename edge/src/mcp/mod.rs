@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tp_proto::pb;
 
 use crate::cache::{Identity, LookupError};
+use crate::disclosure::{self, MetaTool};
 use crate::forward::{CallEvent, ForwardError};
 use crate::registry::{EdgeTool, Registry};
 use crate::state::EdgeState;
@@ -277,6 +278,155 @@ impl McpHandler {
         }
     }
 
+    /// Serves a meta-tool (ADR 0006) from the caller's registry.
+    async fn meta_tool(
+        &self,
+        identity: &Identity,
+        registry: &Registry,
+        meta: MetaTool,
+        arguments: Option<rmcp::model::JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let arguments = arguments.unwrap_or_default();
+        match meta {
+            MetaTool::Capabilities => {
+                only_keys(&arguments, "capabilities", &["category"])?;
+                let category = optional_str(&arguments, "category")?;
+                let answer =
+                    disclosure::capabilities(&registry.tools, category, registry.progressive)
+                        .ok_or_else(|| {
+                            ErrorData::invalid_params(
+                                format!("unknown category: {}", category.unwrap_or_default()),
+                                None,
+                            )
+                        })?;
+                Ok(CallToolResult::structured(answer))
+            }
+            MetaTool::ToolSchema => {
+                only_keys(&arguments, "tool_schema", &["tool", "tools"])?;
+                let names: Vec<String> = match (arguments.get("tool"), arguments.get("tools")) {
+                    (Some(Value::String(name)), None) => vec![name.clone()],
+                    (None, Some(Value::Array(names)))
+                        if !names.is_empty() && names.len() <= disclosure::MAX_SCHEMA_BATCH =>
+                    {
+                        names
+                            .iter()
+                            .map(|n| n.as_str().map(str::to_owned))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| {
+                                ErrorData::invalid_params(
+                                    "tool_schema: `tools` must be names",
+                                    None,
+                                )
+                            })?
+                    }
+                    _ => {
+                        return Err(ErrorData::invalid_params(
+                            format!(
+                                "tool_schema takes either `tool` (a name) or `tools` (1 to {} names)",
+                                disclosure::MAX_SCHEMA_BATCH
+                            ),
+                            None,
+                        ));
+                    }
+                };
+                let mut schemas = Vec::with_capacity(names.len());
+                for name in &names {
+                    if let Some(meta) = disclosure::meta_tools()
+                        .iter()
+                        .find(|t| t.name == name.as_str())
+                    {
+                        schemas.push(json!({"name": meta.name, "description": meta.description, "inputSchema": meta.input_schema}));
+                        continue;
+                    }
+                    let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
+                    schemas.push(disclosure::schema_entry(tool));
+                }
+                Ok(CallToolResult::structured(json!({ "tools": schemas })))
+            }
+            MetaTool::Dispatch => {
+                only_keys(&arguments, "dispatch", &["tool", "arguments"])?;
+                let (name, inner) = dispatch_target(&arguments)?;
+                self.call(identity, registry, &name, inner, ctx).await
+            }
+            MetaTool::DispatchParallel => {
+                only_keys(&arguments, "dispatch_parallel", &["calls", "timeout_ms"])?;
+                let limit = self.state.config.request_timeout();
+                let timeout = match arguments.get("timeout_ms") {
+                    None => limit,
+                    Some(value) => match value.as_u64() {
+                        Some(ms) if ms >= 1 => std::time::Duration::from_millis(ms).min(limit),
+                        _ => {
+                            return Err(ErrorData::invalid_params(
+                                "dispatch_parallel: `timeout_ms` must be a positive integer",
+                                None,
+                            ));
+                        }
+                    },
+                };
+                let calls = match arguments.get("calls") {
+                    Some(Value::Array(calls))
+                        if !calls.is_empty() && calls.len() <= disclosure::MAX_PARALLEL_CALLS =>
+                    {
+                        calls
+                            .iter()
+                            .map(|call| match call {
+                                Value::Object(call) => {
+                                    only_keys(call, "dispatch_parallel call", &["tool", "arguments"])?;
+                                    dispatch_target(call)
+                                }
+                                _ => Err(ErrorData::invalid_params(
+                                    "dispatch_parallel: every call is an object with `tool` and `arguments`",
+                                    None,
+                                )),
+                            })
+                            .collect::<Result<Vec<_>, _>>()?
+                    }
+                    _ => {
+                        return Err(ErrorData::invalid_params(
+                            format!(
+                                "dispatch_parallel: `calls` must hold 1 to {} calls",
+                                disclosure::MAX_PARALLEL_CALLS
+                            ),
+                            None,
+                        ));
+                    }
+                };
+                use futures::StreamExt as _;
+                let results: Vec<Value> = futures::stream::iter(calls)
+                    .map(|(name, inner)| async move {
+                        let outcome =
+                            tokio::time::timeout(timeout, self.call(identity, registry, &name, inner, ctx)).await;
+                        match outcome {
+                            Ok(Ok(result)) => {
+                                let mut entry = json!({
+                                    "tool": name,
+                                    "isError": result.is_error.unwrap_or(false),
+                                    "content": result.content,
+                                });
+                                if let Some(structured) = result.structured_content {
+                                    entry["structuredContent"] = structured;
+                                }
+                                entry
+                            }
+                            Ok(Err(error)) => json!({
+                                "tool": name,
+                                "error": {"code": error.code.0, "message": error.message, "data": error.data},
+                            }),
+                            Err(_) => json!({
+                                "tool": name,
+                                "error": {"code": -32001, "message": format!("timed out after {} ms", timeout.as_millis())},
+                            }),
+                        }
+                    })
+                    .buffered(disclosure::PARALLEL_FAN_OUT)
+                    .collect()
+                    .await;
+                Ok(CallToolResult::structured(json!({ "results": results })))
+            }
+        }
+    }
+
     fn audit(
         &self,
         identity: &Identity,
@@ -407,23 +557,20 @@ impl ServerHandler for McpHandler {
             ),
             None => None,
         };
+        // Full or progressive (ADR 0006): the listing is built once per registry.
+        let listing = &registry.listing;
         let start = match &after {
-            Some(name) => registry
-                .tools
-                .partition_point(|t| t.resolved.name.as_str() <= name.as_str()),
+            Some(name) => listing.partition_point(|t| t.name.as_ref() <= name.as_str()),
             None => 0,
         };
         let page_size = self.state.config.mcp.page_size as usize;
-        let end = (start + page_size).min(registry.tools.len());
-        let tools = registry.tools[start..end]
-            .iter()
-            .map(|t| t.mcp.clone())
-            .collect();
+        let end = (start + page_size).min(listing.len());
+        let tools = listing[start..end].to_vec();
         let mut result = ListToolsResult::with_all_items(tools)
             .with_ttl_ms(self.state.config.mcp.list_ttl_ms)
             .with_cache_scope(CacheScope::Private);
-        if end < registry.tools.len() {
-            result.next_cursor = Some(encode_cursor(&registry.tools[end - 1].resolved.name));
+        if end < listing.len() {
+            result.next_cursor = Some(encode_cursor(&listing[end - 1].name));
         }
         metrics::counter!("tp_edge_mcp_requests_total", "method" => "tools/list", "tenant_bucket" => tenant_bucket(&identity.tenant), "outcome" => "ok").increment(1);
         metrics::histogram!("tp_edge_mcp_request_seconds", "method" => "tools/list")
@@ -438,9 +585,16 @@ impl ServerHandler for McpHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         let identity = caller(&ctx)?;
         let registry = self.registry(&identity).await?;
-        let result = self
-            .call(&identity, &registry, &request.name, request.arguments, &ctx)
-            .await;
+        let result = match MetaTool::parse(&request.name) {
+            Some(meta) => {
+                self.meta_tool(&identity, &registry, meta, request.arguments, &ctx)
+                    .await
+            }
+            None => {
+                self.call(&identity, &registry, &request.name, request.arguments, &ctx)
+                    .await
+            }
+        };
         let outcome = match &result {
             Ok(r) if r.is_error == Some(true) => "tool_error",
             Ok(_) => "ok",
@@ -498,4 +652,62 @@ fn log_rank(level: LoggingLevel) -> u8 {
         LoggingLevel::Alert => 6,
         LoggingLevel::Emergency => 7,
     }
+}
+
+/// Refuses keys other than `allowed` in a meta-tool's arguments.
+fn only_keys(
+    arguments: &rmcp::model::JsonObject,
+    tool: &str,
+    allowed: &[&str],
+) -> Result<(), ErrorData> {
+    match arguments.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(key) => Err(ErrorData::invalid_params(
+            format!(
+                "{tool}: unknown argument {key:?} (allowed: {})",
+                allowed.join(", ")
+            ),
+            None,
+        )),
+        None => Ok(()),
+    }
+}
+
+fn optional_str<'a>(
+    arguments: &'a rmcp::model::JsonObject,
+    key: &str,
+) -> Result<Option<&'a str>, ErrorData> {
+    match arguments.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(value)) => Ok(Some(value.as_str())),
+        Some(_) => Err(ErrorData::invalid_params(
+            format!("`{key}` must be a string"),
+            None,
+        )),
+    }
+}
+
+/// `tool` and `arguments` of a dispatch; meta-tools cannot be dispatched.
+fn dispatch_target(
+    arguments: &rmcp::model::JsonObject,
+) -> Result<(String, Option<rmcp::model::JsonObject>), ErrorData> {
+    let Some(Value::String(name)) = arguments.get("tool") else {
+        return Err(ErrorData::invalid_params(
+            "dispatch: `tool` (a tool name) is required",
+            None,
+        ));
+    };
+    if MetaTool::parse(name).is_some() {
+        return Err(unknown_tool(name));
+    }
+    let inner = match arguments.get("arguments") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(inner)) => Some(inner.clone()),
+        Some(_) => {
+            return Err(ErrorData::invalid_params(
+                "dispatch: `arguments` must be an object",
+                None,
+            ));
+        }
+    };
+    Ok((name.clone(), inner))
 }
