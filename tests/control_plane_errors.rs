@@ -127,6 +127,11 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         c.register_tool(register(Some(tool("bad name")))).await,
     );
     t.check(
+        "register: a meta-tool's reserved name",
+        Code::InvalidArgument,
+        c.register_tool(register(Some(tool("dispatch")))).await,
+    );
+    t.check(
         "register: 129-char name",
         Code::InvalidArgument,
         c.register_tool(register(Some(tool(&"n".repeat(129)))))

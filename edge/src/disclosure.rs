@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use rmcp::model::{JsonObject, Tool as McpTool, ToolAnnotations};
+use rmcp::model::{JsonObject, Tool as McpTool};
 use serde_json::{Value, json};
 
 use crate::registry::EdgeTool;
@@ -58,76 +58,56 @@ fn object(value: Value) -> Arc<JsonObject> {
 pub fn meta_tools() -> &'static [McpTool] {
     static TOOLS: OnceLock<Vec<McpTool>> = OnceLock::new();
     TOOLS.get_or_init(|| {
-        let read_only = ToolAnnotations::from_raw(None, Some(true), Some(false), Some(true), Some(false));
         vec![
             McpTool::new(
                 "capabilities",
-                "Start here. Lists the tools you can use, grouped by category, with one line each. \
-                 For a large toolset it lists categories with counts; pass `category` to see that \
-                 category's tools. Then get a tool's full input schema with `tool_schema` and run it \
-                 with `dispatch` (or call it directly by name).",
+                "Start here: your tools by category, one line each (pass `category` to narrow).",
                 object(json!({
                     "type": "object",
                     "properties": {
-                        "category": {"type": "string", "maxLength": 64, "description": "Only this category's tools."}
-                    },
-                    "additionalProperties": false
+                        "category": {"type": "string"}
+                    }
                 })),
-            )
-            .with_annotations(read_only.clone()),
+            ),
             McpTool::new(
                 "dispatch",
-                "Runs one of your tools by name with its arguments (exactly as calling it \
-                 directly would). Use `tool_schema` first to learn its arguments.",
+                "Run one of your tools: `tool` and its `arguments`.",
                 object(json!({
                     "type": "object",
                     "properties": {
-                        "tool": {"type": "string", "maxLength": 128, "description": "Tool name, from `capabilities`."},
-                        "arguments": {"type": "object", "description": "Arguments matching the tool's input schema."}
+                        "tool": {"type": "string"},
+                        "arguments": {"type": "object"}
                     },
-                    "required": ["tool"],
-                    "additionalProperties": false
+                    "required": ["tool"]
                 })),
             ),
             McpTool::new(
                 "dispatch_parallel",
-                "Runs up to 16 of your tools at once and returns every result (or error) in order. \
-                 A call slower than `timeout_ms` is reported as timed out without holding the others.",
+                "Run up to 16 tools at once; results in order. Calls slower than `timeout_ms` time out alone.",
                 object(json!({
                     "type": "object",
                     "properties": {
                         "calls": {
                             "type": "array", "minItems": 1, "maxItems": MAX_PARALLEL_CALLS,
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "tool": {"type": "string", "maxLength": 128},
-                                    "arguments": {"type": "object"}
-                                },
-                                "required": ["tool"],
-                                "additionalProperties": false
-                            }
+                            "items": {"type": "object", "description": "{tool, arguments}"}
                         },
-                        "timeout_ms": {"type": "integer", "minimum": 1, "description": "Per-call deadline (at most the edge's request timeout)."}
+                        "timeout_ms": {"type": "integer", "minimum": 1}
                     },
-                    "required": ["calls"],
-                    "additionalProperties": false
+                    "required": ["calls"]
                 })),
             ),
             McpTool::new(
                 "tool_schema",
-                "Returns the full input schema (and output schema, annotations and examples) of \
-                 one tool (`tool`) or several (`tools`, at most 20) that you can use.",
+                "Input schema of one tool (`tool`, optionally one `action`) or several (`tools`, up to 20).",
                 object(json!({
                     "type": "object",
                     "properties": {
-                        "tool": {"type": "string", "maxLength": 128},
-                        "tools": {"type": "array", "items": {"type": "string", "maxLength": 128}, "minItems": 1, "maxItems": MAX_SCHEMA_BATCH}
-                    },
-                    "additionalProperties": false
+                        "tool": {"type": "string"},
+                        "action": {"type": "string"},
+                        "tools": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_SCHEMA_BATCH}
+                    }
                 })),
-            )
-            .with_annotations(read_only),
+            ),
         ]
     })
 }
@@ -149,19 +129,57 @@ pub fn listing(tools: &[EdgeTool], progressive: bool, pinned: &[String]) -> Vec<
     listed
 }
 
-/// The first sentence (or line) of a description, at most 160 characters.
+/// Longest one-line description in `capabilities`.
+pub const ONE_LINE_CHARS: usize = 40;
+
+/// The first sentence (or line) of a description, at most [`ONE_LINE_CHARS`] characters.
 pub fn one_line(description: &str) -> String {
     let line = description.lines().next().unwrap_or_default().trim();
     let sentence = match line.find(". ") {
-        Some(end) => &line[..=end],
-        None => line,
+        Some(end) => &line[..end],
+        None => line.trim_end_matches('.'),
     };
-    if sentence.chars().count() <= 160 {
-        sentence.to_owned()
-    } else {
-        let cut: String = sentence.chars().take(157).collect();
-        format!("{cut}...")
+    if sentence.chars().count() <= ONE_LINE_CHARS {
+        return sentence.to_owned();
     }
+    // Cut at a word boundary.
+    let cut: String = sentence.chars().take(ONE_LINE_CHARS - 1).collect();
+    let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(head, _)| head);
+    format!("{cut}…")
+}
+
+/// The `capabilities` answer as compact text, which is what a model reads (the same data is in
+/// `structuredContent` for programs).
+pub fn capabilities_text(answer: &Value) -> String {
+    let mut text = format!(
+        "{} tools, {} categories. Schema: tool_schema; run: dispatch or call by name.\n",
+        answer["total_tools"],
+        answer["categories"].as_array().map_or(0, Vec::len)
+    );
+    for category in answer["categories"].as_array().into_iter().flatten() {
+        let name = category["name"].as_str().unwrap_or_default();
+        match category["tools"].as_array() {
+            Some(tools) => {
+                text.push_str(&format!("{name}:\n"));
+                for tool in tools {
+                    text.push_str(&format!(
+                        "- {}: {}",
+                        tool["name"].as_str().unwrap_or_default(),
+                        tool["description"].as_str().unwrap_or_default()
+                    ));
+                    text.push('\n');
+                }
+            }
+            None => text.push_str(&format!("- {name} ({})\n", category["count"])),
+        }
+    }
+    if answer["categories"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c.get("tools").is_none()))
+    {
+        text.push_str("Tools of one: capabilities {\"category\": NAME}\n");
+    }
+    text
 }
 
 /// The `capabilities` answer for a registry, optionally narrowed to one category. `None` when
@@ -267,4 +285,24 @@ pub fn schema_entry(tool: &EdgeTool) -> Value {
         entry["examples"] = json!(tool.resolved.examples);
     }
     entry
+}
+
+/// The `tool_schema` entry of one action of a polymorphic tool: the branch of its `oneOf`
+/// whose discriminator is `action`. `None` when the tool has no such action for this role.
+pub fn action_schema_entry(tool: &EdgeTool, action: &str) -> Option<Value> {
+    let set = tool.resolved.actions.as_ref()?;
+    if !set.allowed.iter().any(|a| a == action) {
+        return None;
+    }
+    let branch = tool.resolved.input_schema["oneOf"]
+        .as_array()?
+        .iter()
+        .find(|branch| branch["properties"][&set.discriminator]["const"] == action)?
+        .clone();
+    Some(json!({
+        "name": tool.mcp.name,
+        "action": action,
+        "description": branch.get("description").cloned().unwrap_or(Value::Null),
+        "inputSchema": branch,
+    }))
 }

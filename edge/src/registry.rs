@@ -100,7 +100,8 @@ pub fn mcp_tool(tool: &ResolvedTool) -> McpTool {
 // === impl EdgeTool ===
 
 impl EdgeTool {
-    fn new(resolved: ResolvedTool) -> EdgeTool {
+    /// The edge form of a resolved tool.
+    pub fn new(resolved: ResolvedTool) -> EdgeTool {
         let mcp = mcp_tool(&resolved);
         EdgeTool {
             resolved,

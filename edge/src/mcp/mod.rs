@@ -300,10 +300,36 @@ impl McpHandler {
                                 None,
                             )
                         })?;
-                Ok(CallToolResult::structured(answer))
+                let mut result = CallToolResult::success(vec![ContentBlock::text(
+                    disclosure::capabilities_text(&answer),
+                )]);
+                result.structured_content = Some(answer);
+                Ok(result)
             }
             MetaTool::ToolSchema => {
-                only_keys(&arguments, "tool_schema", &["tool", "tools"])?;
+                only_keys(&arguments, "tool_schema", &["tool", "tools", "action"])?;
+                if let Some(action) = optional_str(&arguments, "action")? {
+                    let Some(Value::String(name)) = arguments.get("tool") else {
+                        return Err(ErrorData::invalid_params(
+                            "tool_schema: `action` goes with `tool`",
+                            None,
+                        ));
+                    };
+                    let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
+                    let entry = disclosure::action_schema_entry(tool, action).ok_or_else(|| {
+                        let allowed = tool
+                            .resolved
+                            .actions
+                            .as_ref()
+                            .map(|set| set.allowed.join(", "))
+                            .unwrap_or_default();
+                        ErrorData::invalid_params(
+                            format!("tool_schema: {name} has no action {action:?} for you (allowed: {allowed})"),
+                            None,
+                        )
+                    })?;
+                    return Ok(CallToolResult::structured(json!({ "tools": [entry] })));
+                }
                 let names: Vec<String> = match (arguments.get("tool"), arguments.get("tools")) {
                     (Some(Value::String(name)), None) => vec![name.clone()],
                     (None, Some(Value::Array(names)))
