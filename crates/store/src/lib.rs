@@ -11,11 +11,13 @@
 //! there first. That makes the ceiling check, done in memory against exactly that revision,
 //! serialisable across processes.
 
+mod postgres;
 mod sqlite;
 
 use async_trait::async_trait;
 use tp_registry::{Change, Object};
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 /// Errors of the store itself (the database failed; never a domain rule).
@@ -122,6 +124,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Usage per tool, for one tenant or all (summed), in tool order.
     async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>>;
+
+    /// Revisions committed by any process sharing this store, as they commit, for stores that
+    /// several processes write (`None`: poll [`Store::head`] instead).
+    fn commit_notifications(&self) -> Option<tokio::sync::broadcast::Receiver<u64>> {
+        None
+    }
 }
 
 impl std::fmt::Debug for dyn Store {
