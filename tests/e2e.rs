@@ -11,4 +11,5 @@ mod control_plane_errors;
 mod disclosure;
 mod edge;
 mod fleet;
+mod postgres;
 mod up;

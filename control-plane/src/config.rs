@@ -21,7 +21,8 @@ pub struct RawConfig {
     pub listen: String,
     /// Directory for the SQLite database and generated tokens.
     pub data_dir: PathBuf,
-    /// Store URL: empty = `<data_dir>/control-plane.db`; `sqlite://PATH`.
+    /// Store URL: empty = `<data_dir>/control-plane.db`; `sqlite://PATH`; or
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` for several replicas on one database.
     pub store_url: String,
     /// Tokens.
     pub auth: RawAuth,
@@ -69,8 +70,9 @@ pub struct RawBootstrap {
 pub struct RawWatch {
     /// Default heartbeat period of Watch streams.
     pub heartbeat_ms: u32,
-    /// How often to look for writes committed by other processes (0 = never; SQLite has one
-    /// writer process).
+    /// How often to look for writes committed by other processes (0 = never with SQLite, which
+    /// has one writer process; 1000 with PostgreSQL, where NOTIFY wakes replicas at once and
+    /// this poll is the backstop).
     pub poll_ms: u32,
 }
 
@@ -91,8 +93,10 @@ pub struct ControlPlaneConfig {
     pub listen: SocketAddr,
     /// Data directory.
     pub data_dir: PathBuf,
-    /// SQLite database path.
+    /// SQLite database path (unused with PostgreSQL).
     pub sqlite_path: PathBuf,
+    /// PostgreSQL URL, when the store is PostgreSQL.
+    pub postgres_url: Option<String>,
     /// Admin token (None = generate/read from the data dir).
     pub admin_token: Option<String>,
     /// Edge token (None = generate/read from the data dir).
@@ -169,6 +173,7 @@ impl RawConfig {
         if self.data_dir.as_os_str().is_empty() {
             bail!("data_dir: must not be empty");
         }
+        let mut postgres_url = None;
         let sqlite_path = if self.store_url.is_empty() {
             self.data_dir.join("control-plane.db")
         } else if let Some(path) = self.store_url.strip_prefix("sqlite://") {
@@ -176,11 +181,22 @@ impl RawConfig {
                 bail!("store_url: sqlite:// needs a path");
             }
             PathBuf::from(path)
+        } else if self.store_url.starts_with("postgres://")
+            || self.store_url.starts_with("postgresql://")
+        {
+            postgres_url = Some(self.store_url.clone());
+            self.data_dir.join("control-plane.db")
         } else {
             bail!(
-                "store_url: {:?} is not supported (use sqlite://PATH)",
+                "store_url: {:?} is not supported (use sqlite://PATH or postgres://USER@HOST/DB)",
                 self.store_url
             );
+        };
+        // Several replicas on PostgreSQL: commits are announced by NOTIFY; this poll is the
+        // backstop when a notification is lost.
+        let poll_ms = match (&postgres_url, self.watch.poll_ms) {
+            (Some(_), 0) => 1000,
+            (_, poll_ms) => poll_ms,
         };
         for (name, token) in [
             ("auth.admin_token", &self.auth.admin_token),
@@ -226,11 +242,12 @@ impl RawConfig {
             listen,
             data_dir: self.data_dir,
             sqlite_path,
+            postgres_url,
             admin_token: (!self.auth.admin_token.is_empty()).then_some(self.auth.admin_token),
             edge_token: (!self.auth.edge_token.is_empty()).then_some(self.auth.edge_token),
             bootstrap: self.bootstrap,
             heartbeat_ms: self.watch.heartbeat_ms,
-            poll_ms: self.watch.poll_ms,
+            poll_ms,
             log_json,
             log_level: self.log.level,
         })

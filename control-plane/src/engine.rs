@@ -182,10 +182,25 @@ impl Engine {
     /// Polls the store for foreign writes every `period` (multi-process stores).
     pub fn spawn_poller(self: &Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
         let engine = Arc::clone(self);
+        let mut notifications = engine.store.commit_notifications();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(period);
             loop {
-                ticker.tick().await;
+                match notifications.as_mut() {
+                    Some(receiver) => {
+                        tokio::select! {
+                            _ = ticker.tick() => {}
+                            notified = receiver.recv() => {
+                                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = notified {
+                                    notifications = None;
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        ticker.tick().await;
+                    }
+                }
                 let head = match engine.store.head().await {
                     Ok(head) => head,
                     Err(error) => {

@@ -16,7 +16,7 @@ use tp_proto::pb::{
     catalog_server::CatalogServer, executors_server::ExecutorsServer, policy_server::PolicyServer,
     registry_server::RegistryServer, tenants_server::TenantsServer,
 };
-use tp_store::{SqliteStore, Store};
+use tp_store::{PostgresStore, SqliteStore, Store};
 
 use crate::api::{
     catalog::CatalogService, executors::ExecutorsService, policy::PolicyService,
@@ -86,11 +86,18 @@ impl ControlPlane {
     ) -> anyhow::Result<ControlPlane> {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
-        let store: Arc<dyn Store> = Arc::new(
-            SqliteStore::open(&config.sqlite_path)
-                .await
-                .with_context(|| format!("opening {}", config.sqlite_path.display()))?,
-        );
+        let store: Arc<dyn Store> = match &config.postgres_url {
+            Some(url) => Arc::new(
+                PostgresStore::connect(url)
+                    .await
+                    .with_context(|| format!("connecting to PostgreSQL at {}", redact(url)))?,
+            ),
+            None => Arc::new(
+                SqliteStore::open(&config.sqlite_path)
+                    .await
+                    .with_context(|| format!("opening {}", config.sqlite_path.display()))?,
+            ),
+        };
         let engine = Engine::open(store).await.context("loading state")?;
         Self::start_with_engine(config, engine, shutdown).await
     }
@@ -224,4 +231,16 @@ async fn router(
             admin_check,
         ))
         .add_service(registry))
+}
+
+/// A database URL without its password, for logs and errors.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
 }

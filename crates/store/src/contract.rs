@@ -167,7 +167,9 @@ impl TestDb {
         let name = format!("tp_store_{}", hex::encode(rand::random::<[u8; 6]>()));
         let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
             .await
-            .unwrap_or_else(|e| panic!("PostgreSQL must be running at {admin} (set TOOLPLANE_TEST_PG): {e}"));
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL must be running at {admin} (set TOOLPLANE_TEST_PG): {e}")
+            });
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut conn)
             .await
@@ -210,13 +212,12 @@ async fn postgres_honours_the_contract_and_reconnects() {
 async fn postgres_replicas_migrate_together_and_never_repeat_a_revision() {
     let db = TestDb::create().await;
     // Several replicas start at once: migrations serialise, none fails.
-    let stores: Vec<PostgresStore> = futures::future::join_all(
-        (0..4).map(|_| PostgresStore::connect(&db.url)),
-    )
-    .await
-    .into_iter()
-    .map(Result::unwrap)
-    .collect();
+    let stores: Vec<PostgresStore> =
+        futures::future::join_all((0..4).map(|_| PostgresStore::connect(&db.url)))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
     let mut notified = stores[1].commit_notifications().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await; // LISTEN is set up
     // Every replica races to commit on top of the same revision, many times: exactly one
@@ -256,7 +257,11 @@ async fn postgres_replicas_migrate_together_and_never_repeat_a_revision() {
         .iter()
         .map(|r| r.revision)
         .collect();
-    assert_eq!(revisions, (1..=25).collect::<Vec<_>>(), "no gaps, no repeats");
+    assert_eq!(
+        revisions,
+        (1..=25).collect::<Vec<_>>(),
+        "no gaps, no repeats"
+    );
     assert_eq!(wins, 25);
     // Commits are announced to listeners on other connections.
     let first = tokio::time::timeout(std::time::Duration::from_secs(5), notified.recv())

@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// The channel commits are announced on.
-pub const CHANNEL: &str = "toolplane_changes";
+pub(crate) const CHANNEL: &str = "toolplane_changes";
 
 /// Serialises migrations across replicas starting at once (an arbitrary constant).
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_706c_616e;

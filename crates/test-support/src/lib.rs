@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub use http::{HttpReply, McpHttp};
-pub use process::{ControlPlaneProcess, Process};
+pub use process::{ControlPlaneProcess, PgDatabase, Process};
 pub use services::{EdgeProcess, ExecutorProcess, RedisProcess, free_port};
 
 /// `target/debug` (or wherever the test executable's profile directory is).

@@ -108,6 +108,8 @@ pub struct ControlPlaneProcess {
     pub data_dir: PathBuf,
     /// Extra arguments it was started with.
     args: Vec<String>,
+    /// Environment it was started with.
+    envs: Vec<(&'static str, String)>,
     _temp: Option<tempfile::TempDir>,
 }
 
@@ -128,6 +130,16 @@ impl ControlPlaneProcess {
 
     /// Starts a control plane on `data_dir` with extra arguments.
     pub async fn start_in(data_dir: &Path, args: Vec<String>) -> ControlPlaneProcess {
+        Self::start_with_env(data_dir, args, Vec::new()).await
+    }
+
+    /// Starts a control plane on `data_dir` with extra arguments and environment variables
+    /// (e.g. `TOOLPLANE_CP_STORE_URL`), kept for restarts.
+    pub async fn start_with_env(
+        data_dir: &Path,
+        args: Vec<String>,
+        envs: Vec<(&'static str, String)>,
+    ) -> ControlPlaneProcess {
         let ready = data_dir.join("ready");
         let _ = std::fs::remove_file(&ready);
         let mut full = vec![
@@ -140,13 +152,14 @@ impl ControlPlaneProcess {
         ];
         full.extend(args.iter().cloned());
         let log = data_dir.join(format!("control-plane-{}.log", std::process::id()));
-        let mut process = Process::spawn(&binary("tp-control-plane"), &full, &log, &[]);
+        let mut process = Process::spawn(&binary("tp-control-plane"), &full, &log, &envs);
         let addr = wait_ready(&ready, &mut process).await;
         ControlPlaneProcess {
             process,
             addr,
             data_dir: data_dir.to_path_buf(),
             args,
+            envs,
             _temp: None,
         }
     }
@@ -154,7 +167,8 @@ impl ControlPlaneProcess {
     /// Kills (SIGKILL) and starts again on the same data directory (a new port).
     pub async fn kill9_and_restart(&mut self) {
         self.process.kill9().await;
-        let restarted = Self::start_in(&self.data_dir, self.args.clone()).await;
+        let restarted =
+            Self::start_with_env(&self.data_dir, self.args.clone(), self.envs.clone()).await;
         self.process = restarted.process;
         self.addr = restarted.addr;
     }
@@ -192,5 +206,59 @@ impl ControlPlaneProcess {
         tp_ctl::Admin::connect(&self.url(), &self.edge_token())
             .await
             .expect("edge client")
+    }
+}
+
+/// A database of its own on the local PostgreSQL (`TOOLPLANE_TEST_PG`, default
+/// `postgres://postgres@127.0.0.1:5432`), dropped (with its connections) on drop.
+#[derive(Debug)]
+pub struct PgDatabase {
+    /// Its URL.
+    pub url: String,
+    name: String,
+    base: String,
+}
+
+impl PgDatabase {
+    /// Creates the database; panics (never skips) when PostgreSQL is not reachable.
+    pub fn create() -> PgDatabase {
+        let base = std::env::var("TOOLPLANE_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
+        let bytes: [u8; 6] = rand::random();
+        let name = format!("tp_e2e_{}", hex::encode(bytes));
+        let database = PgDatabase {
+            url: format!("{base}/{name}"),
+            name,
+            base,
+        };
+        database.psql(&format!("CREATE DATABASE {}", database.name));
+        database
+    }
+
+    fn psql(&self, sql: &str) {
+        let output = std::process::Command::new("psql")
+            .arg(format!("{}/postgres", self.base))
+            .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
+            .output()
+            .unwrap_or_else(|e| panic!("psql is needed (scripts/prereqs.sh installs it): {e}"));
+        assert!(
+            output.status.success(),
+            "psql {sql:?} against {} failed: {}",
+            self.base,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .arg(format!("{}/postgres", self.base))
+            .args([
+                "-q",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
+            .output();
     }
 }

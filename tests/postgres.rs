@@ -1,0 +1,236 @@
+//! Two control-plane replicas on one PostgreSQL database: edges watching different replicas
+//! converge on every change whichever replica took the write; the ceiling holds across
+//! replicas; killing a replica moves its edges to the other.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tp_proto::json::to_struct;
+use tp_proto::pb;
+use tp_test_support::{ControlPlaneProcess, EdgeProcess, McpHttp, PgDatabase, eventually};
+
+async fn replica(db: &PgDatabase, dir: &std::path::Path, demo: bool) -> ControlPlaneProcess {
+    // Both replicas share the tokens (edges and operators use either).
+    std::fs::write(
+        dir.join("admin-token"),
+        "tpt_shared_admin_token_for_both_replicas",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("edge-token"),
+        "tpt_shared_edge_token_for_both_replicas",
+    )
+    .unwrap();
+    let args = if demo {
+        vec!["--demo".to_owned()]
+    } else {
+        Vec::new()
+    };
+    ControlPlaneProcess::start_with_env(dir, args, vec![("TOOLPLANE_CP_STORE_URL", db.url.clone())])
+        .await
+}
+
+async fn set_apis(cp: &ControlPlaneProcess, apis: &[&str]) {
+    let mut admin = cp.admin().await;
+    let mut tenant = admin
+        .tenants
+        .get_tenant(pb::GetTenantRequest { id: "acme".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    tenant.connected_apis = Some(pb::ConnectedApis {
+        providers: apis.iter().map(|s| (*s).to_owned()).collect(),
+    });
+    admin
+        .tenants
+        .update_tenant(pb::UpdateTenantRequest {
+            tenant: Some(tenant),
+        })
+        .await
+        .unwrap();
+}
+
+async fn registry(cp: &ControlPlaneProcess) -> Vec<String> {
+    cp.admin()
+        .await
+        .tenants
+        .preview_registry(pb::PreviewRegistryRequest {
+            tenant: "acme".into(),
+            role: "collector".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tools
+        .into_iter()
+        .map(|t| t.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn two_replicas_on_postgres_serve_one_truth() {
+    let db = PgDatabase::create();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let a = replica(&db, dirs[0].path(), true).await;
+    let mut b = replica(&db, dirs[1].path(), false).await;
+    assert_eq!(
+        registry(&a).await,
+        registry(&b).await,
+        "B loaded what A seeded"
+    );
+    // acme stays in full disclosure however many tools it gets, so listings are registries.
+    let mut admin = a.admin().await;
+    let mut tenant = admin
+        .tenants
+        .get_tenant(pb::GetTenantRequest { id: "acme".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    tenant.disclosure = Some(pb::Disclosure {
+        mode: pb::DisclosureMode::Full as i32,
+        ..Default::default()
+    });
+    admin
+        .tenants
+        .update_tenant(pb::UpdateTenantRequest {
+            tenant: Some(tenant),
+        })
+        .await
+        .unwrap();
+    let key = admin
+        .tenants
+        .issue_api_key(pb::IssueApiKeyRequest {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .key;
+    // Edge 0 watches A first, edge 1 watches B first; each fails over to the other.
+    let edges = [
+        EdgeProcess::start(&a, &[a.url(), b.url()], None, "").await,
+        EdgeProcess::start(&b, &[b.url(), a.url()], None, "").await,
+    ];
+    let clients: Vec<McpHttp> = edges
+        .iter()
+        .map(|e| McpHttp::new(&e.addr, Some(&key), "2025-11-25"))
+        .collect();
+
+    // Writes alternate between replicas; both edges converge on every one.
+    let mut slowest = Duration::ZERO;
+    let sets: [&[&str]; 6] = [
+        &["google", "hubspot", "aws"],
+        &["google"],
+        &["google", "microsoft", "salesforce"],
+        &["hubspot"],
+        &["google", "hubspot", "aws", "microsoft"],
+        &["google", "hubspot"],
+    ];
+    for (i, apis) in sets.iter().enumerate() {
+        let writer = if i % 2 == 0 { &a } else { &b };
+        let started = Instant::now();
+        set_apis(writer, apis).await;
+        let expected = registry(writer).await;
+        let other = if i % 2 == 0 { &b } else { &a };
+        eventually(
+            "the other replica to catch up",
+            Duration::from_secs(3),
+            || async { (registry(other).await == expected).then_some(()) },
+        )
+        .await;
+        for client in &clients {
+            eventually("both edges to converge", Duration::from_secs(3), || async {
+                (client.list_names().await == expected).then_some(())
+            })
+            .await;
+        }
+        slowest = slowest.max(started.elapsed());
+    }
+    println!("6 writes alternating between replicas: both edges converged, slowest {slowest:?}");
+
+    // Every revision reached both replicas' Watch streams, in order, with no gaps.
+    for replica in [&a, &b] {
+        let mut edge = replica.as_edge().await;
+        let mut stream = edge
+            .registry
+            .watch(pb::WatchRequest {
+                since_revision: 0,
+                heartbeat_ms: 100,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut revisions = Vec::new();
+        while let Ok(Some(Ok(event))) =
+            tokio::time::timeout(Duration::from_millis(500), stream.message())
+                .await
+                .map(|m| m.transpose())
+        {
+            if let Some(pb::watch_event::Event::Change(change)) = event.event {
+                revisions.push(change.revision);
+            } else {
+                break;
+            }
+        }
+        assert!(!revisions.is_empty());
+        assert_eq!(revisions, (1..=revisions.len() as u64).collect::<Vec<_>>());
+    }
+
+    // The ceiling holds across replicas: 34 tools under 35, ten registrations race through
+    // both replicas, exactly one is admitted.
+    let attempts = (0..10).map(|i| {
+        let replica = if i % 2 == 0 { &a } else { &b };
+        async move {
+            let mut admin = replica.admin().await;
+            admin
+                .catalog
+                .register_tool(pb::RegisterToolRequest {
+                    tool: Some(pb::ToolSpec {
+                        name: format!("race_{i}"),
+                        description: "Race".into(),
+                        category: "platform".into(),
+                        input_schema: to_struct(&json!({"type": "object"})),
+                        executor: "demo".into(),
+                        admission: Some(pb::Admission {
+                            owner: "sre".into(),
+                            scope: "ceiling race".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                })
+                .await
+        }
+    });
+    let outcomes = futures::future::join_all(attempts).await;
+    let admitted = outcomes.iter().filter(|o| o.is_ok()).count();
+    for refused in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert_eq!(
+            refused.code(),
+            tonic::Code::FailedPrecondition,
+            "{refused:?}"
+        );
+    }
+    assert_eq!(admitted, 1, "ceiling 35 with 34 tools: one slot");
+    println!("ceiling race across 2 replicas: 10 attempts, {admitted} admitted");
+
+    // Kill B: edge 1 (watching B) moves to A and still follows changes.
+    b.process.kill9().await;
+    set_apis(&a, &["google", "aws"]).await;
+    let expected = registry(&a).await;
+    let killed = Instant::now();
+    for client in &clients {
+        eventually(
+            "edges to follow A after B died",
+            Duration::from_secs(10),
+            || async { (client.list_names().await == expected).then_some(()) },
+        )
+        .await;
+    }
+    println!(
+        "after killing replica B, both edges followed A within {:?}",
+        killed.elapsed()
+    );
+}
