@@ -234,3 +234,116 @@ async fn two_replicas_on_postgres_serve_one_truth() {
         killed.elapsed()
     );
 }
+
+fn ctl(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(tp_test_support::binary("toolplanectl"))
+        .args(args)
+        .output()
+        .expect("toolplanectl")
+}
+
+#[tokio::test]
+async fn export_and_import_move_a_sqlite_world_to_postgres_intact() {
+    // A world on SQLite, with a key and a changed tenant.
+    let mut source = ControlPlaneProcess::start(true).await;
+    let mut admin = source.admin().await;
+    let key = admin
+        .tenants
+        .issue_api_key(pb::IssueApiKeyRequest {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .key;
+    set_apis(&source, &["google", "aws"]).await;
+    let tools_before = registry(&source).await;
+    let policy_before = admin
+        .policy
+        .get_policy(pb::GetPolicyRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(source.process.terminate().await.is_some());
+
+    let work = tempfile::tempdir().unwrap();
+    let doc = work.path().join("world.json");
+    let sqlite = format!(
+        "sqlite://{}",
+        source.data_dir.join("control-plane.db").display()
+    );
+    let out = ctl(&[
+        "export",
+        "--store-url",
+        &sqlite,
+        "--out",
+        doc.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&doc).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let db = PgDatabase::create();
+    let out = ctl(&["import", doc.to_str().unwrap(), "--store-url", &db.url]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A second import into the now non-empty store is refused and changes nothing.
+    let again = ctl(&["import", doc.to_str().unwrap(), "--store-url", &db.url]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
+    // So is a document that is not an export.
+    let junk = work.path().join("junk.json");
+    std::fs::write(&junk, "{\"format\": \"something-else\", \"objects\": []}").unwrap();
+    let fresh = PgDatabase::create();
+    let refused = ctl(&["import", junk.to_str().unwrap(), "--store-url", &fresh.url]);
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    // A control plane on PostgreSQL serves the same world; the old key still works.
+    let dir = tempfile::tempdir().unwrap();
+    let target = replica(&db, dir.path(), false).await;
+    assert_eq!(registry(&target).await, tools_before);
+    let mut admin = target.admin().await;
+    let policy = admin
+        .policy
+        .get_policy(pb::GetPolicyRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(policy.ceiling, policy_before.ceiling);
+    assert_eq!(policy.count, policy_before.count);
+    assert_eq!(policy.history, policy_before.history);
+    let identity = target
+        .as_edge()
+        .await
+        .registry
+        .authenticate(pb::AuthenticateRequest { key })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (identity.tenant.as_str(), identity.role.as_str()),
+        ("acme", "collector")
+    );
+    println!(
+        "migrated SQLite → PostgreSQL: {} tools for acme, ceiling {}, keys intact",
+        tools_before.len(),
+        policy.ceiling
+    );
+}

@@ -77,6 +77,8 @@ fn split_list(value: &str) -> Vec<String> {
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
     let cli = match cli.command {
         Command::Up(args) => return crate::up::up(args).await,
+        Command::Export(args) => return crate::transfer::export(args).await,
+        Command::Import(args) => return crate::transfer::import(args).await,
         command => Cli { command, ..cli },
     };
     let admin = Admin::connect(&cli.addr, &token(&cli)?).await?;
@@ -93,7 +95,9 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Registry(args) => registry(admin, args, json_out).await,
         Command::Usage(args) => usage(admin, args, json_out).await,
         Command::Docs(cmd) => docs(admin, cmd, json_out).await,
-        Command::Up(_) => unreachable!("handled above"),
+        Command::Up(_) | Command::Export(_) | Command::Import(_) => {
+            unreachable!("handled above")
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 mod client;
 mod commands;
 pub mod output;
+pub mod transfer;
 pub mod up;
 
 use std::path::PathBuf;
@@ -80,6 +81,11 @@ pub enum Command {
     /// Run the whole stack in this process (control plane, demo executor, one MCP edge) on
     /// embedded defaults, seeded with the demo world; prints how to connect.
     Up(up::UpArgs),
+    /// Write the whole state of a store (catalogue, ceiling, ADRs, tenants, key hashes,
+    /// executors) as one JSON document; reads the store directly.
+    Export(transfer::ExportArgs),
+    /// Load an `export` document into a new, empty store (e.g. SQLite → PostgreSQL).
+    Import(transfer::ImportArgs),
 }
 
 /// `tools ...`
