@@ -1,0 +1,19 @@
+//! The per-tenant compounding wiki behind the `client_wiki` tool (ADR-037): ingest sources,
+//! query with citations, lint for defects. Deterministic and local by default: pages live in
+//! an object store (a folder by default) under `wiki/{tenant}/`, ranking is BM25 (tantivy),
+//! and every sentence of an answer cites its page.
+
+pub mod engine;
+pub mod fetch;
+pub mod keys;
+pub mod lint;
+pub mod page;
+pub mod search;
+pub mod service;
+pub mod storage;
+pub mod text;
+
+pub use engine::{Receipt, Source, Wiki, WikiError};
+pub use fetch::{FetchConfig, Fetcher};
+pub use service::{WikiService, serve};
+pub use storage::Storage;

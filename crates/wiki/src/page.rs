@@ -1,0 +1,158 @@
+//! Wiki pages: Markdown with a small YAML front matter, and `[[wikilinks]]`.
+//!
+//! ```text
+//! ---
+//! title: Q3 board memo
+//! type: source
+//! updated: 2026-11-23
+//! aliases: []
+//! summary: The board approved the Berlin office.
+//! ---
+//! body with [[entities/acme-corp]] links
+//! ```
+//!
+//! The front matter is written and read by this module only, one `key: value` per line with
+//! JSON-quoted strings and JSON arrays, so it is valid YAML and round-trips exactly.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// Page kinds, by folder.
+pub const KINDS: [&str; 5] = ["sources", "entities", "concepts", "syntheses", "outputs"];
+
+/// One wiki page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// Path under `wiki/{tenant}/wiki/`, e.g. `entities/acme-corp.md`.
+    pub path: String,
+    /// Front matter, in key order.
+    pub meta: BTreeMap<String, Value>,
+    /// Markdown body.
+    pub body: String,
+}
+
+impl Page {
+    /// A new page.
+    pub fn new(path: impl Into<String>, title: &str, kind: &str, updated: &str) -> Page {
+        let mut meta = BTreeMap::new();
+        meta.insert("title".to_owned(), Value::String(title.to_owned()));
+        meta.insert("type".to_owned(), Value::String(kind.to_owned()));
+        meta.insert("updated".to_owned(), Value::String(updated.to_owned()));
+        Page {
+            path: path.into(),
+            meta,
+            body: String::new(),
+        }
+    }
+
+    /// A front-matter string value.
+    pub fn get(&self, key: &str) -> &str {
+        self.meta
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// A front-matter list of strings.
+    pub fn list(&self, key: &str) -> Vec<String> {
+        self.meta
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The title.
+    pub fn title(&self) -> &str {
+        self.get("title")
+    }
+
+    /// The link target of this page: its path without `.md`.
+    pub fn link(&self) -> String {
+        self.path.trim_end_matches(".md").to_owned()
+    }
+
+    /// Renders front matter and body.
+    pub fn render(&self) -> String {
+        let mut out = String::from("---\n");
+        for (key, value) in &self.meta {
+            out.push_str(key);
+            out.push_str(": ");
+            out.push_str(&serde_json::to_string(value).unwrap_or_default());
+            out.push('\n');
+        }
+        out.push_str("---\n");
+        out.push_str(&self.body);
+        if !self.body.ends_with('\n') {
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Parses a rendered page; `None` when the front matter is missing or malformed.
+    pub fn parse(path: &str, text: &str) -> Option<Page> {
+        let rest = text.strip_prefix("---\n")?;
+        let (head, body) = rest.split_once("\n---\n")?;
+        let mut meta = BTreeMap::new();
+        for line in head.lines() {
+            let (key, value) = line.split_once(": ")?;
+            meta.insert(key.to_owned(), serde_json::from_str(value).ok()?);
+        }
+        Some(Page {
+            path: path.to_owned(),
+            meta,
+            body: body.to_owned(),
+        })
+    }
+}
+
+/// Every `[[target]]` or `[[target|label]]` in a text (targets without `#anchor`).
+pub fn links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("[[") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("]]") else { break };
+        let inner = &after[..end];
+        let target = inner.split('|').next().unwrap_or_default();
+        let target = target.split('#').next().unwrap_or_default().trim();
+        if !target.is_empty() {
+            out.push(target.to_owned());
+        }
+        rest = &after[end + 2..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_round_trip() {
+        let mut page = Page::new(
+            "entities/acme-corp.md",
+            "Acme \"Corp\"",
+            "entity",
+            "2026-11-23",
+        );
+        page.meta
+            .insert("aliases".into(), serde_json::json!(["Acme", "ACME"]));
+        page.body = "Mentioned in [[sources/q3-memo#s2|the memo]].\n".into();
+        let text = page.render();
+        assert_eq!(Page::parse(&page.path, &text), Some(page.clone()));
+        assert_eq!(links(&page.body), vec!["sources/q3-memo"]);
+    }
+
+    #[test]
+    fn malformed_front_matter_is_none() {
+        assert!(Page::parse("x.md", "no front matter").is_none());
+        assert!(Page::parse("x.md", "---\ntitle: unquoted\n---\nbody").is_none());
+    }
+}

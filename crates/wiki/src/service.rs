@@ -1,0 +1,340 @@
+//! The gRPC `toolplane.v1.Executor` contract for the one tool `client_wiki`.
+//!
+//! The tenant and role come only from the trusted call context the edge sets; the role rules
+//! are checked here again (defense in depth, ADR-002): `ingest` and `lint` need `collector`;
+//! `query` is open to `executor` and `collector`, but only a collector may `persist_output`.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tp_proto::pb::{self, executor_server::Executor, executor_server::ExecutorServer};
+
+use crate::engine::{Source, Wiki, WikiError};
+use crate::fetch::Fetcher;
+use crate::keys;
+
+type Events = Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::InvokeEvent, Status>> + Send>>;
+
+/// The wiki executor.
+#[derive(Debug, Clone)]
+pub struct WikiService {
+    wiki: Wiki,
+    fetcher: Fetcher,
+}
+
+fn status(error: WikiError) -> Status {
+    match error {
+        WikiError::Invalid(message) => Status::invalid_argument(message),
+        WikiError::Forbidden(message) => Status::permission_denied(message),
+        WikiError::Fetch(message) => Status::failed_precondition(message),
+        WikiError::Storage(error) => Status::unavailable(format!("wiki storage: {error}")),
+    }
+}
+
+fn result(structured: Value, text: String) -> pb::InvokeEvent {
+    pb::InvokeEvent {
+        event: Some(pb::invoke_event::Event::Result(pb::Result {
+            content: vec![pb::ContentBlock {
+                block: Some(pb::content_block::Block::Text(text)),
+            }],
+            structured: tp_proto::json::to_struct(&structured),
+            is_error: false,
+            cost_usd: 0.0,
+        })),
+    }
+}
+
+fn str_arg<'a>(arguments: &'a Value, key: &str) -> Option<&'a str> {
+    arguments.get(key).and_then(Value::as_str)
+}
+
+const ALLOWED: &[(&str, &[&str])] = &[
+    (
+        "ingest",
+        &["action", "source", "doc_type", "cost_cap_usd", "model"],
+    ),
+    (
+        "query",
+        &[
+            "action",
+            "question",
+            "output_format",
+            "max_pages",
+            "persist_output",
+            "model",
+        ],
+    ),
+    (
+        "lint",
+        &["action", "scope", "publish_report", "staleness_days"],
+    ),
+];
+
+impl WikiService {
+    /// A service over a wiki, fetching URLs with `fetcher`.
+    pub fn new(wiki: Wiki, fetcher: Fetcher) -> WikiService {
+        WikiService { wiki, fetcher }
+    }
+
+    /// Runs one call (what `invoke` streams back as its result).
+    pub async fn call(&self, request: &pb::InvokeRequest) -> Result<Value, Status> {
+        if request.tool != "client_wiki" {
+            return Err(Status::not_found(format!(
+                "this executor serves client_wiki, not {:?}",
+                request.tool
+            )));
+        }
+        if request.tenant.is_empty() || tp_registry::ident::check_slug(&request.tenant).is_err() {
+            return Err(Status::invalid_argument(
+                "a valid tenant is required in the call context",
+            ));
+        }
+        let arguments = request
+            .arguments
+            .as_ref()
+            .map(tp_proto::json::from_struct)
+            .unwrap_or(json!({}));
+        let action = if request.action.is_empty() {
+            str_arg(&arguments, "action").unwrap_or_default().to_owned()
+        } else {
+            request.action.clone()
+        };
+        let Some((_, allowed)) = ALLOWED.iter().find(|(name, _)| *name == action) else {
+            return Err(Status::invalid_argument(format!(
+                "action must be ingest, query or lint (got {action:?})"
+            )));
+        };
+        if let Some(object) = arguments.as_object()
+            && let Some(unknown) = object.keys().find(|k| !allowed.contains(&k.as_str()))
+        {
+            return Err(Status::invalid_argument(format!(
+                "{action}: unknown argument {unknown:?}"
+            )));
+        }
+        let collector = request.role == "collector";
+        let tenant = request.tenant.as_str();
+        match action.as_str() {
+            "ingest" => {
+                if !collector {
+                    return Err(Status::permission_denied("ingest needs the collector role"));
+                }
+                let source = self.source(tenant, &arguments).await?;
+                self.wiki.ingest(tenant, source).await.map_err(status)
+            }
+            "query" => {
+                let persist = arguments
+                    .get("persist_output")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(collector);
+                if persist && !collector {
+                    return Err(Status::permission_denied(
+                        "only the collector role may persist_output",
+                    ));
+                }
+                let question = str_arg(&arguments, "question")
+                    .ok_or_else(|| Status::invalid_argument("query needs a question"))?;
+                let max_pages = arguments
+                    .get("max_pages")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(8);
+                let format = str_arg(&arguments, "output_format").unwrap_or("markdown");
+                self.wiki
+                    .query(
+                        tenant,
+                        question,
+                        usize::try_from(max_pages).unwrap_or(usize::MAX),
+                        format,
+                        persist,
+                    )
+                    .await
+                    .map_err(status)
+            }
+            _ => {
+                if !collector {
+                    return Err(Status::permission_denied("lint needs the collector role"));
+                }
+                let scope = str_arg(&arguments, "scope").unwrap_or("full");
+                let publish = arguments
+                    .get("publish_report")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true);
+                let staleness = arguments
+                    .get("staleness_days")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(90);
+                self.wiki
+                    .lint(
+                        tenant,
+                        scope,
+                        publish,
+                        u32::try_from(staleness).unwrap_or(u32::MAX),
+                    )
+                    .await
+                    .map_err(status)
+            }
+        }
+    }
+
+    async fn source(&self, tenant: &str, arguments: &Value) -> Result<Source, Status> {
+        let source = arguments
+            .get("source")
+            .ok_or_else(|| Status::invalid_argument("ingest needs a source"))?;
+        let doc_type = str_arg(arguments, "doc_type").unwrap_or("auto").to_owned();
+        if !["article", "tweet", "transcript", "paper", "note", "auto"].contains(&doc_type.as_str())
+        {
+            return Err(Status::invalid_argument(format!(
+                "unknown doc_type {doc_type:?}"
+            )));
+        }
+        match str_arg(source, "type") {
+            Some("text") => Ok(Source {
+                text: str_arg(source, "text").unwrap_or_default().to_owned(),
+                label: str_arg(source, "source_label")
+                    .unwrap_or("untitled")
+                    .to_owned(),
+                origin: None,
+                doc_type,
+            }),
+            Some("url") => {
+                let url = str_arg(source, "url").unwrap_or_default();
+                let fetched = self
+                    .fetcher
+                    .fetch(url)
+                    .await
+                    .map_err(|e| Status::failed_precondition(e.to_string()))?;
+                Ok(Source {
+                    label: fetched.title.unwrap_or_else(|| url.to_owned()),
+                    text: fetched.text,
+                    origin: Some(url.to_owned()),
+                    doc_type,
+                })
+            }
+            Some("r2") => {
+                let key = str_arg(source, "r2_key").unwrap_or_default();
+                let key = keys::confine(tenant, key)
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                let text = self
+                    .wiki
+                    .storage()
+                    .get(&key)
+                    .await
+                    .map_err(|e| Status::unavailable(e.to_string()))?
+                    .ok_or_else(|| Status::not_found(format!("no object at {key}")))?;
+                Ok(Source {
+                    text,
+                    label: key.rsplit('/').next().unwrap_or("object").to_owned(),
+                    origin: Some(key),
+                    doc_type,
+                })
+            }
+            other => Err(Status::invalid_argument(format!(
+                "source.type must be url, text or r2 (got {other:?})"
+            ))),
+        }
+    }
+}
+
+fn summary_text(value: &Value) -> String {
+    if let Some(answer) = value.get("answer").and_then(Value::as_str) {
+        return answer.to_owned();
+    }
+    if let Some(pages) = value.get("pages").and_then(Value::as_array)
+        && value.get("source").is_some()
+    {
+        let changed: Vec<String> = pages
+            .iter()
+            .filter(|p| p["change"] != "unchanged")
+            .map(|p| {
+                format!(
+                    "{} ({})",
+                    p["path"].as_str().unwrap_or_default(),
+                    p["change"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        return if changed.is_empty() {
+            format!(
+                "Already ingested: {} (no page changed).",
+                value["source"].as_str().unwrap_or_default()
+            )
+        } else {
+            format!(
+                "Ingested {} as {}. Pages: {}.",
+                value["source"].as_str().unwrap_or_default(),
+                value["doc_type"].as_str().unwrap_or_default(),
+                changed.join(", ")
+            )
+        };
+    }
+    if let Some(findings) = value.get("findings").and_then(Value::as_array) {
+        let mut text = format!(
+            "{} finding(s) in {} page(s).",
+            findings.len(),
+            value["pages_checked"]
+        );
+        for f in findings.iter().take(20) {
+            text.push_str(&format!(
+                "\n- [{}] {} {}: {}",
+                f["severity"].as_str().unwrap_or_default(),
+                f["rule"].as_str().unwrap_or_default(),
+                f["page"].as_str().unwrap_or_default(),
+                f["evidence"].as_str().unwrap_or_default()
+            ));
+        }
+        return text;
+    }
+    value.to_string()
+}
+
+#[tonic::async_trait]
+impl Executor for WikiService {
+    type InvokeStream = Events;
+
+    async fn invoke(
+        &self,
+        request: Request<pb::InvokeRequest>,
+    ) -> Result<Response<Self::InvokeStream>, Status> {
+        let request = request.into_inner();
+        let budget = request
+            .deadline_ms
+            .checked_sub(now_ms())
+            .map_or(Duration::from_secs(120), Duration::from_millis);
+        let value = tokio::time::timeout(budget, self.call(&request))
+            .await
+            .map_err(|_| Status::deadline_exceeded("the wiki call ran past its deadline"))??;
+        tracing::info!(tenant = %request.tenant, role = %request.role, action = %request.action, "client_wiki");
+        let text = summary_text(&value);
+        let (sender, receiver) = tokio::sync::mpsc::channel(1);
+        let _ = sender.send(Ok(result(value, text))).await;
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Serves the wiki executor (with health) on `listener` until `shutdown`.
+pub async fn serve(
+    service: WikiService,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<ExecutorServer<WikiService>>().await;
+    tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(ExecutorServer::new(service))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await?;
+    Ok(())
+}

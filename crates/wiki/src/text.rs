@@ -1,0 +1,551 @@
+//! Deterministic text analysis: sentences, terms, key phrases, entities, document types and
+//! extractive summaries. No model, no randomness: the same input gives the same pages.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Words that carry no topic.
+const STOPWORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+    "said",
+    "says",
+    "new",
+    "one",
+    "two",
+    "may",
+    "might",
+    "must",
+    "shall",
+    "per",
+    "via",
+    "yet",
+    "us",
+    "much",
+    "many",
+    "well",
+    "get",
+    "got",
+    "make",
+    "made",
+    "like",
+    "use",
+    "used",
+    "using",
+    "within",
+    "without",
+    "across",
+    "among",
+    "around",
+    "upon",
+    "whether",
+];
+
+/// Whether `word` (lowercase) is a stopword.
+pub fn is_stopword(word: &str) -> bool {
+    static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    SET.get_or_init(|| STOPWORDS.iter().copied().collect())
+        .contains(word)
+}
+
+/// Lowercase word tokens (letters, digits, inner apostrophes and hyphens).
+pub fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
+        .map(|w| w.trim_matches(|c| c == '\'' || c == '-').to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// A crude, deterministic stem (plural and common suffixes), for matching.
+pub fn stem(word: &str) -> String {
+    let mut w = word.to_owned();
+    for suffix in ["ingly", "edly", "ing", "ied", "ies", "ed", "es", "s"] {
+        if w.len() > suffix.len() + 3 && w.ends_with(suffix) {
+            w.truncate(w.len() - suffix.len());
+            if suffix == "ies" || suffix == "ied" {
+                w.push('y');
+            }
+            break;
+        }
+    }
+    w
+}
+
+/// Content terms (no stopwords, no pure numbers), stemmed.
+pub fn terms(text: &str) -> Vec<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| w.len() > 2 && !is_stopword(w) && !w.chars().all(|c| c.is_ascii_digit()))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+/// Splits text into sentences (on `.`, `!`, `?` followed by whitespace, and on blank lines).
+pub fn sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for paragraph in text.split("\n\n") {
+        let paragraph = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut current = String::new();
+        let chars: Vec<char> = paragraph.chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            current.push(c);
+            let end = matches!(c, '.' | '!' | '?')
+                && chars.get(i + 1).is_none_or(|n| n.is_whitespace())
+                && !ends_with_abbreviation(&current);
+            if end {
+                push_sentence(&mut out, &current);
+                current.clear();
+            }
+        }
+        push_sentence(&mut out, &current);
+    }
+    out
+}
+
+fn ends_with_abbreviation(sentence: &str) -> bool {
+    let last = sentence.split_whitespace().last().unwrap_or_default();
+    matches!(
+        last,
+        "Mr."
+            | "Mrs."
+            | "Ms."
+            | "Dr."
+            | "Inc."
+            | "Ltd."
+            | "Co."
+            | "Corp."
+            | "e.g."
+            | "i.e."
+            | "vs."
+            | "St."
+    ) || (last.len() == 2 && last.chars().next().is_some_and(char::is_uppercase))
+}
+
+fn push_sentence(out: &mut Vec<String>, sentence: &str) {
+    let trimmed = sentence.trim();
+    if trimmed.chars().filter(|c| c.is_alphanumeric()).count() >= 3 {
+        out.push(trimmed.to_owned());
+    }
+}
+
+/// Document types `doc_type: auto` chooses among.
+pub fn classify(text: &str) -> &'static str {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let speaker_lines = lines
+        .iter()
+        .filter(|l| {
+            l.split_once(':').is_some_and(|(who, _)| {
+                let who = who.trim();
+                !who.is_empty()
+                    && who.len() <= 30
+                    && who.split_whitespace().count() <= 3
+                    && who.chars().next().is_some_and(char::is_uppercase)
+            })
+        })
+        .count();
+    let lower = text.to_lowercase();
+    if lines.len() >= 4 && speaker_lines * 2 >= lines.len() {
+        "transcript"
+    } else if lower.contains("abstract")
+        && (lower.contains("references") || lower.contains("et al"))
+    {
+        "paper"
+    } else if text.chars().count() <= 280 && lines.len() <= 3 {
+        "tweet"
+    } else if text.chars().count() >= 1500 {
+        "article"
+    } else {
+        "note"
+    }
+}
+
+/// Term frequencies of a text.
+pub fn term_counts(text: &str) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for term in terms(text) {
+        *counts.entry(term).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The `n` best sentences (by the document's own term frequencies, favouring early ones),
+/// as (index, sentence), in document order.
+pub fn summary(sentences: &[String], n: usize) -> Vec<(usize, String)> {
+    let all = sentences.join(" ");
+    let counts = term_counts(&all);
+    let mut scored: Vec<(usize, f64)> = sentences
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let t = terms(s);
+            if t.is_empty() {
+                return (i, 0.0);
+            }
+            let score: f64 = t
+                .iter()
+                .map(|w| counts.get(w).copied().unwrap_or(0) as f64)
+                .sum::<f64>()
+                / (t.len() as f64).sqrt();
+            (i, score * (1.0 + 1.0 / (1.0 + i as f64)))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut chosen: Vec<usize> = scored.into_iter().take(n).map(|(i, _)| i).collect();
+    chosen.sort_unstable();
+    chosen
+        .into_iter()
+        .map(|i| (i, sentences[i].clone()))
+        .collect()
+}
+
+/// Key phrases: the most frequent content words and two-word phrases (ties by name).
+pub fn key_phrases(text: &str, n: usize) -> Vec<String> {
+    let ws: Vec<String> = words(text);
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for w in &ws {
+        if w.len() > 3 && !is_stopword(w) && !w.chars().any(|c| c.is_ascii_digit()) {
+            *counts.entry(w.clone()).or_insert(0) += 1;
+        }
+    }
+    // Two-word phrases only within a clause (never across punctuation).
+    let clauses: Vec<Vec<String>> = text
+        .split(['.', ',', ';', ':', '!', '?', '\n', '(', ')'])
+        .map(words)
+        .collect();
+    for pair in clauses.iter().flat_map(|clause| clause.windows(2)) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.len() > 3
+            && b.len() > 3
+            && !is_stopword(a)
+            && !is_stopword(b)
+            && !a.chars().any(|c| c.is_ascii_digit())
+            && !b.chars().any(|c| c.is_ascii_digit())
+        {
+            *counts.entry(format!("{a} {b}")).or_insert(0) += 2;
+        }
+    }
+    let mut ranked: Vec<(String, usize)> = counts.into_iter().filter(|(_, c)| *c >= 2).collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut out: Vec<String> = Vec::new();
+    for (phrase, _) in ranked {
+        // Skip a word already covered by a chosen phrase and vice versa.
+        if out
+            .iter()
+            .any(|p| p.contains(&phrase) || phrase.contains(p.as_str()))
+        {
+            continue;
+        }
+        out.push(phrase);
+        if out.len() == n {
+            break;
+        }
+    }
+    out
+}
+
+/// Month and day names, which are capitalised but not entities on their own.
+const CALENDAR: &[&str] = &[
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "Q1",
+    "Q2",
+    "Q3",
+    "Q4",
+];
+
+/// Named entities: runs of capitalised words (with `&`, `of`, `de`, `van` inside), not at
+/// the start of a sentence unless they recur elsewhere; at least two characters.
+pub fn entities(sentences: &[String]) -> Vec<String> {
+    let mut seen: BTreeMap<String, (usize, bool)> = BTreeMap::new();
+    for sentence in sentences {
+        let tokens: Vec<&str> = sentence.split_whitespace().collect();
+        let mut i = 0;
+        while i < tokens.len() {
+            let clean = |t: &str| {
+                t.trim_matches(|c: char| !c.is_alphanumeric() && c != '&')
+                    .to_owned()
+            };
+            let first = clean(tokens[i]);
+            if is_capitalised(&first) {
+                let start = i;
+                let mut parts = vec![first];
+                let mut j = i + 1;
+                while j < tokens.len() {
+                    let previous_ends =
+                        tokens[j - 1].ends_with([',', '.', ';', ':', ')', '!', '?']);
+                    if previous_ends {
+                        break;
+                    }
+                    let next = clean(tokens[j]);
+                    if is_capitalised(&next)
+                        || (matches!(next.as_str(), "&" | "of" | "de" | "van" | "von")
+                            && j + 1 < tokens.len()
+                            && is_capitalised(&clean(tokens[j + 1])))
+                    {
+                        parts.push(next);
+                        j += 1;
+                    } else {
+                        break;
+                    }
+                }
+                let name = parts.join(" ");
+                let single_common = parts.len() == 1
+                    && (is_stopword(&name.to_lowercase()) || CALENDAR.contains(&name.as_str()));
+                if !single_common && name.chars().count() >= 2 {
+                    let entry = seen.entry(name).or_insert((0, false));
+                    entry.0 += 1;
+                    entry.1 |= start > 0;
+                }
+                i = j;
+            } else {
+                i += 1;
+            }
+        }
+    }
+    seen.into_iter()
+        .filter(|(name, (count, mid_sentence))| *mid_sentence || *count >= 2 || name.contains(' '))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+fn is_capitalised(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(char::is_uppercase)
+        && word.chars().any(char::is_lowercase)
+        && word
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '&' || c == '-' || c == '\'')
+}
+
+/// A URL- and file-safe slug: lowercase ASCII letters, digits and `-`, at most 64 characters.
+pub fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let trimmed: String = out.trim_matches('-').chars().take(64).collect();
+    let trimmed = trimmed.trim_end_matches('-').to_owned();
+    if trimmed.is_empty() {
+        "untitled".to_owned()
+    } else {
+        trimmed
+    }
+}
+
+/// Distinct stems of a text, for overlap scoring.
+pub fn term_set(text: &str) -> BTreeSet<String> {
+    terms(text).into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_split_on_ends_but_not_abbreviations() {
+        let s = sentences(
+            "Dr. Smith joined Acme Corp. in 2019. Revenue grew! Did it?\n\nNew paragraph here",
+        );
+        assert_eq!(
+            s,
+            vec![
+                "Dr. Smith joined Acme Corp. in 2019.",
+                "Revenue grew!",
+                "Did it?",
+                "New paragraph here"
+            ]
+        );
+    }
+
+    #[test]
+    fn entities_are_capitalised_runs() {
+        let s = sentences(
+            "The board of Acme Corp met Jane Smith in Berlin. Later, Jane Smith left. The memo was short.",
+        );
+        let e = entities(&s);
+        assert!(e.contains(&"Acme Corp".to_owned()), "{e:?}");
+        assert!(e.contains(&"Jane Smith".to_owned()), "{e:?}");
+        assert!(e.contains(&"Berlin".to_owned()), "{e:?}");
+        assert!(!e.contains(&"The".to_owned()), "{e:?}");
+    }
+
+    #[test]
+    fn classification_is_deterministic() {
+        assert_eq!(classify("Short thought about launches."), "tweet");
+        assert_eq!(
+            classify("Alice: hi\nBob: hello\nAlice: the plan\nBob: agreed"),
+            "transcript"
+        );
+        assert_eq!(
+            classify(&"A long article sentence. ".repeat(100)),
+            "article"
+        );
+        assert_eq!(
+            classify("Abstract. We study things. Smith et al. showed it.\nReferences"),
+            "paper"
+        );
+    }
+
+    #[test]
+    fn slugs_are_safe() {
+        assert_eq!(slug("Q3 Board Memo (final)!"), "q3-board-memo-final");
+        assert_eq!(slug("../../etc/passwd"), "etc-passwd");
+        assert_eq!(slug("***"), "untitled");
+    }
+
+    #[test]
+    fn summary_keeps_document_order() {
+        let s = sentences(
+            "Acme raised money. Acme raised more money from investors. The weather was fine. Acme money again.",
+        );
+        let picked = summary(&s, 2);
+        assert_eq!(picked.len(), 2);
+        assert!(picked[0].0 < picked[1].0);
+    }
+}
