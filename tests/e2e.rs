@@ -13,3 +13,4 @@ mod edge;
 mod fleet;
 mod postgres;
 mod up;
+mod wiki;

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use tp_proto::json::to_struct;
 use tp_proto::pb;
-use tp_test_support::{ControlPlaneProcess, EdgeProcess, ExecutorProcess, McpHttp, RedisProcess};
+use tp_test_support::{
+    ControlPlaneProcess, EdgeProcess, ExecutorProcess, McpHttp, RedisProcess, WikiProcess,
+};
 
 pub(crate) const TENANTS: [&str; 4] = ["acme", "globex", "initech", "qa"];
 pub(crate) const ROLES: [&str; 2] = ["collector", "executor"];
@@ -16,6 +18,7 @@ pub(crate) const STATELESS: &str = "2026-07-28";
 pub(crate) struct Fleet {
     pub(crate) cp: ControlPlaneProcess,
     pub(crate) executor: ExecutorProcess,
+    pub(crate) wiki: WikiProcess,
     pub(crate) redis: RedisProcess,
     pub(crate) edges: Vec<EdgeProcess>,
     pub(crate) keys: BTreeMap<(String, String), String>,
@@ -45,8 +48,22 @@ impl Fleet {
     pub(crate) async fn start(edges: usize, extra_toml: &str) -> Fleet {
         let cp = ControlPlaneProcess::start(true).await;
         let executor = ExecutorProcess::start().await;
+        let wiki = WikiProcess::start().await;
         let redis = RedisProcess::start().await;
         let mut admin = cp.admin().await;
+        admin
+            .executors
+            .upsert_executor(pb::UpsertExecutorRequest {
+                executor: Some(pb::ExecutorInfo {
+                    name: "wiki".into(),
+                    endpoint: wiki.url(),
+                    timeout_ms: 30_000,
+                    max_concurrency: 64,
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap();
         admin
             .executors
             .upsert_executor(pb::UpsertExecutorRequest {
@@ -159,6 +176,7 @@ impl Fleet {
         Fleet {
             cp,
             executor,
+            wiki,
             redis,
             edges: started,
             keys,

@@ -19,6 +19,8 @@ async fn start(dir: &Path, run: u32) -> (Process, String) {
         "127.0.0.1:0",
         "--executor-listen",
         "127.0.0.1:0",
+        "--wiki-listen",
+        "127.0.0.1:0",
         "--ready-file",
         &ready.display().to_string(),
     ]
@@ -93,6 +95,16 @@ async fn up_runs_the_seeded_stack_prints_how_to_connect_and_restarts_on_its_data
     );
     let call = acme.call("gmail", json!({"query": "from:cfo"})).await;
     assert_eq!(call.result()["isError"], false, "{}", call.body);
+    // The wiki runs in the same process, its pages under the data dir.
+    let ingest = acme
+        .call("client_wiki", json!({"action": "ingest", "source": {"type": "text", "text": "Acme Corp opened an office in Lisbon in 2024.", "source_label": "Lisbon office"}}))
+        .await;
+    assert_eq!(ingest.result()["isError"], false, "{}", ingest.body);
+    assert!(
+        dir.path()
+            .join("data/wiki/acme/wiki/sources/lisbon-office.md")
+            .exists()
+    );
 
     // Ctrl-C / SIGTERM stops everything cleanly, even with the edge's watch stream open.
     let status = process.terminate().await.expect("exited within 10 s");
@@ -109,6 +121,15 @@ async fn up_runs_the_seeded_stack_prints_how_to_connect_and_restarts_on_its_data
     let acme = McpHttp::new(&addr, acme.key.as_deref(), "2025-11-25");
     let call = acme.call("gmail", json!({"query": "from:cfo"})).await;
     assert_eq!(call.result()["isError"], false, "{}", call.body);
+    let answer = acme
+        .call("client_wiki", json!({"action": "query", "question": "Where did Acme Corp open an office?", "persist_output": false}))
+        .await;
+    assert_eq!(
+        answer.result()["structuredContent"]["answered"],
+        true,
+        "wiki pages survive a restart: {}",
+        answer.body
+    );
     let status = again.terminate().await.expect("exited within 10 s");
     assert!(status.success());
 }

@@ -1,5 +1,5 @@
 //! `toolplanectl up`: the whole stack in one process on embedded defaults — the control plane
-//! (SQLite under the data dir), the demo executor and one MCP edge (in-process cache; Redis
+//! (SQLite under the data dir), the demo executor, the wiki service and one MCP edge (in-process cache; Redis
 //! only when a URL is given) — seeded with the demo world on first start. Prints how to
 //! connect and writes the same to `<data-dir>/credentials.json` (mode 0600). Ctrl-C or SIGTERM
 //! stops everything; a second `up` reuses the data and the keys.
@@ -31,6 +31,9 @@ pub struct UpArgs {
     /// Demo executor listen address.
     #[arg(long, default_value = "127.0.0.1:50053")]
     pub executor_listen: String,
+    /// Wiki service listen address (`client_wiki`; pages under `<data-dir>/wiki/{tenant}`).
+    #[arg(long, default_value = "127.0.0.1:50052")]
+    pub wiki_listen: String,
     /// Redis for the edge's shared cache and rate limits (default: in-process only).
     #[arg(long, env = "TOOLPLANE_REDIS_URL")]
     pub redis_url: Option<String>,
@@ -66,6 +69,17 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     let executor_addr = listener.local_addr()?;
     let executor_task = tokio::spawn(tp_demo_executor::serve(listener, stopped()));
 
+    // 1b. The wiki service, with its pages under the data dir.
+    let listener = tokio::net::TcpListener::bind(&args.wiki_listen)
+        .await
+        .with_context(|| format!("binding the wiki service to {}", args.wiki_listen))?;
+    let wiki_addr = listener.local_addr()?;
+    let wiki = tp_wiki::WikiService::new(
+        tp_wiki::Wiki::new(tp_wiki::Storage::local(&args.data_dir)?),
+        tp_wiki::Fetcher::new(tp_wiki::FetchConfig::default())?,
+    );
+    let wiki_task = tokio::spawn(tp_wiki::serve(wiki, listener, stopped()));
+
     // 2. The control plane, seeded on first start.
     let mut figment = tp_control_plane::config::figment(None)
         .merge(Serialized::default("listen", &args.grpc_listen))
@@ -73,6 +87,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
         .merge(Serialized::default(
             "bootstrap.demo_executor",
             format!("http://{executor_addr}"),
+        ))
+        .merge(Serialized::default(
+            "bootstrap.wiki_executor",
+            format!("http://{wiki_addr}"),
         ));
     if !args.no_demo {
         figment = figment.merge(Serialized::default("bootstrap.demo", true));
@@ -81,8 +99,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     let control_plane = tp_control_plane::ControlPlane::start(&cp_config, stopped()).await?;
     let cp_url = format!("http://{}", control_plane.addr);
     let mut admin = Admin::connect(&cp_url, &control_plane.tokens.admin).await?;
-    // The executor may listen elsewhere than when the world was seeded: point it here.
-    point_demo_executor(&mut admin, executor_addr).await?;
+    // The executors may listen elsewhere than when the world was seeded: point them here.
+    point_executor(&mut admin, "demo", executor_addr).await?;
+    point_executor(&mut admin, "wiki", wiki_addr).await?;
 
     // 3. One edge.
     let mut figment = tp_edge::config::figment(None)
@@ -129,17 +148,18 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     shutdown_signal().await;
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
-    let (edge_result, cp_result, executor_result) =
-        tokio::join!(edge.task, control_plane.task, executor_task);
+    let (edge_result, cp_result, executor_result, wiki_result) =
+        tokio::join!(edge.task, control_plane.task, executor_task, wiki_task);
     edge_result.context("edge task")??;
     cp_result.context("control-plane task")??;
     executor_result.context("executor task")??;
+    wiki_result.context("wiki task")??;
     tracing::info!("stopped");
     Ok(0)
 }
 
-/// Upserts the `demo` executor's endpoint to where this process serves it, keeping the rest.
-async fn point_demo_executor(admin: &mut Admin, addr: SocketAddr) -> anyhow::Result<()> {
+/// Upserts an executor's endpoint to where this process serves it, keeping the rest.
+async fn point_executor(admin: &mut Admin, name: &str, addr: SocketAddr) -> anyhow::Result<()> {
     let existing = admin
         .executors
         .list_executors(pb::ListExecutorsRequest::default())
@@ -147,7 +167,7 @@ async fn point_demo_executor(admin: &mut Admin, addr: SocketAddr) -> anyhow::Res
         .into_inner()
         .executors
         .into_iter()
-        .find(|e| e.name == "demo");
+        .find(|e| e.name == name);
     let Some(mut executor) = existing else {
         return Ok(());
     };

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 pub use http::{HttpReply, McpHttp};
 pub use process::{ControlPlaneProcess, PgDatabase, Process};
-pub use services::{EdgeProcess, ExecutorProcess, RedisProcess, free_port};
+pub use services::{EdgeProcess, ExecutorProcess, RedisProcess, WikiProcess, free_port};
 
 /// `target/debug` (or wherever the test executable's profile directory is).
 pub fn target_dir() -> PathBuf {

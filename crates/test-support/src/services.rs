@@ -171,6 +171,45 @@ impl ExecutorProcess {
     }
 }
 
+/// The wiki service (`tp-wiki`) on a free port with its own data folder; fetching URLs on
+/// loopback over plain http is allowed (tests serve sources locally).
+#[derive(Debug)]
+pub struct WikiProcess {
+    /// The process.
+    pub process: Process,
+    /// `127.0.0.1:port`.
+    pub addr: String,
+    /// The data folder (`wiki/{tenant}/…` lives here).
+    pub dir: tempfile::TempDir,
+}
+
+impl WikiProcess {
+    /// Starts `tp-wiki`.
+    pub async fn start() -> WikiProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ready = dir.path().join("ready");
+        let args = vec![
+            "--listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--data-dir".to_owned(),
+            dir.path().join("data").display().to_string(),
+            "--allow-private-urls".to_owned(),
+            "--allow-http".to_owned(),
+            "--ready-file".to_owned(),
+            ready.display().to_string(),
+        ];
+        let mut process =
+            Process::spawn(&binary("tp-wiki"), &args, &dir.path().join("wiki.log"), &[]);
+        let addr = wait_ready(&ready, &mut process).await;
+        WikiProcess { process, addr, dir }
+    }
+
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
 /// An edge.
 #[derive(Debug)]
 pub struct EdgeProcess {

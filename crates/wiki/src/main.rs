@@ -12,9 +12,16 @@ struct Args {
     /// gRPC listen address.
     #[arg(long, default_value = "127.0.0.1:50052")]
     listen: String,
-    /// Folder holding `wiki/{tenant}/…` (ignored with --s3-bucket).
-    #[arg(long, default_value = ".toolplane/wiki")]
+    /// Folder holding `wiki/{tenant}/…` (the same data dir as `toolplanectl up`).
+    #[arg(long, default_value = ".toolplane")]
     data_dir: PathBuf,
+    /// Keep pages in this S3-compatible bucket (R2, MinIO, S3) instead of the folder;
+    /// credentials and region from the standard AWS_* environment variables.
+    #[arg(long)]
+    s3_bucket: Option<String>,
+    /// Endpoint of the S3-compatible store (e.g. https://<account>.r2.cloudflarestorage.com).
+    #[arg(long, requires = "s3_bucket")]
+    s3_endpoint: Option<String>,
     /// Fetch URLs on loopback and private networks too (tests only).
     #[arg(long)]
     allow_private_urls: bool,
@@ -30,8 +37,24 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     tp_telemetry::init("info", false);
-    let storage = tp_wiki::Storage::local(&args.data_dir)
-        .with_context(|| format!("opening {}", args.data_dir.display()))?;
+    let storage = match &args.s3_bucket {
+        Some(bucket) => {
+            let mut builder =
+                object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+            if let Some(endpoint) = &args.s3_endpoint {
+                builder = builder
+                    .with_endpoint(endpoint)
+                    .with_allow_http(endpoint.starts_with("http://"));
+            }
+            tp_wiki::Storage::new(std::sync::Arc::new(
+                builder
+                    .build()
+                    .context("configuring the S3-compatible store")?,
+            ))
+        }
+        None => tp_wiki::Storage::local(&args.data_dir)
+            .with_context(|| format!("opening {}", args.data_dir.display()))?,
+    };
     let fetcher = tp_wiki::Fetcher::new(tp_wiki::FetchConfig {
         allow_private: args.allow_private_urls,
         allow_http: args.allow_http,

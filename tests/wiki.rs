@@ -1,0 +1,202 @@
+//! `client_wiki` end to end: edge → registry → the wiki service, with role rules enforced by
+//! the edge (role-projected schema) and again by the wiki, and tenants kept apart.
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tp_test_support::python;
+
+use crate::clients::run_client;
+use crate::fleet::{Fleet, LEGACY, STATELESS};
+
+const MEMO: &str = "The board of Acme Corp met in Berlin on 3 October. Jane Smith presented the Q3 results. \
+Revenue reached $4.2M in the third quarter, ahead of plan. The board approved a new office in Berlin. \
+Acme Corp was founded in 1999 by Jane Smith.";
+
+/// Serves one HTML page on loopback for URL ingestion; returns its URL.
+async fn serve_page(html: &'static str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buffer = [0u8; 4096];
+            let _ = socket.read(&mut buffer).await;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
+                html.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+        }
+    });
+    format!("http://{addr}/pricing.html")
+}
+
+fn structured(reply: &tp_test_support::HttpReply) -> &Value {
+    &reply.result()["structuredContent"]
+}
+
+#[tokio::test]
+async fn ingest_query_lint_through_the_edge_with_roles_and_tenants_apart() {
+    let fleet = Fleet::start(1, "").await;
+    let collector = fleet.client(0, "acme", "collector", LEGACY);
+    let executor = fleet.client(0, "acme", "executor", STATELESS);
+
+    // A collector ingests pasted text and a web page.
+    let ingest = collector
+        .call("client_wiki", json!({"action": "ingest", "source": {"type": "text", "text": MEMO, "source_label": "Q3 board memo"}}))
+        .await;
+    assert_eq!(ingest.result()["isError"], false, "{}", ingest.body);
+    assert_eq!(
+        structured(&ingest)["source"],
+        "wiki/sources/q3-board-memo.md"
+    );
+    let url = serve_page("<html><head><title>Pricing update</title></head><body><p>Acme Corp raised the Pro plan price to $49 per seat.</p><p>The change starts in January for all Berlin customers.</p></body></html>").await;
+    let web = collector
+        .call(
+            "client_wiki",
+            json!({"action": "ingest", "source": {"type": "url", "url": url}}),
+        )
+        .await;
+    assert_eq!(web.result()["isError"], false, "{}", web.body);
+    assert_eq!(structured(&web)["source"], "wiki/sources/pricing-update.md");
+
+    // The executor role queries; answers cite pages.
+    let answer = executor
+        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?", "persist_output": false}))
+        .await;
+    assert_eq!(answer.result()["isError"], false, "{}", answer.body);
+    assert_eq!(structured(&answer)["answered"], true, "{}", answer.body);
+    assert!(
+        structured(&answer)["answer"]
+            .as_str()
+            .unwrap()
+            .contains("[[sources/q3-board-memo#^s")
+    );
+    let price = executor
+        .call("client_wiki", json!({"action": "query", "question": "What is the Pro plan price per seat?", "persist_output": false}))
+        .await;
+    assert!(
+        structured(&price)["answer"]
+            .as_str()
+            .unwrap()
+            .contains("$49"),
+        "{}",
+        price.body
+    );
+
+    // ...but cannot ingest or lint (the edge refuses: its schema has only `query`)...
+    for action in [
+        json!({"action": "ingest", "source": {"type": "text", "text": "x", "source_label": "y"}}),
+        json!({"action": "lint"}),
+    ] {
+        let refused = executor.call("client_wiki", action).await;
+        assert_eq!(refused.error()["code"], -32602, "{}", refused.body);
+    }
+    // ...nor persist an answer (the wiki refuses: defense in depth).
+    let persist = executor
+        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?", "persist_output": true}))
+        .await;
+    assert_eq!(persist.result()["isError"], true, "{}", persist.body);
+    assert!(
+        persist
+            .body
+            .contains("only the collector role may persist_output"),
+        "{}",
+        persist.body
+    );
+
+    // Object keys stay inside the tenant's raw folder.
+    for key in [
+        "../globex/raw/x.txt",
+        "wiki/globex/raw/x.txt",
+        "wiki/acme/raw/%2e%2e/x",
+        "/etc/passwd",
+    ] {
+        let escape = collector
+            .call(
+                "client_wiki",
+                json!({"action": "ingest", "source": {"type": "r2", "r2_key": key}}),
+            )
+            .await;
+        assert_eq!(escape.result()["isError"], true, "{key}: {}", escape.body);
+        assert!(
+            escape
+                .body
+                .contains("is not an object under wiki/acme/raw/"),
+            "{key}: {}",
+            escape.body
+        );
+    }
+    // The SSRF guard holds for addresses other than the loopback the tests allow.
+    let metadata = collector
+        .call("client_wiki", json!({"action": "ingest", "source": {"type": "url", "url": "http://169.254.169.254/latest/meta-data"}}))
+        .await;
+    assert_eq!(metadata.result()["isError"], true, "{}", metadata.body);
+
+    // Another tenant sees nothing of acme's wiki.
+    let globex = fleet.client(0, "globex", "collector", LEGACY);
+    let nothing = globex
+        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?", "persist_output": false}))
+        .await;
+    assert_eq!(structured(&nothing)["answered"], false, "{}", nothing.body);
+
+    // Lint, with a report.
+    let lint = collector
+        .call("client_wiki", json!({"action": "lint", "scope": "full"}))
+        .await;
+    assert_eq!(lint.result()["isError"], false, "{}", lint.body);
+    assert_eq!(structured(&lint)["report"], "wiki/lint-report.md");
+    assert!(
+        fleet
+            .wiki
+            .dir
+            .path()
+            .join("data/wiki/acme/wiki/lint-report.md")
+            .exists()
+    );
+    assert!(!fleet.wiki.dir.path().join("data/wiki/globex").exists());
+}
+
+#[tokio::test]
+async fn the_python_sdk_runs_ingest_query_lint() {
+    let fleet = Fleet::start(1, "").await;
+    let script = std::fs::canonicalize("clients/python_client.py").unwrap();
+    let calls = json!([
+        ["client_wiki", {"action": "ingest", "source": {"type": "text", "text": MEMO, "source_label": "Q3 board memo"}}],
+        ["client_wiki", {"action": "query", "question": "When was Acme Corp founded?", "output_format": "summary_with_sources"}],
+        ["client_wiki", {"action": "lint", "scope": "full", "publish_report": true}],
+    ]);
+    let out = run_client(
+        &python(),
+        &[
+            script.display().to_string(),
+            format!("http://{}/mcp", fleet.edges[0].addr),
+            fleet.key("acme", "collector").to_owned(),
+            "auto".to_owned(),
+            calls.to_string(),
+        ],
+        std::path::Path::new("."),
+    )
+    .await;
+    let results = out["calls"].as_array().unwrap();
+    for result in results {
+        assert_eq!(result["is_error"], false, "{result}");
+    }
+    assert_eq!(
+        results[0]["structured"]["source"],
+        "wiki/sources/q3-board-memo.md"
+    );
+    let answer = results[1]["structured"]["answer"].as_str().unwrap();
+    assert!(
+        answer.contains("1999") && answer.contains("Sources:\n[1] [[sources/q3-board-memo#^s"),
+        "{answer}"
+    );
+    assert_eq!(
+        results[1]["structured"]["persisted"],
+        "wiki/outputs/when-was-acme-corp-founded.md"
+    );
+    assert!(
+        results[2]["text"].as_str().unwrap().contains("finding(s)"),
+        "{}",
+        results[2]
+    );
+}
