@@ -188,7 +188,8 @@ pub fn run(pages: &BTreeMap<String, Page>, index: &str, staleness_days: u32) -> 
         let prose: String = page
             .body
             .lines()
-            .filter(|l| !l.starts_with('#'))
+            // Headings and dated mentions (verbatim quotes of sources) are not prose.
+            .filter(|l| !l.starts_with('#') && !l.starts_with("- ["))
             .collect::<Vec<_>>()
             .join("\n");
         for (title, link) in &named {

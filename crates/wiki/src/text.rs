@@ -337,6 +337,7 @@ pub fn key_phrases(text: &str, n: usize) -> Vec<String> {
         .split(['.', ',', ';', ':', '!', '?', '\n', '(', ')'])
         .map(words)
         .collect();
+    let mut pairs: BTreeMap<String, usize> = BTreeMap::new();
     for pair in clauses.iter().flat_map(|clause| clause.windows(2)) {
         let (a, b) = (&pair[0], &pair[1]);
         if a.len() > 3
@@ -346,10 +347,20 @@ pub fn key_phrases(text: &str, n: usize) -> Vec<String> {
             && !a.chars().any(|c| c.is_ascii_digit())
             && !b.chars().any(|c| c.is_ascii_digit())
         {
-            *counts.entry(format!("{a} {b}")).or_insert(0) += 2;
+            *pairs.entry(format!("{a} {b}")).or_insert(0) += 1;
         }
     }
-    let mut ranked: Vec<(String, usize)> = counts.into_iter().filter(|(_, c)| *c >= 2).collect();
+    // A topic recurs: words and phrases seen at least twice; phrases weigh double.
+    let mut ranked: Vec<(String, usize)> = counts
+        .into_iter()
+        .filter(|(_, c)| *c >= 2)
+        .chain(
+            pairs
+                .into_iter()
+                .filter(|(_, c)| *c >= 2)
+                .map(|(p, c)| (p, c * 2)),
+        )
+        .collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut out: Vec<String> = Vec::new();
     for (phrase, _) in ranked {
@@ -408,6 +419,10 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
                     .to_owned()
             };
             let first = clean(tokens[i]);
+            if matches!(first.as_str(), "Dr" | "Mr" | "Mrs" | "Ms" | "Prof" | "Sir") {
+                i += 1;
+                continue;
+            }
             if is_capitalised(&first) {
                 let start = i;
                 let mut parts = vec![first];
