@@ -383,17 +383,22 @@ impl Wiki {
         let pages = self.pages(tenant).await?;
         let ranked = crate::search::rank(&pages, question, max_pages);
         let question_terms = text::term_set(question);
-        let needed = if question_terms.len() >= 3 { 2 } else { 1 };
+        // A sentence must share a third of the question's content terms (at least one).
+        let needed = question_terms.len().div_ceil(3).max(1);
         // Candidate sentences: `^sN`-anchored lines of sources, mention lines elsewhere.
         let mut candidates: Vec<(f64, String, String, String)> = Vec::new();
+        let mut covered: BTreeSet<String> = BTreeSet::new();
         for (path, page_score) in &ranked {
             let Some(page) = pages.get(path) else {
                 continue;
             };
             for (sentence, cite) in cited_sentences(page) {
-                let overlap = question_terms
+                let shared: Vec<String> = question_terms
                     .intersection(&text::term_set(&sentence))
-                    .count();
+                    .cloned()
+                    .collect();
+                let overlap = shared.len();
+                covered.extend(shared);
                 if overlap >= needed {
                     let length = text::terms(&sentence).len().max(1) as f64;
                     let score = overlap as f64 / length.sqrt() + page_score * 0.01;
@@ -409,6 +414,13 @@ impl Wiki {
             .take(ANSWER_SENTENCES)
             .map(|(_, s, c, t)| (s, c, t))
             .collect();
+        // The best pages must cover half of the question's terms between them, or what
+        // matched is noise that happens to share a word.
+        let chosen = if covered.len() >= question_terms.len().div_ceil(2) {
+            chosen
+        } else {
+            Vec::new()
+        };
         let answered = !chosen.is_empty();
         let answer = if answered {
             render_answer(format, &chosen)

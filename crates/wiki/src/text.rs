@@ -275,7 +275,7 @@ pub fn classify(text: &str) -> &'static str {
         && (lower.contains("references") || lower.contains("et al"))
     {
         "paper"
-    } else if text.chars().count() <= 280 && lines.len() <= 3 {
+    } else if text.chars().count() <= 280 && lines.len() <= 3 && sentences(text).len() <= 3 {
         "tweet"
     } else if text.chars().count() >= 1500 {
         "article"
