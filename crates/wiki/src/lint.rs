@@ -183,7 +183,11 @@ pub fn run(pages: &BTreeMap<String, Page>, index: &str, staleness_days: u32) -> 
         .filter(|p| p.title().chars().count() >= 4)
         .map(|p| (p.title(), p.link()))
         .collect();
-    for page in pages.values().filter(|p| !p.path.starts_with("sources/")) {
+    // Sources and filed answers quote their material; only curated pages should link.
+    for page in pages
+        .values()
+        .filter(|p| !p.path.starts_with("sources/") && !p.path.starts_with("outputs/"))
+    {
         let targets: BTreeSet<String> = links(&page.body).into_iter().collect();
         let prose: String = page
             .body
