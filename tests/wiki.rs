@@ -200,3 +200,119 @@ async fn the_python_sdk_runs_ingest_query_lint() {
         results[2]
     );
 }
+
+/// Receives HTTP POSTs on loopback; every body arrives on the channel.
+async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (sender, bodies) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let mut data = Vec::new();
+                let mut buffer = [0u8; 8192];
+                loop {
+                    let Ok(n) = socket.read(&mut buffer).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    data.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&data).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= length {
+                            let _ = sender
+                                .send(serde_json::from_str(&body[..length]).unwrap_or(Value::Null));
+                            let _ = socket
+                                .write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+                                .await;
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://{addr}/hooks/wiki"), bodies)
+}
+
+#[tokio::test]
+async fn material_lint_findings_reach_the_tenants_webhook() {
+    let fleet = Fleet::start(1, "").await;
+    let (url, mut bodies) = receiver().await;
+    let mut admin = fleet.cp.admin().await;
+    let mut tenant = admin
+        .tenants
+        .get_tenant(tp_proto::pb::GetTenantRequest { id: "acme".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    tenant.lint_webhook = url.clone();
+    admin
+        .tenants
+        .update_tenant(tp_proto::pb::UpdateTenantRequest {
+            tenant: Some(tenant),
+        })
+        .await
+        .unwrap();
+    let collector = fleet.client(0, "acme", "collector", LEGACY);
+    for (label, text) in [
+        ("Q3 board memo", MEMO),
+        (
+            "Company profile",
+            "Acme Corp is a data company. Acme Corp was founded in 2001 in Ohio.",
+        ),
+    ] {
+        let reply = collector
+            .call("client_wiki", json!({"action": "ingest", "source": {"type": "text", "text": text, "source_label": label}}))
+            .await;
+        assert_eq!(reply.result()["isError"], false, "{}", reply.body);
+    }
+    // The tenant change reaches the edge by push; lint until the webhook is used.
+    let lint = tp_test_support::eventually(
+        "the webhook to be configured",
+        std::time::Duration::from_secs(5),
+        || async {
+            let reply = collector
+                .call("client_wiki", json!({"action": "lint", "scope": "full"}))
+                .await;
+            let webhook = structured(&reply)["webhook"].clone();
+            webhook.is_object().then_some(reply)
+        },
+    )
+    .await;
+    let webhook = &structured(&lint)["webhook"];
+    assert_eq!(webhook["delivered"], true, "{webhook}");
+    assert_eq!(webhook["url"], url.as_str());
+    let body = tokio::time::timeout(std::time::Duration::from_secs(5), bodies.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body["event"], "wiki.lint");
+    assert_eq!(body["tenant"], "acme");
+    let findings = body["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().any(|f| f["rule"] == "contradiction"),
+        "{body}"
+    );
+    assert!(
+        findings.iter().all(|f| f["severity"] != "info"),
+        "only material findings: {body}"
+    );
+    // Other tenants' lints do not call acme's webhook.
+    let globex = fleet.client(0, "globex", "collector", LEGACY);
+    let other = globex
+        .call("client_wiki", json!({"action": "lint", "scope": "full"}))
+        .await;
+    assert!(structured(&other)["webhook"].is_null(), "{}", other.body);
+}

@@ -47,6 +47,8 @@ pub struct Registry {
     pub rate_limit_per_minute: u32,
     /// Live tools in the whole catalogue.
     pub catalogue_size: u32,
+    /// The tenant's lint webhook (passed to executors in the call context).
+    pub lint_webhook: String,
     /// The protobuf encoding (what the shared cache stores).
     pub encoded: Vec<u8>,
     /// Whether `tools/list` shows the meta-tools (and pinned tools) instead of every tool.
@@ -165,6 +167,7 @@ impl Registry {
             disclosure,
             rate_limit_per_minute: registry.rate_limit_per_minute,
             catalogue_size: registry.catalogue_size,
+            lint_webhook: registry.lint_webhook,
             encoded,
             progressive,
             listing,

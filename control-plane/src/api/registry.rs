@@ -116,6 +116,7 @@ impl Registry for RegistryService {
                     disclosure: Some((&tenant.disclosure).into()),
                     rate_limit_per_minute: tenant.rate_limit_per_minute,
                     catalogue_size: u32::try_from(state.live_tool_count()).unwrap_or(u32::MAX),
+                    lint_webhook: tenant.lint_webhook.clone().unwrap_or_default(),
                 })
             })
             .await

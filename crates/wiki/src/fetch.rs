@@ -207,6 +207,33 @@ impl Fetcher {
     }
 }
 
+impl Fetcher {
+    /// POSTs `body` as JSON to `url` under the same rules as fetching (scheme, addresses,
+    /// redirects, time); returns the HTTP status.
+    pub async fn post_json(&self, url: &str, body: &serde_json::Value) -> Result<u16, FetchError> {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| FetchError::Refused(format!("{url:?} is not a URL: {e}")))?;
+        if parsed.scheme() != "https" && !(self.config.allow_http && parsed.scheme() == "http") {
+            return Err(FetchError::Refused(format!(
+                "only https webhooks are called (got {})",
+                parsed.scheme()
+            )));
+        }
+        if let Some(reason) = literal_refusal(&parsed, self.config.allow_private) {
+            return Err(FetchError::Refused(reason));
+        }
+        let response = self
+            .client
+            .post(parsed)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(body).unwrap_or_default())
+            .send()
+            .await
+            .map_err(|e| FetchError::Failed(error_chain(&e)))?;
+        Ok(response.status().as_u16())
+    }
+}
+
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut message = error.to_string();
     let mut source = error.source();

@@ -165,7 +165,8 @@ impl WikiService {
                     .get("staleness_days")
                     .and_then(Value::as_u64)
                     .unwrap_or(90);
-                self.wiki
+                let mut report = self
+                    .wiki
                     .lint(
                         tenant,
                         scope,
@@ -173,8 +174,44 @@ impl WikiService {
                         u32::try_from(staleness).unwrap_or(u32::MAX),
                     )
                     .await
-                    .map_err(status)
+                    .map_err(status)?;
+                let webhook = request
+                    .tenant_context
+                    .as_ref()
+                    .map(|c| c.lint_webhook.as_str())
+                    .unwrap_or_default();
+                if !webhook.is_empty() {
+                    report["webhook"] = self.post_findings(tenant, scope, webhook, &report).await;
+                }
+                Ok(report)
             }
+        }
+    }
+
+    /// Posts the material findings (errors and warnings) of a lint to the tenant's webhook.
+    /// A failed delivery is reported in the result, never fails the lint.
+    async fn post_findings(&self, tenant: &str, scope: &str, url: &str, report: &Value) -> Value {
+        let material: Vec<&Value> = report["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["severity"] == "error" || f["severity"] == "warning")
+            .collect();
+        if material.is_empty() {
+            return json!({"url": url, "delivered": false, "reason": "no material findings"});
+        }
+        let body = json!({
+            "event": "wiki.lint",
+            "tenant": tenant,
+            "scope": scope,
+            "findings": material,
+            "report": report["report"],
+        });
+        match self.fetcher.post_json(url, &body).await {
+            Ok(status) => {
+                json!({"url": url, "delivered": (200..300).contains(&status), "status": status, "findings_sent": material.len()})
+            }
+            Err(error) => json!({"url": url, "delivered": false, "error": error.to_string()}),
         }
     }
 

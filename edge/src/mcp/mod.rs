@@ -195,6 +195,9 @@ impl McpHandler {
             role: identity.role.clone(),
             request_id: request_id(),
             deadline_ms,
+            tenant_context: Some(pb::TenantContext {
+                lint_webhook: registry.lint_webhook.clone(),
+            }),
         };
         // Relay progress and log events to the client while the call runs.
         let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<CallEvent>();
