@@ -85,6 +85,7 @@ async fn main() {
                 label: "Annual review".into(),
                 origin: None,
                 doc_type: "auto".into(),
+                ..Default::default()
             },
         )
         .await
@@ -115,6 +116,7 @@ async fn main() {
                 label: format!("Meeting notes {sources}"),
                 origin: None,
                 doc_type: "auto".into(),
+                ..Default::default()
             },
         )
         .await

@@ -51,7 +51,7 @@ pub struct Receipt {
 }
 
 /// What to ingest.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Source {
     /// The text.
     pub text: String,
@@ -61,6 +61,10 @@ pub struct Source {
     pub origin: Option<String>,
     /// `auto` or a fixed type.
     pub doc_type: String,
+    /// Most this ingest may spend on a model (only with the LLM engine configured).
+    pub cost_cap_usd: f64,
+    /// Model to use instead of the configured one.
+    pub model: Option<String>,
 }
 
 /// The wiki of every tenant over one storage.
@@ -68,6 +72,7 @@ pub struct Source {
 pub struct Wiki {
     storage: Storage,
     today: fn() -> String,
+    llm: Option<crate::llm::Llm>,
 }
 
 fn system_today() -> String {
@@ -97,7 +102,14 @@ impl Wiki {
         Wiki {
             storage,
             today: system_today,
+            llm: None,
         }
+    }
+
+    /// With the optional LLM engine (abstractive summaries within each call's cost cap).
+    pub fn with_llm(mut self, llm: crate::llm::Llm) -> Wiki {
+        self.llm = Some(llm);
+        self
     }
 
     /// With a fixed clock (tests, golden files).
@@ -209,10 +221,24 @@ impl Wiki {
                 "the source is over {MAX_TEXT} characters"
             )));
         }
+        let id = hash(&source.text);
+        // The model call (if any) happens before taking the tenant's lock, and only for a
+        // source not stored yet: replays cost nothing.
+        let raw_exists = self
+            .storage
+            .get(&format!("{}/raw/{id}.txt", root(tenant)))
+            .await?
+            .is_some();
+        let llm = match &self.llm {
+            Some(llm) if !raw_exists => Some(
+                llm.summarise(&source.text, source.model.as_deref(), source.cost_cap_usd)
+                    .await,
+            ),
+            _ => None,
+        };
         let lock = self.storage.tenant_lock(tenant);
         let _guard = lock.lock().await;
         let today = (self.today)();
-        let id = hash(&source.text);
         let raw_key = format!("{}/raw/{id}.txt", root(tenant));
         if self.storage.get(&raw_key).await?.is_none() {
             self.storage.put(&raw_key, &source.text).await?;
@@ -276,6 +302,14 @@ impl Wiki {
                 &concepts,
                 &sentences,
             );
+            if let Some(crate::llm::LlmOutcome::Summary { text, model, .. }) = &llm {
+                page.meta.insert("llm_summary".into(), json!(text));
+                page.body = page.body.replacen(
+                    "\n## Text\n",
+                    &format!("\n## Summary by {model}\n{text}\n\n## Text\n"),
+                    1,
+                );
+            }
         }
         let mut receipts = Vec::new();
         self.write_page(tenant, &page, &mut receipts).await?;
@@ -352,7 +386,19 @@ impl Wiki {
             "concepts": concepts,
             "pages": receipts,
             "idempotent_replay": all_unchanged,
-            "cost_usd": 0.0,
+            "engine": if matches!(llm, Some(crate::llm::LlmOutcome::Summary { .. })) { "llm" } else { "deterministic" },
+            "llm": match &llm {
+                Some(crate::llm::LlmOutcome::Summary { text, model, prompt_tokens, completion_tokens, cost_usd }) => json!({
+                    "summary": text, "model": model, "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens, "cost_usd": cost_usd,
+                }),
+                Some(crate::llm::LlmOutcome::Fallback(reason)) => json!({"fallback": reason}),
+                None => Value::Null,
+            },
+            "cost_usd": match &llm {
+                Some(crate::llm::LlmOutcome::Summary { cost_usd, .. }) => *cost_usd,
+                _ => 0.0,
+            },
         }))
     }
 

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod fetch;
 pub mod keys;
 pub mod lint;
+pub mod llm;
 pub mod page;
 pub mod search;
 pub mod service;
@@ -15,5 +16,6 @@ pub mod text;
 
 pub use engine::{Receipt, Source, Wiki, WikiError};
 pub use fetch::{FetchConfig, Fetcher};
+pub use llm::{Llm, LlmConfig};
 pub use service::{WikiService, serve};
 pub use storage::Storage;

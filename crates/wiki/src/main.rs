@@ -28,6 +28,22 @@ struct Args {
     /// Fetch plain http:// URLs too.
     #[arg(long)]
     allow_http: bool,
+    /// Optional LLM engine: base URL of an OpenAI-compatible API (e.g. https://api.openai.com/v1).
+    /// Without it the deterministic engine does everything.
+    #[arg(long)]
+    llm_url: Option<String>,
+    /// Model for the LLM engine.
+    #[arg(long, default_value = "gpt-4o-mini", requires = "llm_url")]
+    llm_model: String,
+    /// Environment variable holding the API key.
+    #[arg(long, default_value = "OPENAI_API_KEY", requires = "llm_url")]
+    llm_api_key_env: String,
+    /// USD per 1,000 input tokens (for the cost cap).
+    #[arg(long, default_value_t = 0.00015, requires = "llm_url")]
+    llm_usd_per_1k_input: f64,
+    /// USD per 1,000 output tokens (for the cost cap).
+    #[arg(long, default_value_t = 0.0006, requires = "llm_url")]
+    llm_usd_per_1k_output: f64,
     /// Once listening, write the bound address here.
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -60,7 +76,22 @@ async fn main() -> anyhow::Result<()> {
         allow_http: args.allow_http,
         ..Default::default()
     })?;
-    let service = tp_wiki::WikiService::new(tp_wiki::Wiki::new(storage), fetcher);
+    let mut wiki = tp_wiki::Wiki::new(storage);
+    if let Some(base_url) = &args.llm_url {
+        wiki = wiki.with_llm(
+            tp_wiki::Llm::new(tp_wiki::LlmConfig {
+                base_url: base_url.clone(),
+                model: args.llm_model.clone(),
+                api_key: std::env::var(&args.llm_api_key_env).ok(),
+                usd_per_1k_input: args.llm_usd_per_1k_input,
+                usd_per_1k_output: args.llm_usd_per_1k_output,
+                max_output_tokens: 400,
+                timeout: std::time::Duration::from_secs(60),
+            })
+            .map_err(anyhow::Error::msg)?,
+        );
+    }
+    let service = tp_wiki::WikiService::new(wiki, fetcher);
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

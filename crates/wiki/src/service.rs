@@ -226,6 +226,18 @@ impl WikiService {
                 "unknown doc_type {doc_type:?}"
             )));
         }
+        let cost_cap_usd = match arguments.get("cost_cap_usd") {
+            None => 0.15,
+            Some(value) => match value.as_f64() {
+                Some(cap) if (0.01..=2.0).contains(&cap) => cap,
+                _ => {
+                    return Err(Status::invalid_argument(
+                        "cost_cap_usd must be a number between 0.01 and 2",
+                    ));
+                }
+            },
+        };
+        let model = str_arg(arguments, "model").map(str::to_owned);
         match str_arg(source, "type") {
             Some("text") => Ok(Source {
                 text: str_arg(source, "text").unwrap_or_default().to_owned(),
@@ -234,6 +246,8 @@ impl WikiService {
                     .to_owned(),
                 origin: None,
                 doc_type,
+                cost_cap_usd,
+                model: model.clone(),
             }),
             Some("url") => {
                 let url = str_arg(source, "url").unwrap_or_default();
@@ -247,6 +261,8 @@ impl WikiService {
                     text: fetched.text,
                     origin: Some(url.to_owned()),
                     doc_type,
+                    cost_cap_usd,
+                    model: model.clone(),
                 })
             }
             Some("r2") => {
@@ -265,6 +281,8 @@ impl WikiService {
                     label: key.rsplit('/').next().unwrap_or("object").to_owned(),
                     origin: Some(key),
                     doc_type,
+                    cost_cap_usd,
+                    model: model.clone(),
                 })
             }
             other => Err(Status::invalid_argument(format!(

@@ -21,6 +21,7 @@ fn text(label: &str, body: &str) -> Source {
         label: label.to_owned(),
         origin: None,
         doc_type: "auto".to_owned(),
+        ..Default::default()
     }
 }
 

@@ -32,6 +32,7 @@ async fn corpus() -> Wiki {
                 label,
                 origin: None,
                 doc_type: "auto".into(),
+                ..Default::default()
             },
         )
         .await
@@ -147,6 +148,7 @@ async fn lint_precision_and_recall_on_planted_defects() {
                 label: label.into(),
                 origin: None,
                 doc_type: "auto".into(),
+                ..Default::default()
             },
         )
         .await
