@@ -236,8 +236,7 @@ impl Wiki {
             ),
             _ => None,
         };
-        let lock = self.storage.tenant_lock(tenant);
-        let _guard = lock.lock().await;
+        let lease = self.storage.lock(tenant).await?;
         let today = (self.today)();
         let raw_key = format!("{}/raw/{id}.txt", root(tenant));
         if self.storage.get(&raw_key).await?.is_none() {
@@ -377,6 +376,7 @@ impl Wiki {
             self.append_log(tenant, "ingest", &source.label).await?;
         }
         let receipts: Vec<Receipt> = receipts.into_iter().collect();
+        lease.release().await;
         Ok(json!({
             "source": format!("wiki/{path}"),
             "raw": format!("raw/{id}.txt"),
@@ -476,8 +476,7 @@ impl Wiki {
         let citations: Vec<&String> = chosen.iter().map(|(_, c, _)| c).collect();
         let mut persisted = Value::Null;
         if persist && answered {
-            let lock = self.storage.tenant_lock(tenant);
-            let _guard = lock.lock().await;
+            let lease = self.storage.lock(tenant).await?;
             let today = (self.today)();
             let path = format!("outputs/{}.md", text::slug(question));
             let mut page = Page::new(path.clone(), question, "output", &today);
@@ -505,6 +504,7 @@ impl Wiki {
             self.write_index(tenant, &pages).await?;
             self.append_log(tenant, "query", question).await?;
             persisted = json!(format!("wiki/{path}"));
+            lease.release().await;
         }
         Ok(json!({
             "answered": answered,
@@ -559,8 +559,7 @@ impl Wiki {
                 .or_insert(0) += 1;
         }
         if publish {
-            let lock = self.storage.tenant_lock(tenant);
-            let _guard = lock.lock().await;
+            let lease = self.storage.lock(tenant).await?;
             let mut report = format!(
                 "# Lint report ({})\n\nScope: {scope}. Findings: {}.\n\n",
                 (self.today)(),
@@ -589,6 +588,7 @@ impl Wiki {
                 .put(&format!("{}/wiki/lint-report.md", root(tenant)), &report)
                 .await?;
             self.append_log(tenant, "lint", scope).await?;
+            lease.release().await;
         }
         Ok(json!({
             "scope": scope,

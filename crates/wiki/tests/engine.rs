@@ -382,3 +382,75 @@ async fn oversized_and_empty_sources_are_refused() {
         "nothing written"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_folder_lose_no_update() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two services, two in-process locks, one storage: only the lease object serialises them.
+    let replicas = [
+        Wiki::new(Storage::local(dir.path()).unwrap()).with_today(today),
+        Wiki::new(Storage::local(dir.path()).unwrap()).with_today(today),
+    ];
+    let ingests = (0..8).map(|i| {
+        let wiki = replicas[i % 2].clone();
+        async move {
+            wiki.ingest(
+                "acme",
+                text(&format!("Note {i}"), &format!("Acme Corp opened office number {i} in Springfield. Jane Smith visited the office {i} team.")),
+            )
+            .await
+        }
+    });
+    for result in futures::future::join_all(ingests).await {
+        result.unwrap();
+    }
+    let storage = replicas[0].storage();
+    let index = storage
+        .get("wiki/acme/wiki/index.md")
+        .await
+        .unwrap()
+        .unwrap();
+    let log = storage.get("wiki/acme/wiki/log.md").await.unwrap().unwrap();
+    let entity = storage
+        .get("wiki/acme/wiki/entities/acme-corp.md")
+        .await
+        .unwrap()
+        .unwrap();
+    for i in 0..8 {
+        assert!(
+            index.contains(&format!("[[sources/note-{i}|Note {i}]]")),
+            "index lost note {i}"
+        );
+        assert!(
+            log.contains(&format!("ingest | Note {i}\n")),
+            "log lost note {i}"
+        );
+        assert!(
+            entity.contains(&format!("[[sources/note-{i}#^s0]]")),
+            "entity page lost note {i}"
+        );
+    }
+    assert!(
+        storage.get("wiki/acme/.lock").await.unwrap().is_none(),
+        "leases are released"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_lease_of_a_dead_writer_is_taken_over() {
+    let wiki = wiki();
+    wiki.storage()
+        .put("wiki/acme/.lock", "dead-writer 1")
+        .await
+        .unwrap();
+    wiki.ingest("acme", text("Q3 board memo", MEMO))
+        .await
+        .unwrap();
+    assert!(
+        wiki.storage()
+            .get("wiki/acme/.lock")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
