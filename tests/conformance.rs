@@ -13,7 +13,7 @@ use tp_proto::pb;
 use tp_test_support::{ControlPlaneProcess, EdgeProcess, ExecutorProcess, node, node_dir};
 
 /// The conformance tools, all served by the demo executor.
-const TOOLS: [&str; 9] = [
+const TOOLS: [&str; 11] = [
     "test_simple_text",
     "test_image_content",
     "test_audio_content",
@@ -23,6 +23,8 @@ const TOOLS: [&str; 9] = [
     "test_tool_with_progress",
     "test_error_handling",
     "test_logging_tool",
+    "test_missing_capability",
+    "test_streaming_elicitation",
 ];
 
 struct Target {
@@ -103,6 +105,11 @@ impl Target {
                         provider: "conformance".into(),
                         input_schema: to_struct(&schema),
                         executor: "demo".into(),
+                        client_capabilities: if name == "test_missing_capability" {
+                            vec!["sampling".into()]
+                        } else {
+                            Vec::new()
+                        },
                         admission: Some(pb::Admission {
                             adr: "ADR-200".into(),
                             ..Default::default()

@@ -127,6 +127,14 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         c.register_tool(register(Some(tool("bad name")))).await,
     );
     t.check(
+        "register: unknown client capability",
+        Code::InvalidArgument,
+        c.register_tool(register(with("needs_mind_reading", |s| {
+            s.client_capabilities = vec!["telepathy".into()];
+        })))
+        .await,
+    );
+    t.check(
         "register: a meta-tool's reserved name",
         Code::InvalidArgument,
         c.register_tool(register(Some(tool("dispatch")))).await,

@@ -192,6 +192,7 @@ fn generated_registry() -> Vec<EdgeTool> {
                 annotations: Annotations::default(),
                 executor: "demo".into(),
                 examples: Vec::new(),
+                client_capabilities: Vec::new(),
                 actions: None,
                 sunset: None,
             }

@@ -179,6 +179,28 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
             }
             done(vec![text("Logging test completed")], None, false)
         }
+        // Needs the client's sampling capability; the edge refuses callers without it (-32021),
+        // so reaching here means it was declared. The demo cannot sample: it says so.
+        "test_missing_capability" => done(
+            vec![text(
+                "sampling was declared; this demo executor does not sample",
+            )],
+            None,
+            false,
+        ),
+        // Streams progress on the response stream and never sends the client a request.
+        "test_streaming_elicitation" => {
+            for step in [1.0, 2.0] {
+                if !progress(&sender, step, 2.0, "working").await {
+                    return;
+                }
+            }
+            done(
+                vec![text("Streaming completed without elicitation")],
+                None,
+                false,
+            )
+        }
         "test_error_handling" => done(
             vec![text("This tool intentionally returns an error for testing")],
             None,

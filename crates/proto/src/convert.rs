@@ -72,6 +72,7 @@ pub fn try_tool_def(spec: Option<pb::ToolSpec>) -> DomainResult<domain::ToolDef>
         executor: spec.executor,
         roles: spec.roles,
         examples: spec.examples,
+        client_capabilities: spec.client_capabilities,
         bucket,
         admission: domain::Admission {
             adr: non_empty(&admission.adr),
@@ -125,6 +126,7 @@ impl From<&domain::ToolDef> for pb::ToolSpec {
             executor: def.executor.clone(),
             roles: def.roles.clone(),
             examples: def.examples.clone(),
+            client_capabilities: def.client_capabilities.clone(),
             bucket: def.bucket.map_or(pb::Bucket::Unspecified, bucket_pb) as i32,
             admission: Some(pb::Admission {
                 adr: def.admission.adr.clone().unwrap_or_default(),
@@ -190,6 +192,7 @@ impl From<&domain::ResolvedTool> for pb::ResolvedTool {
             annotations: Some((&tool.annotations).into()),
             executor: tool.executor.clone(),
             examples: tool.examples.clone(),
+            client_capabilities: tool.client_capabilities.clone(),
             discriminator,
             allowed_actions,
             sunset_date: tool.sunset.clone().unwrap_or_default(),
@@ -217,6 +220,7 @@ impl From<&pb::ResolvedTool> for domain::ResolvedTool {
                 .unwrap_or_default(),
             executor: tool.executor.clone(),
             examples: tool.examples.clone(),
+            client_capabilities: tool.client_capabilities.clone(),
             actions: (!tool.discriminator.is_empty()).then(|| domain::ActionSet {
                 discriminator: tool.discriminator.clone(),
                 allowed: tool.allowed_actions.clone(),

@@ -40,6 +40,9 @@ pub struct ResolvedTool {
     pub executor: String,
     /// Examples.
     pub examples: Vec<String>,
+    /// MCP client capabilities the tool needs.
+    #[serde(default)]
+    pub client_capabilities: Vec<String>,
     /// For polymorphic tools: the allowed actions.
     pub actions: Option<ActionSet>,
     /// Sunset date when deprecated.
@@ -99,6 +102,7 @@ pub fn project(tool: &Tool, role: &str) -> Option<ResolvedTool> {
         annotations: tool.def.annotations.clone(),
         executor: tool.def.executor.clone(),
         examples: tool.def.examples.clone(),
+        client_capabilities: tool.def.client_capabilities.clone(),
         actions,
         sunset,
     })

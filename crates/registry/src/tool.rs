@@ -9,6 +9,9 @@ use crate::ident::{
     MAX_SCHEMA_BYTES, MAX_TITLE, check_adr_id, check_slug, check_text, check_tool_name,
 };
 
+/// MCP client capabilities a tool may require.
+pub const CLIENT_CAPABILITIES: [&str; 3] = ["elicitation", "roots", "sampling"];
+
 /// Names the edges serve themselves (progressive disclosure, ADR 0006); no catalogue tool may
 /// take them.
 pub const META_TOOLS: [&str; 4] = [
@@ -132,6 +135,10 @@ pub struct ToolDef {
     /// Example prompts or calls.
     #[serde(default)]
     pub examples: Vec<String>,
+    /// MCP client capabilities the tool needs (`sampling`, `elicitation`, `roots`). A
+    /// 2026-07-28 caller that does not declare one gets -32021 before anything runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_capabilities: Vec<String>,
     /// Ceiling bucket; `None` = platform when there is no provider, curated otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<Bucket>,
@@ -251,6 +258,19 @@ impl ToolDef {
         }
         normalise_roles(&mut self.roles);
         check_roles("tool.roles", &self.roles, refs, &mut v);
+        self.client_capabilities.sort();
+        self.client_capabilities.dedup();
+        for capability in &self.client_capabilities {
+            if !CLIENT_CAPABILITIES.contains(&capability.as_str()) {
+                v.check(
+                    "tool.client_capabilities",
+                    Err(format!(
+                        "{capability:?} is not one of {}",
+                        CLIENT_CAPABILITIES.join(", ")
+                    )),
+                );
+            }
+        }
         if self.examples.len() > MAX_EXAMPLES {
             v.add(
                 "tool.examples",

@@ -135,6 +135,7 @@ impl McpHandler {
     ) -> Result<CallToolResult, ErrorData> {
         let started = Instant::now();
         let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
+        missing_client_capabilities(tool, ctx)?;
         if let Err(limited) = self
             .state
             .limiter
@@ -739,4 +740,34 @@ fn dispatch_target(
         }
     };
     Ok((name.clone(), inner))
+}
+
+/// A 2026-07-28 caller must declare, in the request's `_meta`, every client capability the
+/// tool needs; otherwise -32021 (HTTP 400) names them and nothing runs. Earlier versions
+/// declared capabilities at `initialize`, which a stateless edge does not keep: not checked.
+fn missing_client_capabilities(
+    tool: &EdgeTool,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<(), ErrorData> {
+    if tool.resolved.client_capabilities.is_empty() || ctx.meta.protocol_version().is_none() {
+        return Ok(());
+    }
+    let declared = ctx
+        .meta
+        .client_capabilities()
+        .and_then(|caps| serde_json::to_value(caps).ok())
+        .unwrap_or(Value::Null);
+    let missing: serde_json::Map<String, Value> = tool
+        .resolved
+        .client_capabilities
+        .iter()
+        .filter(|capability| declared.get(capability.as_str()).is_none_or(Value::is_null))
+        .map(|capability| (capability.clone(), json!({})))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let required: rmcp::model::ClientCapabilities =
+        serde_json::from_value(Value::Object(missing)).unwrap_or_default();
+    Err(ErrorData::missing_required_client_capability(required))
 }

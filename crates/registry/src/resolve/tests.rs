@@ -196,6 +196,7 @@ fn arb_tool(index: usize) -> impl Strategy<Value = Tool> {
                     executor: "demo".into(),
                     roles,
                     examples: vec![],
+                    client_capabilities: vec![],
                     bucket: None,
                     admission: Admission::default(),
                     polymorphism,

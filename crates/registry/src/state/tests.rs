@@ -27,6 +27,7 @@ fn extra(name: &str) -> ToolDef {
         executor: "demo".into(),
         roles: vec![],
         examples: vec![],
+        client_capabilities: vec![],
         bucket: None,
         admission: Admission {
             adr: None,

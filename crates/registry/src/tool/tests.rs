@@ -37,6 +37,7 @@ fn plain(name: &str) -> ToolDef {
         executor: "demo".into(),
         roles: vec![],
         examples: vec![],
+        client_capabilities: vec![],
         bucket: None,
         admission: Admission {
             adr: Some("ADR-037".into()),
