@@ -554,3 +554,25 @@ async fn docs_check_exits_non_zero_on_a_wrong_count() {
     let (code, _, _) = run(&ctl, &[&base[..], &[rendered.to_str().unwrap()]].concat()).await;
     assert_eq!(code, 0);
 }
+
+#[tokio::test]
+async fn ctl_json_shows_the_stored_tenant_revision() {
+    let cp = ControlPlaneProcess::start(true).await;
+    let token_file = cp.data_dir.join("admin-token");
+    let args = [
+        "--addr",
+        &cp.url(),
+        "--token-file",
+        token_file.to_str().unwrap(),
+        "--json",
+    ];
+    let (code, stdout, stderr) = run(
+        &binary("toolplanectl"),
+        &[&args[..], &["tenants", "get", "acme"]].concat(),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let value: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let revision = value[0]["revision"].as_u64().unwrap_or(0);
+    assert!(revision > 0, "{stdout}");
+}

@@ -531,7 +531,13 @@ fn print_tenants(tenants: &[pb::Tenant], json_out: bool) {
     if json_out {
         let values: Vec<Value> = tenants
             .iter()
-            .map(|t| json!(try_tenant(Some(t.clone())).ok()))
+            .map(|t| {
+                // try_tenant reads a tenant as input (no revision); show the stored one.
+                json!(try_tenant(Some(t.clone())).ok().map(|mut tenant| {
+                    tenant.revision = t.revision;
+                    tenant
+                }))
+            })
             .collect();
         out!("{}", pretty(&Value::Array(values)));
         return;
