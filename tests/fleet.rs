@@ -51,32 +51,24 @@ impl Fleet {
         let wiki = WikiProcess::start().await;
         let redis = RedisProcess::start().await;
         let mut admin = cp.admin().await;
-        admin
-            .executors
-            .upsert_executor(pb::UpsertExecutorRequest {
-                executor: Some(pb::ExecutorInfo {
-                    name: "wiki".into(),
-                    endpoint: wiki.url(),
-                    timeout_ms: 30_000,
-                    max_concurrency: 64,
-                    ..Default::default()
-                }),
-            })
-            .await
-            .unwrap();
-        admin
-            .executors
-            .upsert_executor(pb::UpsertExecutorRequest {
-                executor: Some(pb::ExecutorInfo {
-                    name: "demo".into(),
-                    endpoint: executor.url(),
-                    timeout_ms: 5_000,
-                    max_concurrency: 64,
-                    ..Default::default()
-                }),
-            })
-            .await
-            .unwrap();
+        for (name, endpoint, timeout_ms) in [
+            ("wiki", wiki.url(), 30_000),
+            ("demo", executor.url(), 5_000),
+        ] {
+            admin
+                .executors
+                .upsert_executor(pb::UpsertExecutorRequest {
+                    executor: Some(pb::ExecutorInfo {
+                        name: name.into(),
+                        endpoint,
+                        timeout_ms,
+                        max_concurrency: 64,
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .unwrap();
+        }
         // Room for test tools: an ADR that supersedes the ceiling's, then the amendment.
         admin
             .policy

@@ -44,7 +44,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let config = config::load(figment)?;
     tp_telemetry::init(&config.log_level, config.log_json);
-    let control_plane = ControlPlane::start(&config, shutdown_signal()).await?;
+    let control_plane = ControlPlane::start(&config, tp_telemetry::shutdown_signal()).await?;
     if let Some(path) = &args.ready_file {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, format!("{}\n", control_plane.addr))
@@ -60,26 +60,4 @@ async fn main() -> anyhow::Result<()> {
     control_plane.task.await.context("server task")??;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
 }

@@ -55,10 +55,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let config = config::load(figment)?;
     tp_telemetry::init(&config.log_level, config.log_json);
-    let edge = tp_edge::start(config, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await?;
+    let edge = tp_edge::start(config, tp_telemetry::shutdown_signal()).await?;
     if let Some(path) = &args.ready_file {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, format!("{}\n", edge.addr)).context("writing the ready file")?;

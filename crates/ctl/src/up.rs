@@ -145,7 +145,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
         std::fs::rename(&tmp, path)?;
     }
 
-    shutdown_signal().await;
+    tp_telemetry::shutdown_signal().await;
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
     let (edge_result, cp_result, executor_result, wiki_result) =
@@ -323,26 +323,4 @@ fn print_banner(credentials: &Value, path: &Path) {
     ));
     use std::io::Write as _;
     let _ = writeln!(std::io::stdout().lock(), "{text}");
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
 }

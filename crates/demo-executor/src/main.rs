@@ -32,8 +32,5 @@ async fn main() -> anyhow::Result<()> {
         std::fs::rename(&tmp, path)?;
     }
     tracing::info!(%addr, "demo executor listening");
-    tp_demo_executor::serve(listener, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+    tp_demo_executor::serve(listener, tp_telemetry::shutdown_signal()).await
 }

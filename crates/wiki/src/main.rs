@@ -102,8 +102,5 @@ async fn main() -> anyhow::Result<()> {
         std::fs::rename(&tmp, path)?;
     }
     tracing::info!(%addr, data_dir = %args.data_dir.display(), "wiki listening");
-    tp_wiki::serve(service, listener, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+    tp_wiki::serve(service, listener, tp_telemetry::shutdown_signal()).await
 }

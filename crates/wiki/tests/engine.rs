@@ -127,27 +127,22 @@ async fn ingest_writes_pages_index_and_log_and_is_idempotent() {
     assert!(entity.contains("[[sources/company-profile#^s"), "{entity}");
 }
 
-#[tokio::test]
-async fn concurrent_ingests_lose_no_update() {
-    let wiki = wiki();
-    let sources: Vec<Source> = (0..8)
-        .map(|i| text(&format!("Note {i}"), &format!("Acme Corp opened office number {i} in Springfield. Jane Smith visited the office {i} team.")))
-        .collect();
-    let results =
-        futures::future::join_all(sources.into_iter().map(|s| wiki.ingest("acme", s))).await;
-    assert!(results.iter().all(Result::is_ok));
-    let storage = wiki.storage();
-    let index = storage
-        .get("wiki/acme/wiki/index.md")
-        .await
-        .unwrap()
-        .unwrap();
-    let log = storage.get("wiki/acme/wiki/log.md").await.unwrap().unwrap();
-    let entity = storage
-        .get("wiki/acme/wiki/entities/acme-corp.md")
-        .await
-        .unwrap()
-        .unwrap();
+/// The i-th of eight small sources that all touch the same entity page.
+fn note(i: usize) -> Source {
+    text(
+        &format!("Note {i}"),
+        &format!(
+            "Acme Corp opened office number {i} in Springfield. Jane Smith visited the office {i} team."
+        ),
+    )
+}
+
+/// Every note of eight is in the index, the log and the shared entity page.
+async fn assert_no_note_lost(storage: &Storage) {
+    let read = |key: &'static str| async move { storage.get(key).await.unwrap().unwrap() };
+    let index = read("wiki/acme/wiki/index.md").await;
+    let log = read("wiki/acme/wiki/log.md").await;
+    let entity = read("wiki/acme/wiki/entities/acme-corp.md").await;
     for i in 0..8 {
         assert!(
             index.contains(&format!("[[sources/note-{i}|Note {i}]]")),
@@ -162,6 +157,17 @@ async fn concurrent_ingests_lose_no_update() {
             "entity page lost note {i}"
         );
     }
+}
+
+#[tokio::test]
+async fn concurrent_ingests_lose_no_update() {
+    let wiki = wiki();
+    let sources: Vec<Source> = (0..8).map(note).collect();
+    let results =
+        futures::future::join_all(sources.into_iter().map(|s| wiki.ingest("acme", s))).await;
+    assert!(results.iter().all(Result::is_ok));
+    let storage = wiki.storage();
+    assert_no_note_lost(storage).await;
 }
 
 #[tokio::test]
@@ -393,43 +399,13 @@ async fn two_replicas_on_one_folder_lose_no_update() {
     ];
     let ingests = (0..8).map(|i| {
         let wiki = replicas[i % 2].clone();
-        async move {
-            wiki.ingest(
-                "acme",
-                text(&format!("Note {i}"), &format!("Acme Corp opened office number {i} in Springfield. Jane Smith visited the office {i} team.")),
-            )
-            .await
-        }
+        async move { wiki.ingest("acme", note(i)).await }
     });
     for result in futures::future::join_all(ingests).await {
         result.unwrap();
     }
     let storage = replicas[0].storage();
-    let index = storage
-        .get("wiki/acme/wiki/index.md")
-        .await
-        .unwrap()
-        .unwrap();
-    let log = storage.get("wiki/acme/wiki/log.md").await.unwrap().unwrap();
-    let entity = storage
-        .get("wiki/acme/wiki/entities/acme-corp.md")
-        .await
-        .unwrap()
-        .unwrap();
-    for i in 0..8 {
-        assert!(
-            index.contains(&format!("[[sources/note-{i}|Note {i}]]")),
-            "index lost note {i}"
-        );
-        assert!(
-            log.contains(&format!("ingest | Note {i}\n")),
-            "log lost note {i}"
-        );
-        assert!(
-            entity.contains(&format!("[[sources/note-{i}#^s0]]")),
-            "entity page lost note {i}"
-        );
-    }
+    assert_no_note_lost(storage).await;
     assert!(
         storage.get("wiki/acme/.lock").await.unwrap().is_none(),
         "leases are released"
