@@ -8,6 +8,7 @@ mod clients;
 mod conformance;
 mod control_plane;
 mod control_plane_errors;
+mod deploy;
 mod disclosure;
 mod edge;
 mod fleet;

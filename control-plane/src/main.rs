@@ -27,6 +27,9 @@ struct Args {
     /// listen on port 0).
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Load and validate the configuration (file, environment, flags), print a summary and exit.
+    #[arg(long)]
+    check_config: bool,
 }
 
 #[tokio::main]
@@ -43,6 +46,19 @@ async fn main() -> anyhow::Result<()> {
         figment = figment.merge(Serialized::default("bootstrap.demo", true));
     }
     let config = config::load(figment)?;
+    if args.check_config {
+        println!(
+            "tp-control-plane: configuration is valid: listen {}, store {}, demo {}",
+            config.listen,
+            if config.postgres_url.is_some() {
+                "postgres".to_owned()
+            } else {
+                format!("sqlite {}", config.sqlite_path.display())
+            },
+            config.bootstrap.demo,
+        );
+        return Ok(());
+    }
     tp_telemetry::init(&config.log_level, config.log_json);
     let control_plane = ControlPlane::start(&config, tp_telemetry::shutdown_signal()).await?;
     if let Some(path) = &args.ready_file {

@@ -32,6 +32,9 @@ struct Args {
     /// Once listening, write the bound address here.
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Load and validate the configuration (file, environment, flags), print a summary and exit.
+    #[arg(long)]
+    check_config: bool,
 }
 
 #[tokio::main]
@@ -54,6 +57,20 @@ async fn main() -> anyhow::Result<()> {
         figment = figment.merge(Serialized::default("name", name));
     }
     let config = config::load(figment)?;
+    if args.check_config {
+        println!(
+            "tp-edge: configuration is valid: listen {}, control plane {}, redis {}, page size {}",
+            config.listen,
+            config.control_plane.join(","),
+            if config.redis_url.is_some() {
+                "on"
+            } else {
+                "off"
+            },
+            config.mcp.page_size,
+        );
+        return Ok(());
+    }
     tp_telemetry::init(&config.log_level, config.log_json);
     let edge = tp_edge::start(config, tp_telemetry::shutdown_signal()).await?;
     if let Some(path) = &args.ready_file {

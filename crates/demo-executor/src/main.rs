@@ -16,13 +16,26 @@ struct Args {
     /// Write the bound address here once listening.
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Validate the flags, print a summary and exit.
+    #[arg(long)]
+    check_config: bool,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let listen: std::net::SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen: {:?} is not an address like 127.0.0.1:50053",
+            args.listen
+        )
+    })?;
+    if args.check_config {
+        println!("tp-demo-executor: configuration is valid: listen {listen}");
+        return Ok(());
+    }
     tp_telemetry::init("info", false);
-    let listener = tokio::net::TcpListener::bind(&args.listen)
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;

@@ -47,11 +47,31 @@ struct Args {
     /// Once listening, write the bound address here.
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Validate the flags, print a summary and exit.
+    #[arg(long)]
+    check_config: bool,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let listen: std::net::SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen: {:?} is not an address like 127.0.0.1:50052",
+            args.listen
+        )
+    })?;
+    if args.check_config {
+        println!(
+            "tp-wiki: configuration is valid: listen {listen}, pages in {}, llm {}",
+            match &args.s3_bucket {
+                Some(bucket) => format!("s3://{bucket}"),
+                None => args.data_dir.join("wiki").display().to_string(),
+            },
+            args.llm_url.as_deref().unwrap_or("off"),
+        );
+        return Ok(());
+    }
     tp_telemetry::init("info", false);
     let storage = match &args.s3_bucket {
         Some(bucket) => {
@@ -92,7 +112,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     let service = tp_wiki::WikiService::new(wiki, fetcher);
-    let listener = tokio::net::TcpListener::bind(&args.listen)
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;

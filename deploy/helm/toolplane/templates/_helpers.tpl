@@ -1,0 +1,56 @@
+{{/* Full name of the release's objects: <release>-toolplane, trimmed to 63 characters. */}}
+{{- define "toolplane.fullname" -}}
+{{- printf "%s-toolplane" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "toolplane.labels" -}}
+app.kubernetes.io/name: toolplane
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Selector labels of one component: (dict "root" $ "component" "edge"). */}}
+{{- define "toolplane.selector" -}}
+app.kubernetes.io/name: toolplane
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Image of one component: (dict "root" $ "repository" .Values.edge.repository). */}}
+{{- define "toolplane.image" -}}
+{{- printf "%s%s:%s" .root.Values.image.registry .repository (default .root.Chart.AppVersion .root.Values.image.tag) -}}
+{{- end -}}
+
+{{/* Name of the Secret holding admin-token and edge-token. */}}
+{{- define "toolplane.secretName" -}}
+{{- default (printf "%s-auth" (include "toolplane.fullname" .)) .Values.auth.existingSecret -}}
+{{- end -}}
+
+{{/* The Redis URL edges use: in-chart Redis, an external one, or none. */}}
+{{- define "toolplane.redisUrl" -}}
+{{- if .Values.redis.enabled -}}
+{{- printf "redis://%s-redis:6379" (include "toolplane.fullname" .) -}}
+{{- else -}}
+{{- .Values.redis.externalUrl -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod security shared by every Toolplane container: the images run as 65532 (distroless nonroot). */}}
+{{- define "toolplane.podSecurity" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  fsGroup: 65532
+  seccompProfile: { type: RuntimeDefault }
+{{- end -}}
+
+{{- define "toolplane.containerSecurity" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: { drop: [ALL] }
+{{- end -}}
