@@ -10,6 +10,7 @@ mod control_plane;
 mod control_plane_errors;
 mod deploy;
 mod disclosure;
+mod docs;
 mod edge;
 mod fleet;
 mod postgres;

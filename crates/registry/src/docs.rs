@@ -37,8 +37,11 @@ pub fn render_tools_md<'a>(
         "Total: {} tools ({} curated + {} platform). Ceiling: {}, set by {}. Headroom: {}.\n",
         report.count, report.curated, report.platform, report.ceiling, report.adr, report.headroom
     );
-    let _ = writeln!(out, "| Name | Category | Provider | Status | ADR | Owner |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| Name | Category | Provider | Roles | Status | Admitted by | What it does |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     for tool in tools {
         let status = match &tool.status {
             ToolStatus::Active => "active".to_owned(),
@@ -46,23 +49,61 @@ pub fn render_tools_md<'a>(
             ToolStatus::Retired => "retired".to_owned(),
         };
         let dash = || "—".to_owned();
+        let def = &tool.def;
+        let roles = if def.roles.is_empty() {
+            "all".to_owned()
+        } else {
+            def.roles.join(", ")
+        };
+        let admitted = match (&def.admission.adr, &def.admission.owner) {
+            (Some(adr), _) => adr.clone(),
+            (None, Some(owner)) => escape_cell(owner),
+            (None, None) => dash(),
+        };
+        let mut what = first_sentence(&def.description);
+        if let Some(poly) = &def.polymorphism {
+            let actions: Vec<String> = poly
+                .actions
+                .iter()
+                .map(|action| {
+                    if action.roles.is_empty() {
+                        format!("`{}`", action.name)
+                    } else {
+                        format!("`{}` ({})", action.name, action.roles.join(", "))
+                    }
+                })
+                .collect();
+            what = format!("{what} Actions: {}.", actions.join(", "));
+        }
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} | {} |",
-            tool.def.name,
-            tool.def.category,
-            tool.def.provider.clone().unwrap_or_else(dash),
+            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            def.name,
+            def.category,
+            def.provider.clone().unwrap_or_else(dash),
+            roles,
             status,
-            tool.def.admission.adr.clone().unwrap_or_else(dash),
-            tool.def
-                .admission
-                .owner
-                .as_deref()
-                .map(escape_cell)
-                .unwrap_or_else(dash),
+            admitted,
+            escape_cell(&what),
         );
     }
     out
+}
+
+/// The description's first sentence, at most 160 characters (cut at a word).
+fn first_sentence(text: &str) -> String {
+    let text = text.trim();
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| c == '.' && text[i + 1..].chars().next().is_none_or(char::is_whitespace))
+        .map_or(text.len(), |(i, _)| i + 1);
+    let sentence = &text[..end];
+    if sentence.chars().count() <= 160 {
+        return sentence.to_owned();
+    }
+    let cut: String = sentence.chars().take(159).collect();
+    let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(head, _)| head);
+    format!("{cut}…")
 }
 
 fn escape_cell(text: &str) -> String {
@@ -191,5 +232,20 @@ mod tests {
         );
         assert_eq!(stated_counts("7  mcp  tools"), vec![]);
         assert_eq!(stated_counts("17tools registered"), vec![]);
+    }
+
+    #[test]
+    fn first_sentences_stop_at_a_full_stop_or_a_word_before_160_characters() {
+        assert_eq!(
+            first_sentence("Search Gmail. Returns threads."),
+            "Search Gmail."
+        );
+        assert_eq!(first_sentence("Version 1.2 of it"), "Version 1.2 of it");
+        let long = "word ".repeat(50);
+        let cut = first_sentence(&long);
+        assert!(
+            cut.ends_with("word…") && cut.chars().count() <= 160,
+            "{cut}"
+        );
     }
 }

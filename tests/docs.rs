@@ -1,0 +1,78 @@
+//! Documents that must stay true: `docs/TOOLS.md` is generated from the demo catalogue, and no
+//! document states a tool count the demo catalogue contradicts.
+
+use std::path::{Path, PathBuf};
+
+use tp_proto::pb;
+use tp_test_support::ControlPlaneProcess;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[tokio::test]
+async fn tools_md_is_generated_from_the_demo_catalogue_and_no_document_contradicts_it() {
+    let cp = ControlPlaneProcess::start(true).await;
+    let mut admin = cp.admin().await;
+    let rendered = admin
+        .policy
+        .render_tools_doc(pb::RenderToolsDocRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .markdown;
+    let path = root().join("docs/TOOLS.md");
+    if std::env::var_os("TOOLPLANE_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &rendered).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == rendered,
+        "docs/TOOLS.md has drifted from the demo catalogue; regenerate it with\n  \
+         TOOLPLANE_UPDATE_GOLDEN=1 cargo nextest run --workspace -E 'test(/tools_md/)'\n\
+         or `toolplanectl docs render > docs/TOOLS.md` against `toolplanectl up`"
+    );
+    let count = rendered.lines().filter(|l| l.starts_with("| `")).count();
+    assert_eq!(count, 34, "the demo catalogue has 34 tools");
+
+    // The stated counts in README and docs/ agree with the catalogue (the seeds' doc-drift).
+    let mut files = vec![root().join("README.md")];
+    for entry in std::fs::read_dir(root().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    let mut checked = 0;
+    for file in &files {
+        // Prose only: fenced code blocks hold deliberate counter-examples (the README's drift demo).
+        let mut fenced = false;
+        let mut text = String::new();
+        for line in std::fs::read_to_string(file).unwrap().lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+            }
+            text.push_str(if fenced { "" } else { line });
+            text.push('\n');
+        }
+        let reply = admin
+            .policy
+            .check_document(pb::CheckDocumentRequest {
+                text,
+                name: file.display().to_string(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            reply.findings.is_empty(),
+            "{} states counts the catalogue contradicts: {:?}",
+            file.display(),
+            reply.findings
+        );
+        checked += 1;
+    }
+    println!(
+        "docs/TOOLS.md matches the demo catalogue ({count} tools); {checked} documents state no contradicting count"
+    );
+}
