@@ -76,3 +76,33 @@ async fn tools_md_is_generated_from_the_demo_catalogue_and_no_document_contradic
         "docs/TOOLS.md matches the demo catalogue ({count} tools); {checked} documents state no contradicting count"
     );
 }
+
+/// Every RPC of the wire contract has a grpcurl example in docs/grpc-api.md.
+#[test]
+fn every_rpc_has_a_grpcurl_example() {
+    let doc = std::fs::read_to_string(root().join("docs/grpc-api.md")).unwrap();
+    let mut rpcs = 0;
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root().join("proto/toolplane/v1")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let mut service = "";
+        for line in text.lines().map(str::trim) {
+            if let Some(rest) = line.strip_prefix("service ") {
+                service = rest.split_whitespace().next().unwrap_or_default();
+            } else if let Some(rest) = line.strip_prefix("rpc ") {
+                let rpc = rest.split('(').next().unwrap_or_default().trim();
+                let example = format!("toolplane.v1.{service}/{rpc}");
+                rpcs += 1;
+                if !doc.contains(&example) {
+                    missing.push(example);
+                }
+            }
+        }
+    }
+    assert!(rpcs > 40, "{rpcs} RPCs found");
+    assert!(
+        missing.is_empty(),
+        "no grpcurl example in docs/grpc-api.md for {missing:?}"
+    );
+    println!("docs/grpc-api.md has a grpcurl example for each of the {rpcs} RPCs");
+}
