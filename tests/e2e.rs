@@ -4,6 +4,7 @@
     reason = "test helpers outside #[test] functions panic on setup failures by design"
 )]
 
+mod admin_fuzz;
 mod clients;
 mod conformance;
 mod control_plane;
@@ -13,6 +14,7 @@ mod disclosure;
 mod docs;
 mod edge;
 mod fleet;
+mod hostile;
 mod postgres;
 mod up;
 mod wiki;

@@ -46,13 +46,13 @@ pub fn router(state: Arc<EdgeState>) -> Router {
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    let mcp_routes =
-        Router::new()
-            .nest_service("/mcp", service)
-            .layer(middleware::from_fn_with_state(
-                Arc::clone(&state),
-                authenticate,
-            ));
+    let mcp_routes = Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn(check_jsonrpc))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authenticate,
+        ));
     let timeout = state.config.request_timeout();
     let in_flight = Arc::new(Semaphore::new(state.config.mcp.max_in_flight));
     let max_body = state.config.mcp.max_body_bytes;
@@ -105,6 +105,137 @@ fn overloaded() -> Response {
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     response
+}
+
+/// Deepest nesting of `tools/call` arguments forwarded to an executor (the protobuf `Struct`
+/// they travel in is decoded with a recursion limit of 100).
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
+/// Answers malformed JSON-RPC before the MCP transport sees it, with the codes JSON-RPC 2.0
+/// defines: `-32700` (HTTP 400) for a body that is not JSON, `-32600` (HTTP 400) for JSON that
+/// is not one JSON-RPC message (batches included: MCP since 2025-06-18 has none), and `-32602`
+/// for `tools/call` / `tools/list` parameters of the wrong shape or arguments nested deeper
+/// than [`MAX_ARGUMENT_DEPTH`]. Without it the transport answers all of these 415 or -32601.
+async fn check_jsonrpc(request: Request, next: Next) -> Response {
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if request.method() != axum::http::Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body exceeds mcp.max_body_bytes",
+        );
+    };
+    match inspect_jsonrpc(&bytes) {
+        Ok(()) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err((status, id, code, message)) => (
+            status,
+            Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})),
+        )
+            .into_response(),
+    }
+}
+
+type Refusal = (StatusCode, serde_json::Value, i64, String);
+
+fn inspect_jsonrpc(bytes: &[u8]) -> Result<(), Refusal> {
+    use serde_json::Value;
+    let invalid = |message: &str| {
+        (
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32600,
+            message.to_owned(),
+        )
+    };
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32700,
+            format!("parse error: {e}"),
+        )
+    })?;
+    let Value::Object(message) = value else {
+        return Err(invalid(if value.is_array() {
+            "invalid request: JSON-RPC batches are not supported"
+        } else {
+            "invalid request: not a JSON-RPC message"
+        }));
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid("invalid request: \"jsonrpc\" must be \"2.0\""));
+    }
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+        return Err(invalid(
+            "invalid request: \"id\" must be a string or a number",
+        ));
+    }
+    let Some(method) = message.get("method") else {
+        return Ok(()); // a response to a server request: the transport handles it
+    };
+    let Some(method) = method.as_str() else {
+        return Err(invalid("invalid request: \"method\" must be a string"));
+    };
+    let params = message.get("params");
+    let bad_params = |text: &str| {
+        Err((
+            StatusCode::OK,
+            id.clone(),
+            -32602,
+            format!("invalid params: {text}"),
+        ))
+    };
+    match method {
+        "tools/call" => {
+            let Some(Value::Object(params)) = params else {
+                return bad_params("tools/call needs params {name, arguments}");
+            };
+            if !params.get("name").is_some_and(Value::is_string) {
+                return bad_params("params.name must be a string");
+            }
+            match params.get("arguments") {
+                None | Some(Value::Null) => {}
+                Some(arguments @ Value::Object(_)) => {
+                    if depth(arguments) > MAX_ARGUMENT_DEPTH {
+                        return bad_params(&format!(
+                            "arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+                        ));
+                    }
+                }
+                Some(_) => return bad_params("params.arguments must be an object"),
+            }
+        }
+        "tools/list" => {
+            if let Some(params) = params
+                && !params.is_object()
+                && !params.is_null()
+            {
+                return bad_params("params must be an object");
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Nesting depth of a JSON value (a scalar is 0).
+fn depth(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        serde_json::Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 fn json_error(status: StatusCode, message: &str) -> Response {

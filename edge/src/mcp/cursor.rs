@@ -44,4 +44,32 @@ mod tests {
             assert_eq!(decode_cursor(bad), None, "{bad}");
         }
     }
+
+    proptest::proptest! {
+        /// Any string a client sends as a cursor decodes to a valid tool name or to nothing;
+        /// it never panics, and every name the edge encodes comes back unchanged.
+        #[test]
+        fn any_cursor_decodes_to_a_valid_name_or_nothing(cursor in ".{0,400}") {
+            if let Some(name) = decode_cursor(&cursor) {
+                proptest::prop_assert!(tp_registry::ident::check_tool_name(&name).is_ok());
+                proptest::prop_assert_eq!(encode_cursor(&name), cursor);
+            }
+        }
+
+        #[test]
+        fn tagged_base64_garbage_is_refused_or_valid(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let cursor = format!("{TAG}{}", URL_SAFE_NO_PAD.encode(&bytes));
+            let decoded = decode_cursor(&cursor);
+            let valid = std::str::from_utf8(&bytes)
+                .ok()
+                .filter(|s| tp_registry::ident::check_tool_name(s).is_ok() && cursor.len() - TAG.len() <= 256);
+            proptest::prop_assert_eq!(decoded.as_deref(), valid);
+        }
+
+        #[test]
+        fn every_valid_name_round_trips(name in "[A-Za-z0-9_.-]{1,128}") {
+            proptest::prop_assume!(tp_registry::ident::check_tool_name(&name).is_ok());
+            proptest::prop_assert_eq!(decode_cursor(&encode_cursor(&name)), Some(name));
+        }
+    }
 }
