@@ -11,24 +11,12 @@ use tonic::Code;
 use tp_proto::pb;
 use tp_test_support::ControlPlaneProcess;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use crate::rng::Rng;
 
 fn mutate(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
     let mut out = bytes.to_vec();
-    for _ in 0..=rng.below(2) / 2 {
-        let at = rng.below(out.len().max(1));
+    for _ in 0..=rng.below(2) as usize / 2 {
+        let at = rng.below(out.len().max(1) as u64) as usize;
         match rng.below(6) {
             0 if !out.is_empty() => out[at] ^= 1 << rng.below(8),
             1 if !out.is_empty() => out[at] = rng.next() as u8,
@@ -38,7 +26,7 @@ fn mutate(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
             }
             4 => out.truncate(at),
             _ => {
-                let end = (at + rng.below(16)).min(out.len());
+                let end = (at + rng.below(16) as usize).min(out.len());
                 let slice = out[at.min(end)..end].to_vec();
                 out.splice(at.min(out.len())..at.min(out.len()), slice);
             }

@@ -5,6 +5,7 @@
 )]
 
 mod admin_fuzz;
+mod adversarial;
 mod clients;
 mod conformance;
 mod control_plane;
@@ -13,8 +14,10 @@ mod deploy;
 mod disclosure;
 mod docs;
 mod edge;
+mod faults;
 mod fleet;
 mod hostile;
 mod postgres;
+mod rng;
 mod up;
 mod wiki;

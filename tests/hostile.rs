@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tp_test_support::McpHttp;
 
 use crate::fleet::{Fleet, LEGACY, STATELESS};
+use crate::rng::Rng;
 
 /// `case → (status, JSON-RPC code or "—")` from the table in docs/reliability.md.
 fn documented() -> BTreeMap<String, (u16, String)> {
@@ -199,50 +200,6 @@ async fn hostile_http_requests_get_their_documented_answers_and_the_edge_stays_u
     );
 }
 
-/// A small deterministic generator (xorshift64*), so a failing input can be replayed by seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-    fn string(&mut self) -> String {
-        let alphabet = [
-            "a", "Z", "0", "_", ".", "/", "..", "%2e", "\\", "\"", "{", "}", "[", "]", ":", ",",
-            "\u{0}", "\u{202e}", "é", "😀", " ", "\n", "$", "'", "`",
-        ];
-        let len = self.below(24);
-        (0..len).map(|_| *self.pick(&alphabet)).collect()
-    }
-    fn value(&mut self, depth: u32) -> Value {
-        match self.below(if depth > 3 { 5 } else { 8 }) {
-            0 => Value::Null,
-            1 => json!(self.next().is_multiple_of(2)),
-            2 => json!(self.next() as i64),
-            3 => json!(f64::from(self.below(1000) as u32) / 7.0),
-            4 => json!(self.string()),
-            5 | 6 => {
-                let n = self.below(4);
-                let mut map = serde_json::Map::new();
-                for _ in 0..n {
-                    map.insert(self.string(), self.value(depth + 1));
-                }
-                Value::Object(map)
-            }
-            _ => Value::Array((0..self.below(4)).map(|_| self.value(depth + 1)).collect()),
-        }
-    }
-}
-
 /// Random requests, seeded: structured JSON-RPC with random methods, names, cursors and
 /// arguments; random JSON; random bytes. Every reply is a documented status with a body the
 /// client can read, no input panics the edge, and afterwards it still answers correctly.
@@ -317,7 +274,7 @@ async fn seeded_random_requests_never_panic_the_edge() {
             )
             .await;
         assert!(
-            matches!(reply.status, 200 | 202 | 400 | 404 | 405 | 406 | 415 | 422),
+            matches!(reply.status, 200 | 202 | 400),
             "seed {seed} input #{i} {:?}: status {} {}",
             String::from_utf8_lossy(&body),
             reply.status,

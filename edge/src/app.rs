@@ -133,21 +133,41 @@ async fn check_jsonrpc(request: Request, next: Next) -> Response {
         );
     };
     match inspect_jsonrpc(&bytes) {
-        Ok(()) => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
+        Ok(request) => {
+            let response = next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+            // The transport answers a JSON-RPC message whose params do not fit its method's
+            // type with 415 and plain text; the body was JSON, so that is invalid params.
+            match request {
+                Some((id, method)) if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                    let status = if id.is_null() {
+                        StatusCode::BAD_REQUEST
+                    } else {
+                        StatusCode::OK
+                    };
+                    jsonrpc_error(status, id, -32602, &format!("invalid params for {method}"))
+                }
+                _ => response,
+            }
         }
-        Err((status, id, code, message)) => (
-            status,
-            Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})),
-        )
-            .into_response(),
+        Err((status, id, code, message)) => jsonrpc_error(status, id, code, &message),
     }
+}
+
+fn jsonrpc_error(status: StatusCode, id: serde_json::Value, code: i64, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})),
+    )
+        .into_response()
 }
 
 type Refusal = (StatusCode, serde_json::Value, i64, String);
 
-fn inspect_jsonrpc(bytes: &[u8]) -> Result<(), Refusal> {
+/// `Ok(Some((id, method)))` for a request or notification worth passing on, `Ok(None)` for a
+/// response to a server request.
+fn inspect_jsonrpc(bytes: &[u8]) -> Result<Option<(serde_json::Value, String)>, Refusal> {
     use serde_json::Value;
     let invalid = |message: &str| {
         (
@@ -182,7 +202,7 @@ fn inspect_jsonrpc(bytes: &[u8]) -> Result<(), Refusal> {
         ));
     }
     let Some(method) = message.get("method") else {
-        return Ok(()); // a response to a server request: the transport handles it
+        return Ok(None); // a response to a server request: the transport handles it
     };
     let Some(method) = method.as_str() else {
         return Err(invalid("invalid request: \"method\" must be a string"));
@@ -226,7 +246,7 @@ fn inspect_jsonrpc(bytes: &[u8]) -> Result<(), Refusal> {
         }
         _ => {}
     }
-    Ok(())
+    Ok(Some((id, method.to_owned())))
 }
 
 /// Nesting depth of a JSON value (a scalar is 0).

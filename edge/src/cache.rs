@@ -362,17 +362,37 @@ impl Caches {
 
     /// Drops what a change made stale that lazy revision checks cannot catch: the shared
     /// identity of a changed key (a fresh edge could otherwise trust it during an outage).
-    pub async fn forget_key(&self, key_id: &str) {
-        if let Some(shared) = &self.shared {
-            let by_key_id = shared.key(&["idk", key_id]);
-            if let Some(hash) = shared
-                .get(&by_key_id)
-                .await
-                .and_then(|b| String::from_utf8(b).ok())
-            {
-                shared.del(&shared.key(&["id", &hash])).await;
-                self.identities.invalidate(&hash).await;
-            }
+    /// An identity resolved at or after `revision` already reflects the change and is kept —
+    /// a fresh edge replays the change log from the start, and must not forget the keys it
+    /// verified a moment ago (it would then have nothing to serve them from in an outage).
+    pub async fn forget_key(&self, key_id: &str, revision: u64) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let by_key_id = shared.key(&["idk", key_id]);
+        let Some(hash) = shared
+            .get(&by_key_id)
+            .await
+            .and_then(|b| String::from_utf8(b).ok())
+        else {
+            return;
+        };
+        let shared_key = shared.key(&["id", &hash]);
+        let stored = shared
+            .get(&shared_key)
+            .await
+            .and_then(|b| pb::Identity::decode(b.as_slice()).ok());
+        if stored.is_some_and(|identity| identity.revision >= revision) {
+            return;
+        }
+        shared.del(&shared_key).await;
+        if self
+            .identities
+            .get(&hash)
+            .await
+            .is_none_or(|identity| identity.revision < revision)
+        {
+            self.identities.invalidate(&hash).await;
         }
     }
 

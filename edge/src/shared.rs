@@ -52,7 +52,19 @@ impl Shared {
                         *background.connection.write().await = Some(connection);
                         background.healthy.store(true, Ordering::Relaxed);
                         tracing::info!("connected to redis");
-                        return;
+                        // Keep readiness true to Redis's state even while every request is an
+                        // L1 hit: one PING a second (the connection manager reconnects).
+                        let weak = Arc::downgrade(&background);
+                        drop(background);
+                        loop {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            let Some(shared) = weak.upgrade() else { return };
+                            shared
+                                .run("ping", async |c: &mut ConnectionManager| {
+                                    redis::cmd("PING").query_async::<String>(c).await
+                                })
+                                .await;
+                        }
                     }
                     Err(error) => {
                         tracing::warn!(%error, "redis unreachable; serving without the shared cache");

@@ -89,6 +89,7 @@ pub async fn run(
                 Ok(Some(Ok(event))) => event,
                 Ok(Some(Err(status))) => {
                     tracing::warn!(control_plane = %url, error = %status.message(), "watch stream failed");
+                    control.set_reachable(false);
                     break;
                 }
                 Ok(None) => {
@@ -98,6 +99,9 @@ pub async fn run(
                 Err(_) => {
                     tracing::warn!(control_plane = %url, silent_for = ?last_message.elapsed(), "watch stream is dead (no heartbeat)");
                     metrics::counter!("tp_edge_watch_dead_total").increment(1);
+                    // Until a stream opens again, lookups go to the caches first instead of
+                    // waiting on a path that has gone silent.
+                    control.set_reachable(false);
                     break;
                 }
             };
@@ -108,7 +112,7 @@ pub async fn run(
                     let Invalidated { all, tenants } = versions.apply(&change);
                     for item in &change.items {
                         if item.kind == pb::ObjectKind::ApiKey as i32 {
-                            caches.forget_key(&item.key).await;
+                            caches.forget_key(&item.key, change.revision).await;
                         }
                     }
                     let now_ms = u64::try_from(

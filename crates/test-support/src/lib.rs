@@ -6,6 +6,7 @@
 
 pub mod http;
 pub mod process;
+pub mod proxy;
 pub mod services;
 
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 pub use http::{HttpReply, McpHttp};
 pub use process::{ControlPlaneProcess, PgDatabase, Process};
+pub use proxy::StallProxy;
 pub use services::{EdgeProcess, ExecutorProcess, RedisProcess, WikiProcess, free_port};
 
 /// `target/debug` (or wherever the test executable's profile directory is).

@@ -140,11 +140,20 @@ impl ControlPlaneProcess {
         args: Vec<String>,
         envs: Vec<(&'static str, String)>,
     ) -> ControlPlaneProcess {
+        Self::spawn_at(data_dir, "127.0.0.1:0", args, envs).await
+    }
+
+    async fn spawn_at(
+        data_dir: &Path,
+        listen: &str,
+        args: Vec<String>,
+        envs: Vec<(&'static str, String)>,
+    ) -> ControlPlaneProcess {
         let ready = data_dir.join("ready");
         let _ = std::fs::remove_file(&ready);
         let mut full = vec![
             "--listen".to_owned(),
-            "127.0.0.1:0".to_owned(),
+            listen.to_owned(),
             "--data-dir".to_owned(),
             data_dir.display().to_string(),
             "--ready-file".to_owned(),
@@ -171,6 +180,19 @@ impl ControlPlaneProcess {
             Self::start_with_env(&self.data_dir, self.args.clone(), self.envs.clone()).await;
         self.process = restarted.process;
         self.addr = restarted.addr;
+    }
+
+    /// Starts again on the same data directory and the same port (after a kill), so that
+    /// clients configured with its address find it again.
+    pub async fn restart_same_port(&mut self) {
+        let restarted = Self::spawn_at(
+            &self.data_dir,
+            &self.addr,
+            self.args.clone(),
+            self.envs.clone(),
+        )
+        .await;
+        self.process = restarted.process;
     }
 
     /// `http://addr`.
