@@ -27,9 +27,22 @@ const TOOLS: [&str; 11] = [
     "test_streaming_elicitation",
 ];
 
+/// The tools an MCP upstream (`tests/clients/conformance_upstream.mjs`) implements.
+const UPSTREAM_TOOLS: [&str; 8] = [
+    "test_simple_text",
+    "test_image_content",
+    "test_audio_content",
+    "test_embedded_resource",
+    "test_multiple_content_types",
+    "test_tool_with_logging",
+    "test_tool_with_progress",
+    "test_error_handling",
+];
+
 struct Target {
     _cp: ControlPlaneProcess,
     _executor: ExecutorProcess,
+    _upstream: Option<tp_test_support::Process>,
     edge: EdgeProcess,
 }
 
@@ -37,6 +50,12 @@ impl Target {
     /// A control plane with a `conformance` tenant whose registry is the suite's tools, and an
     /// edge that serves that tenant to unauthenticated clients (the suite sends no key).
     async fn start() -> Target {
+        Self::start_with(false).await
+    }
+
+    /// With `upstream`, the tools in [`UPSTREAM_TOOLS`] run on an MCP server built with the
+    /// official TypeScript SDK, reached as an MCP executor.
+    async fn start_with(upstream: bool) -> Target {
         let cp = ControlPlaneProcess::start(false).await;
         let executor = ExecutorProcess::start().await;
         let mut admin = cp.admin().await;
@@ -53,6 +72,50 @@ impl Target {
             })
             .await
             .unwrap();
+        let upstream_process = if upstream {
+            let port = tp_test_support::free_port();
+            let log = std::env::temp_dir().join(format!("conformance-upstream-{port}.log"));
+            let process = tp_test_support::Process::spawn(
+                &node(),
+                &[
+                    node_dir()
+                        .join("conformance_upstream.mjs")
+                        .display()
+                        .to_string(),
+                    port.to_string(),
+                ],
+                &log,
+                &[],
+            );
+            tp_test_support::eventually(
+                "the upstream to listen",
+                Duration::from_secs(30),
+                || async move {
+                    tokio::net::TcpStream::connect(("127.0.0.1", port))
+                        .await
+                        .ok()
+                        .map(|_| ())
+                },
+            )
+            .await;
+            admin
+                .executors
+                .upsert_executor(pb::UpsertExecutorRequest {
+                    executor: Some(pb::ExecutorInfo {
+                        name: "upstream".into(),
+                        endpoint: format!("http://127.0.0.1:{port}/mcp"),
+                        protocol: pb::ExecutorProtocol::Mcp as i32,
+                        timeout_ms: 10_000,
+                        max_concurrency: 64,
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .unwrap();
+            Some(process)
+        } else {
+            None
+        };
         admin
             .policy
             .create_adr(pb::CreateAdrRequest {
@@ -104,7 +167,11 @@ impl Target {
                         category: "conformance".into(),
                         provider: "conformance".into(),
                         input_schema: to_struct(&schema),
-                        executor: "demo".into(),
+                        executor: if upstream && UPSTREAM_TOOLS.contains(&name) {
+                            "upstream".into()
+                        } else {
+                            "demo".into()
+                        },
                         client_capabilities: if name == "test_missing_capability" {
                             vec!["sampling".into()]
                         } else {
@@ -143,6 +210,7 @@ impl Target {
         Target {
             _cp: cp,
             _executor: executor,
+            _upstream: upstream_process,
             edge,
         }
     }
@@ -155,7 +223,10 @@ impl Target {
 /// Runs one conformance CLI against the target, with a baseline; panics with the CLI's output
 /// unless it exits 0 (every failure expected, no stale expectation).
 async fn run_suite(package: &str, args: &[&str], baseline: &str) {
-    let target = Target::start().await;
+    run_suite_on(&Target::start().await, package, args, baseline).await;
+}
+
+async fn run_suite_on(target: &Target, package: &str, args: &[&str], baseline: &str) {
     // TOOLPLANE_CONFORMANCE_KEEP=1 keeps the per-scenario results (checks.json) for debugging.
     let mut guard = Some(tempfile::tempdir().unwrap());
     let out = guard.as_ref().unwrap().path().to_owned();
@@ -248,4 +319,38 @@ async fn conformance_json_schema_2020_12_at_2026_07_28() {
         "conformance-baseline-2026-07-28.yml",
     )
     .await;
+}
+
+/// The suite's tool scenarios through the edge against an MCP upstream that implements them:
+/// content types, logging, progress and errors cross two MCP hops unchanged.
+#[tokio::test]
+async fn conformance_tool_scenarios_through_an_mcp_upstream() {
+    for scenario in [
+        "tools-call-simple-text",
+        "tools-call-image",
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
+        "tools-call-with-logging",
+        "tools-call-error",
+        "tools-call-with-progress",
+    ] {
+        let target = Target::start_with(true).await;
+        run_suite_on(
+            &target,
+            "conformance-stable",
+            &["--scenario", scenario],
+            "conformance-baseline.yml",
+        )
+        .await;
+        // The calls really crossed the MCP hop.
+        let (_, metrics) = target.edge.get("/metrics").await;
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("tp_edge_executor_calls_total")
+                    && l.contains("executor=\"upstream\"")),
+            "{scenario}: no call reached the upstream:\n{metrics}"
+        );
+    }
 }

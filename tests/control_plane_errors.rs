@@ -565,6 +565,61 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         .await,
     );
     t.check(
+        "executor: tool_prefix on a gRPC executor",
+        Code::InvalidArgument,
+        ex.upsert_executor(pb::UpsertExecutorRequest {
+            executor: Some(pb::ExecutorInfo {
+                name: "e1".into(),
+                endpoint: "http://127.0.0.1:1".into(),
+                tool_prefix: "x_".into(),
+                ..Default::default()
+            }),
+        })
+        .await,
+    );
+    t.check(
+        "executor: credential_env not a variable name",
+        Code::InvalidArgument,
+        ex.upsert_executor(pb::UpsertExecutorRequest {
+            executor: Some(pb::ExecutorInfo {
+                name: "e1".into(),
+                endpoint: "http://127.0.0.1:1/mcp".into(),
+                protocol: pb::ExecutorProtocol::Mcp as i32,
+                credential_env: "my token".into(),
+                ..Default::default()
+            }),
+        })
+        .await,
+    );
+    t.check(
+        "executor: credential_header without credential_env",
+        Code::InvalidArgument,
+        ex.upsert_executor(pb::UpsertExecutorRequest {
+            executor: Some(pb::ExecutorInfo {
+                name: "e1".into(),
+                endpoint: "http://127.0.0.1:1/mcp".into(),
+                protocol: pb::ExecutorProtocol::Mcp as i32,
+                credential_header: "x-api-key".into(),
+                ..Default::default()
+            }),
+        })
+        .await,
+    );
+    t.check(
+        "executor: tool_prefix with a slash",
+        Code::InvalidArgument,
+        ex.upsert_executor(pb::UpsertExecutorRequest {
+            executor: Some(pb::ExecutorInfo {
+                name: "e1".into(),
+                endpoint: "http://127.0.0.1:1/mcp".into(),
+                protocol: pb::ExecutorProtocol::Mcp as i32,
+                tool_prefix: "a/b".into(),
+                ..Default::default()
+            }),
+        })
+        .await,
+    );
+    t.check(
         "executor: delete in use",
         Code::FailedPrecondition,
         ex.delete_executor(pb::DeleteExecutorRequest {

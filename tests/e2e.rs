@@ -20,4 +20,5 @@ mod hostile;
 mod postgres;
 mod rng;
 mod up;
+mod upstream;
 mod wiki;

@@ -82,7 +82,9 @@ enum BreakerState {
 
 struct Handle {
     info: Executor,
-    client: ExecutorClient<Channel>,
+    /// The gRPC contract's client, or the MCP upstream's session holder.
+    client: Option<ExecutorClient<Channel>>,
+    upstream: Option<Arc<crate::upstream::Upstream>>,
     permits: Arc<Semaphore>,
     breaker: Mutex<BreakerState>,
 }
@@ -184,19 +186,34 @@ impl Executors {
         {
             return Ok(Arc::clone(handle));
         }
-        let endpoint = Endpoint::from_shared(info.endpoint.clone())
-            .map_err(|e| ForwardError::Unreachable {
-                executor: info.name.clone(),
-                message: e.to_string(),
-            })?
-            .connect_timeout(self.settings.connect_timeout)
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(15))
-            .keep_alive_timeout(Duration::from_secs(5));
+        let (client, upstream) = match info.protocol {
+            ExecutorProtocol::Grpc => {
+                let endpoint = Endpoint::from_shared(info.endpoint.clone())
+                    .map_err(|e| ForwardError::Unreachable {
+                        executor: info.name.clone(),
+                        message: e.to_string(),
+                    })?
+                    .connect_timeout(self.settings.connect_timeout)
+                    .tcp_nodelay(true)
+                    .http2_keep_alive_interval(Duration::from_secs(15))
+                    .keep_alive_timeout(Duration::from_secs(5));
+                (
+                    Some(
+                        ExecutorClient::new(endpoint.connect_lazy())
+                            .max_decoding_message_size(32 * 1024 * 1024),
+                    ),
+                    None,
+                )
+            }
+            ExecutorProtocol::Mcp => (
+                None,
+                Some(Arc::new(crate::upstream::Upstream::new(info.clone()))),
+            ),
+        };
         let handle = Arc::new(Handle {
             info: info.clone(),
-            client: ExecutorClient::new(endpoint.connect_lazy())
-                .max_decoding_message_size(32 * 1024 * 1024),
+            client,
+            upstream,
             permits: Arc::new(Semaphore::new(info.max_concurrency as usize)),
             breaker: Mutex::new(BreakerState::Closed { failures: 0 }),
         });
@@ -215,9 +232,6 @@ impl Executors {
         idempotent: bool,
         on_event: &mut (dyn FnMut(CallEvent) + Send),
     ) -> Result<pb::Result, ForwardError> {
-        if info.protocol != ExecutorProtocol::Grpc {
-            return Err(ForwardError::Unsupported(info.name.clone()));
-        }
         let handle = self.handle(info)?;
         let executor_deadline = Instant::now() + Duration::from_millis(u64::from(info.timeout_ms));
         let deadline = deadline.min(executor_deadline);
@@ -285,9 +299,33 @@ async fn call(
 ) -> Result<pb::Result, ForwardError> {
     let name = &handle.info.name;
     let timeout_ms = u64::from(handle.info.timeout_ms);
+    if let Some(upstream) = &handle.upstream {
+        let arguments = request.arguments.as_ref().and_then(|arguments| {
+            match tp_proto::json::from_struct(arguments) {
+                serde_json::Value::Object(map) => Some(map),
+                _ => None,
+            }
+        });
+        return upstream
+            .call(&request.tool, arguments, on_event)
+            .await
+            .map_err(|error| match error {
+                crate::upstream::UpstreamError::Unreachable(message) => ForwardError::Unreachable {
+                    executor: name.clone(),
+                    message,
+                },
+                crate::upstream::UpstreamError::Failed(message) => ForwardError::Failed {
+                    executor: name.clone(),
+                    code: Code::Unknown,
+                    message,
+                },
+            });
+    }
+    let Some(mut client) = handle.client.clone() else {
+        return Err(ForwardError::Unsupported(name.clone()));
+    };
     let mut grpc_request = tonic::Request::new(request);
     grpc_request.set_timeout(deadline.saturating_duration_since(Instant::now()));
-    let mut client = handle.client.clone();
     let mut stream = client
         .invoke(grpc_request)
         .await

@@ -3,7 +3,7 @@
 //!
 //! Reading order: [`app`] (HTTP, auth) → [`mcp`] (list and call) → [`cache`] (L1/L2/L3) →
 //! [`versions`] + [`watch`] (push invalidation) → [`forward`] (executors: deadlines,
-//! breakers, limits) → [`limits`], [`audit`].
+//! breakers, limits; [`upstream`] for MCP servers as executors) → [`limits`], [`audit`].
 
 pub mod app;
 pub mod audit;
@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod registry;
 pub mod shared;
 pub mod state;
+pub mod upstream;
 pub mod versions;
 pub mod watch;
 

@@ -6,6 +6,7 @@ mod commands;
 pub mod output;
 pub mod transfer;
 pub mod up;
+pub mod upstreams;
 
 use std::path::PathBuf;
 
@@ -320,6 +321,57 @@ pub enum ExecutorsCmd {
         /// Description.
         #[arg(long, default_value = "")]
         description: String,
+        /// MCP executors: prefix of its tools' catalogue names, stripped before calling the
+        /// upstream.
+        #[arg(long, default_value = "")]
+        tool_prefix: String,
+        /// MCP executors: environment variable, on each edge, holding the upstream credential.
+        #[arg(long, default_value = "")]
+        credential_env: String,
+        /// Header carrying it (default `authorization`, where a bare token is sent as Bearer).
+        #[arg(long, default_value = "")]
+        credential_header: String,
+    },
+    /// Read an MCP executor's live `tools/list` and print catalogue entries for its tools
+    /// (names prefixed with the executor's `tool_prefix`), ready for `tools register`; with
+    /// `--register`, register them (through the ceiling, citing `--adr` or `--owner`/`--scope`).
+    Import {
+        /// The executor (protocol mcp).
+        name: String,
+        /// Provider the imported tools need (empty = platform tools, visible to every tenant).
+        #[arg(long, default_value = "")]
+        provider: String,
+        /// Category of the imported tools.
+        #[arg(long, default_value = "mcp")]
+        category: String,
+        /// Only these upstream tools (comma-separated; default all).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Register the proposals instead of printing them.
+        #[arg(long)]
+        register: bool,
+        /// ADR admitting the tools.
+        #[arg(long, default_value = "")]
+        adr: String,
+        /// Owner admitting the tools (with --scope) when there is no ADR.
+        #[arg(long, default_value = "")]
+        owner: String,
+        /// What the owner admits them for.
+        #[arg(long, default_value = "")]
+        scope: String,
+        /// Credential for reading the upstream's list (default: the executor's credential_env,
+        /// read from this shell's environment).
+        #[arg(long, env = "TOOLPLANE_UPSTREAM_CREDENTIAL", hide_env_values = true)]
+        credential: Option<String>,
+    },
+    /// Compare the catalogue's tools of an MCP executor with the upstream's live list: added,
+    /// removed and changed schemas. Exits 1 on drift.
+    Drift {
+        /// The executor (protocol mcp).
+        name: String,
+        /// Credential (as for import).
+        #[arg(long, env = "TOOLPLANE_UPSTREAM_CREDENTIAL", hide_env_values = true)]
+        credential: Option<String>,
     },
     /// Delete an executor no live tool uses.
     Delete {

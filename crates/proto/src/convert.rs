@@ -451,6 +451,9 @@ pub fn try_executor(executor: Option<pb::ExecutorInfo>) -> DomainResult<domain::
             executor.max_concurrency
         },
         description: executor.description,
+        tool_prefix: executor.tool_prefix,
+        credential_env: executor.credential_env,
+        credential_header: executor.credential_header,
     })
 }
 
@@ -467,6 +470,9 @@ impl From<&domain::Executor> for pb::ExecutorInfo {
             timeout_ms: e.timeout_ms,
             max_concurrency: e.max_concurrency,
             description: e.description.clone(),
+            tool_prefix: e.tool_prefix.clone(),
+            credential_env: e.credential_env.clone(),
+            credential_header: e.credential_header.clone(),
         }
     }
 }
@@ -480,6 +486,9 @@ impl From<&pb::ExecutorInfo> for domain::Executor {
             timeout_ms: DEFAULT_EXECUTOR_TIMEOUT_MS,
             max_concurrency: DEFAULT_EXECUTOR_CONCURRENCY,
             description: e.description.clone(),
+            tool_prefix: String::new(),
+            credential_env: String::new(),
+            credential_header: String::new(),
         })
     }
 }

@@ -127,6 +127,16 @@ pub struct Executor {
     /// What it runs.
     #[serde(default)]
     pub description: String,
+    /// MCP executors: prefix of the catalogue names of its tools, stripped before calling the
+    /// upstream.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tool_prefix: String,
+    /// MCP executors: environment variable on the edges holding the upstream credential.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub credential_env: String,
+    /// Header carrying the credential (empty = `authorization`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub credential_header: String,
 }
 
 /// A provider (an external API connection, e.g. `google`).
@@ -314,6 +324,55 @@ impl Executor {
             "executor.description",
             check_text(&self.description, MAX_DESCRIPTION, false),
         );
+        let mcp_only = self.protocol != ExecutorProtocol::Mcp;
+        if !self.tool_prefix.is_empty() {
+            if mcp_only {
+                v.add("executor.tool_prefix", "only for MCP executors");
+            } else if self.tool_prefix.len() > 64
+                || !self
+                    .tool_prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            {
+                v.add(
+                    "executor.tool_prefix",
+                    "at most 64 characters of [A-Za-z0-9_.-]",
+                );
+            }
+        }
+        if !self.credential_env.is_empty() {
+            if mcp_only {
+                v.add("executor.credential_env", "only for MCP executors");
+            } else if self.credential_env.len() > 128
+                || self
+                    .credential_env
+                    .starts_with(|c: char| c.is_ascii_digit())
+                || !self
+                    .credential_env
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                v.add(
+                    "executor.credential_env",
+                    "an environment variable name: [A-Z_][A-Z0-9_]*",
+                );
+            }
+        }
+        if !self.credential_header.is_empty() {
+            if self.credential_env.is_empty() {
+                v.add("executor.credential_header", "needs credential_env");
+            } else if self.credential_header.len() > 64
+                || !self
+                    .credential_header
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
+                v.add(
+                    "executor.credential_header",
+                    "an HTTP header name: [A-Za-z0-9-]",
+                );
+            }
+        }
         v.finish()?;
         Ok(self)
     }

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 pub use http::{HttpReply, McpHttp};
 pub use process::{ControlPlaneProcess, PgDatabase, Process};
 pub use proxy::StallProxy;
-pub use services::{EdgeProcess, ExecutorProcess, RedisProcess, WikiProcess, free_port};
+pub use services::{
+    EdgeProcess, ExecutorProcess, RedisProcess, WikiProcess, free_port, wait_for_port,
+};
 
 /// `target/debug` (or wherever the test executable's profile directory is).
 pub fn target_dir() -> PathBuf {

@@ -105,6 +105,17 @@ impl RedisProcess {
     }
 }
 
+/// Waits (up to 30 s) until something accepts TCP connections on `127.0.0.1:port`.
+pub async fn wait_for_port(port: u16, what: &str) {
+    eventually(what, Duration::from_secs(30), || async move {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+}
+
 /// Finds a program on PATH.
 pub fn which(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
@@ -231,6 +242,17 @@ impl EdgeProcess {
         redis: Option<&str>,
         extra_toml: &str,
     ) -> EdgeProcess {
+        Self::start_with_env(cp, control_planes, redis, extra_toml, &[]).await
+    }
+
+    /// [`EdgeProcess::start`] with environment variables (e.g. an MCP upstream's credential).
+    pub async fn start_with_env(
+        cp: &ControlPlaneProcess,
+        control_planes: &[String],
+        redis: Option<&str>,
+        extra_toml: &str,
+        envs: &[(&str, String)],
+    ) -> EdgeProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let urls: Vec<String> = control_planes.iter().map(|u| format!("{u:?}")).collect();
         let config = format!(
@@ -248,8 +270,12 @@ impl EdgeProcess {
             "--ready-file".to_owned(),
             ready.display().to_string(),
         ];
-        let mut process =
-            Process::spawn(&binary("tp-edge"), &args, &dir.path().join("edge.log"), &[]);
+        let mut process = Process::spawn(
+            &binary("tp-edge"),
+            &args,
+            &dir.path().join("edge.log"),
+            envs,
+        );
         let addr = wait_ready(&ready, &mut process).await;
         EdgeProcess { process, addr, dir }
     }

@@ -1,0 +1,502 @@
+//! MCP upstreams as executors: an existing MCP server, reached over Streamable HTTP, runs the
+//! catalogue tools routed to it. The edge is the upstream's client: it negotiates 2026-07-28
+//! (`server/discover`) and falls back to the 2025-11-25 `initialize` handshake, holds one
+//! upstream session per executor (never shown to the caller, who may reach any edge), sends
+//! the executor's own credential (never the caller's key), strips the executor's tool prefix,
+//! relays progress (and, for the only call in flight, log messages), and hands back the result
+//! with its content blocks, `structuredContent` and `isError` intact.
+
+// MCP logging is deprecated by SEP-2577 but still what 2025-11-25 servers send; relay it.
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
+    Implementation, LoggingLevel, LoggingMessageNotificationParam, NumberOrString,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult, Tool,
+};
+use rmcp::service::{
+    ClientLifecycleMode, NotificationContext, PeerRequestOptions, RequestHandle, RunningService,
+    serve_client_with_lifecycle,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tp_proto::pb;
+use tp_registry::Executor;
+
+use crate::forward::CallEvent;
+
+/// Why an upstream call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// No session could be opened (connect, handshake, authentication).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The upstream answered the call with a JSON-RPC error, or the session broke mid-call.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Progress that arrived before its call registered (the request is on the wire before the
+/// call learns its token); claimed on registration, the oldest dropped beyond this many.
+const EARLY_EVENTS: usize = 256;
+
+#[derive(Default)]
+struct Routes {
+    calls: HashMap<String, mpsc::UnboundedSender<CallEvent>>,
+    early: std::collections::VecDeque<(String, CallEvent)>,
+}
+
+/// Receives the upstream's notifications and routes them to the call they belong to.
+#[derive(Clone, Default)]
+struct Relay {
+    routes: Arc<Mutex<Routes>>,
+}
+
+impl Relay {
+    fn register(&self, token: String, sink: mpsc::UnboundedSender<CallEvent>) {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let early = std::mem::take(&mut routes.early);
+        for (owner, event) in early {
+            if owner == token {
+                let _ = sink.send(event);
+            } else {
+                routes.early.push_back((owner, event));
+            }
+        }
+        routes.calls.insert(token, sink);
+    }
+
+    fn unregister(&self, token: &str) {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes.calls.remove(token);
+    }
+}
+
+impl ClientHandler for Relay {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let token = token_key(&params.progress_token);
+        let event = CallEvent::Progress(pb::Progress {
+            progress: params.progress,
+            total: params.total.unwrap_or(0.0),
+            message: params.message.unwrap_or_default(),
+        });
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        match routes.calls.get(&token) {
+            Some(sink) => {
+                let _ = sink.send(event);
+            }
+            None => {
+                if routes.early.len() == EARLY_EVENTS {
+                    routes.early.pop_front();
+                }
+                routes.early.push_back((token, event));
+            }
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // Log notifications name no request: relay them only when exactly one call is in
+        // flight on this session, so that no caller ever sees another's log line.
+        let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        if routes.calls.len() != 1 {
+            return;
+        }
+        let level = match params.level {
+            LoggingLevel::Debug => pb::LogLevel::Debug,
+            LoggingLevel::Info | LoggingLevel::Notice => pb::LogLevel::Info,
+            LoggingLevel::Warning => pb::LogLevel::Warning,
+            _ => pb::LogLevel::Error,
+        };
+        let message = match params.data {
+            Value::String(text) => text,
+            other => other.to_string(),
+        };
+        if let Some(sink) = routes.calls.values().next() {
+            let _ = sink.send(CallEvent::Log(pb::Log {
+                level: level as i32,
+                message,
+            }));
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("toolplane-edge", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+fn token_key(token: &ProgressToken) -> String {
+    match &token.0 {
+        NumberOrString::Number(n) => n.to_string(),
+        NumberOrString::String(s) => s.to_string(),
+    }
+}
+
+/// A call still waiting for its answer: dropped unanswered (the caller's deadline passed, or
+/// the caller went away), it tells the upstream to stop.
+struct Pending(Option<RequestHandle<RoleClient>>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            tokio::spawn(async move {
+                let _ = handle
+                    .cancel(Some("the caller's deadline passed".into()))
+                    .await;
+            });
+        }
+    }
+}
+
+/// One open upstream session.
+struct Session {
+    service: RunningService<RoleClient, Relay>,
+    relay: Relay,
+}
+
+/// An MCP executor's upstream: its session, opened on first use and reopened after it breaks.
+pub struct Upstream {
+    info: Executor,
+    /// `(header, value)` sent to the upstream, or why it is missing.
+    credential: Result<Option<(String, String)>, String>,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("executor", &self.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The credential an executor names, read from this process's environment: `(header, value)`.
+pub fn credential(info: &Executor) -> Result<Option<(String, String)>, String> {
+    if info.credential_env.is_empty() {
+        return Ok(None);
+    }
+    let value = std::env::var(&info.credential_env).map_err(|_| {
+        format!(
+            "the credential for MCP executor {:?} is not set: environment variable {} is missing on this edge",
+            info.name, info.credential_env
+        )
+    })?;
+    let header = if info.credential_header.is_empty() {
+        "authorization".to_owned()
+    } else {
+        info.credential_header.to_ascii_lowercase()
+    };
+    Ok(Some((header, value)))
+}
+
+/// Opens a session to an MCP server: 2026-07-28 when it speaks it, else 2025-11-25.
+async fn open(
+    info: &Executor,
+    credential: Result<Option<(String, String)>, String>,
+) -> Result<Session, UpstreamError> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(info.endpoint.clone());
+    config.allow_stateless = true;
+    match credential.map_err(UpstreamError::Unreachable)? {
+        Some((header, value)) if header == "authorization" => {
+            let token = value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("bearer "))
+                .unwrap_or(&value);
+            config.auth_header = Some(token.to_owned());
+        }
+        Some((header, value)) => {
+            let name = http::HeaderName::from_bytes(header.as_bytes())
+                .map_err(|e| UpstreamError::Unreachable(format!("credential header: {e}")))?;
+            let value = http::HeaderValue::from_str(&value)
+                .map_err(|e| UpstreamError::Unreachable(format!("credential value: {e}")))?;
+            config.custom_headers.insert(name, value);
+        }
+        None => {}
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let relay = Relay::default();
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    let service = serve_client_with_lifecycle(relay.clone(), transport, lifecycle)
+        .await
+        .map_err(|e| UpstreamError::Unreachable(format!("cannot open an MCP session: {e}")))?;
+    Ok(Session { service, relay })
+}
+
+impl Upstream {
+    /// An upstream for `info`, its credential read from this process's environment; nothing
+    /// is opened yet.
+    pub fn new(info: Executor) -> Upstream {
+        let credential = credential(&info);
+        Upstream {
+            info,
+            credential,
+            session: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// An upstream with an explicit credential (`(header, value)`), e.g. for an operator's CLI.
+    pub fn with_credential(info: Executor, credential: Option<(String, String)>) -> Upstream {
+        Upstream {
+            info,
+            credential: Ok(credential),
+            session: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn session(&self) -> Result<Arc<Session>, UpstreamError> {
+        let mut slot = self.session.lock().await;
+        if let Some(session) = slot.as_ref()
+            && !session.service.is_transport_closed()
+        {
+            return Ok(Arc::clone(session));
+        }
+        let session = Arc::new(open(&self.info, self.credential.clone()).await?);
+        *slot = Some(Arc::clone(&session));
+        Ok(session)
+    }
+
+    async fn forget(&self, broken: &Arc<Session>) {
+        let mut slot = self.session.lock().await;
+        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, broken)) {
+            *slot = None;
+        }
+    }
+
+    /// The upstream name of a catalogue tool.
+    pub fn upstream_name<'a>(&self, tool: &'a str) -> &'a str {
+        tool.strip_prefix(self.info.tool_prefix.as_str())
+            .filter(|rest| !rest.is_empty())
+            .unwrap_or(tool)
+    }
+
+    /// Calls `tool` (a catalogue name) with `arguments`, relaying events through `on_event`.
+    /// Dropping the future (the caller's deadline) cancels the call upstream.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+        on_event: &mut (dyn FnMut(CallEvent) + Send),
+    ) -> Result<pb::Result, UpstreamError> {
+        let session = self.session().await?;
+        let mut params = CallToolRequestParams::new(self.upstream_name(tool).to_owned());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = match session
+            .service
+            .peer()
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(error) => {
+                self.forget(&session).await;
+                return Err(UpstreamError::Unreachable(format!(
+                    "the MCP session failed: {error}"
+                )));
+            }
+        };
+        // rmcp sets the progress token itself; route the upstream's progress by it.
+        let token = token_key(&handle.progress_token);
+        let (sink, mut events) = mpsc::unbounded_channel();
+        session.relay.register(token.clone(), sink);
+        let mut pending = Pending(Some(handle));
+        let outcome = loop {
+            let Some(handle) = pending.0.as_mut() else {
+                break Err(rmcp::ServiceError::UnexpectedResponse);
+            };
+            tokio::select! {
+                outcome = &mut handle.rx => {
+                    pending.0 = None;
+                    break outcome.unwrap_or(Err(rmcp::ServiceError::UnexpectedResponse));
+                }
+                Some(event) = events.recv() => on_event(event),
+            }
+        };
+        while let Ok(event) = events.try_recv() {
+            on_event(event);
+        }
+        session.relay.unregister(&token);
+        match outcome {
+            Ok(ServerResult::CallToolResult(result)) => {
+                Ok(to_pb(&serde_json::to_value(&result).unwrap_or_default()))
+            }
+            Ok(_) => Err(UpstreamError::Failed(
+                "the MCP server answered tools/call with something other than a tool result".into(),
+            )),
+            Err(rmcp::ServiceError::McpError(error)) => Err(UpstreamError::Failed(format!(
+                "the MCP server refused the call: {} ({})",
+                error.message, error.code.0
+            ))),
+            Err(error) => {
+                self.forget(&session).await;
+                Err(UpstreamError::Failed(format!(
+                    "the MCP session failed: {error}"
+                )))
+            }
+        }
+    }
+
+    /// The upstream's live tool list (all pages).
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
+        let session = self.session().await?;
+        session
+            .service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| UpstreamError::Failed(format!("tools/list failed: {e}")))
+    }
+
+    /// The protocol version the session negotiated.
+    pub async fn protocol_version(&self) -> Result<String, UpstreamError> {
+        let session = self.session().await?;
+        Ok(session
+            .service
+            .peer()
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+            .unwrap_or_default())
+    }
+}
+
+/// An MCP `CallToolResult` (as JSON) as the executor contract's `Result`. Every MCP content
+/// type has a counterpart, so nothing a client could see is lost.
+pub fn to_pb(result: &Value) -> pb::Result {
+    use pb::content_block::Block;
+    let bytes = |text: &Value| {
+        STANDARD
+            .decode(text.as_str().unwrap_or_default())
+            .unwrap_or_default()
+    };
+    let string = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let content = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| {
+            let media = || pb::Media {
+                data: bytes(&block["data"]),
+                mime_type: string(&block["mimeType"]),
+            };
+            let converted = match block["type"].as_str()? {
+                "text" => Block::Text(string(&block["text"])),
+                "image" => Block::Image(media()),
+                "audio" => Block::Audio(media()),
+                "resource" => {
+                    let resource = &block["resource"];
+                    Block::Resource(pb::EmbeddedResource {
+                        uri: string(&resource["uri"]),
+                        mime_type: string(&resource["mimeType"]),
+                        contents: Some(match resource.get("blob") {
+                            Some(blob) => pb::embedded_resource::Contents::Blob(bytes(blob)),
+                            None => {
+                                pb::embedded_resource::Contents::Text(string(&resource["text"]))
+                            }
+                        }),
+                    })
+                }
+                "resource_link" => Block::ResourceLink(pb::ResourceLink {
+                    uri: string(&block["uri"]),
+                    name: string(&block["name"]),
+                    mime_type: string(&block["mimeType"]),
+                    description: string(&block["description"]),
+                }),
+                _ => return None,
+            };
+            Some(pb::ContentBlock {
+                block: Some(converted),
+            })
+        })
+        .collect();
+    pb::Result {
+        content,
+        structured: result
+            .get("structuredContent")
+            .and_then(tp_proto::json::to_struct),
+        is_error: result["isError"].as_bool().unwrap_or(false),
+        cost_usd: 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn every_content_type_converts() {
+        let result = to_pb(&json!({
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+                {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+                {"type": "resource", "resource": {"uri": "test://a", "mimeType": "text/plain", "text": "body"}},
+                {"type": "resource", "resource": {"uri": "test://b", "blob": "AAE="}},
+                {"type": "resource_link", "uri": "test://c", "name": "c", "mimeType": "text/x", "description": "d"},
+                {"type": "future_type", "x": 1}
+            ],
+            "structuredContent": {"n": 1},
+            "isError": true
+        }));
+        assert_eq!(result.content.len(), 6, "unknown block types are dropped");
+        assert!(result.is_error);
+        assert_eq!(
+            tp_proto::json::from_struct(result.structured.as_ref().unwrap()),
+            json!({"n": 1})
+        );
+        match &result.content[1].block {
+            Some(pb::content_block::Block::Image(media)) => {
+                assert_eq!(&media.data[..4], b"\x89PNG");
+                assert_eq!(media.mime_type, "image/png");
+            }
+            other => panic!("{other:?}"),
+        }
+        match &result.content[4].block {
+            Some(pb::content_block::Block::Resource(resource)) => assert_eq!(
+                resource.contents,
+                Some(pb::embedded_resource::Contents::Blob(vec![0, 1]))
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_prefix_is_stripped_only_when_present() {
+        let upstream = Upstream::new(Executor {
+            name: "everything".into(),
+            endpoint: "http://127.0.0.1:1/mcp".into(),
+            protocol: tp_registry::ExecutorProtocol::Mcp,
+            timeout_ms: 1000,
+            max_concurrency: 1,
+            description: String::new(),
+            tool_prefix: "everything_".into(),
+            credential_env: String::new(),
+            credential_header: String::new(),
+        });
+        assert_eq!(upstream.upstream_name("everything_echo"), "echo");
+        assert_eq!(upstream.upstream_name("echo"), "echo");
+        assert_eq!(upstream.upstream_name("everything_"), "everything_");
+    }
+}
