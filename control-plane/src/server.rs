@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 use tp_proto::pb::{
@@ -158,7 +157,12 @@ impl ControlPlane {
         let router = router(&engine, &tokens, config.heartbeat_ms, stopping).await?;
         let task = tokio::spawn(async move {
             router
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+                .serve_with_incoming_shutdown(
+                    // TCP_NODELAY: a streamed reply is several small writes; with Nagle each
+                    // waits for the peer's delayed ACK (40 ms).
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                    shutdown,
+                )
                 .await
                 .context("serving gRPC")
         });

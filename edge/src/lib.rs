@@ -54,6 +54,11 @@ pub async fn start(
     let state = EdgeState::start(config)?;
     let router = app::router(Arc::clone(&state));
     let task = tokio::spawn(async move {
+        // TCP_NODELAY: SSE answers are several small writes (Nagle + delayed ACK = 40 ms).
+        use axum::serve::ListenerExt as _;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await

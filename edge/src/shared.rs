@@ -31,7 +31,12 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     /// Starts connecting in the background; the edge serves without Redis until it is up.
     pub fn connect(url: &str, prefix: &str, timeout: Duration) -> anyhow::Result<Arc<Shared>> {
-        let client = redis::Client::open(url)?;
+        // TCP_NODELAY: commands from concurrent requests share one multiplexed connection;
+        // with Nagle's algorithm a small write waits for the previous one's ACK, which the
+        // server delays (40 ms), and every lookup behind it stalls.
+        let info = redis::IntoConnectionInfo::into_connection_info(url)?
+            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+        let client = redis::Client::open(info)?;
         let shared = Arc::new(Shared {
             connection: RwLock::new(None),
             prefix: prefix.to_owned(),

@@ -282,7 +282,9 @@ pub async fn serve(
         .add_service(health)
         .add_service(ExecutorServer::new(DemoExecutor))
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            // TCP_NODELAY: events and the result are small writes; Nagle would hold each one
+            // for the caller's delayed ACK (40 ms).
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             shutdown,
         )
         .await?;

@@ -83,9 +83,11 @@ fn parse_messages(content_type: &str, body: &str) -> Vec<Value> {
 impl McpHttp {
     /// A client for `addr` (`127.0.0.1:port`).
     pub fn new(addr: &str, key: Option<&str>, version: &str) -> McpHttp {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(5))
-            .build_http();
+            .build(connector);
         McpHttp {
             client,
             url: format!("http://{addr}/mcp"),

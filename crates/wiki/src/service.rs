@@ -387,7 +387,8 @@ pub async fn serve(
         .add_service(health)
         .add_service(ExecutorServer::new(service))
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            // TCP_NODELAY, as for every Toolplane gRPC server (Nagle + delayed ACK = 40 ms).
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             shutdown,
         )
         .await?;
