@@ -163,7 +163,7 @@ fn dockerfile_target(stages: &BTreeMap<String, Stage>, name: &str) -> Target {
     }
 }
 
-/// `[[bin]]` names of the workspace's packages.
+/// `[[bin]]` names of the workspace's packages (the services and the CLI).
 fn workspace_binaries() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     let manifest = read("Cargo.toml");
@@ -174,7 +174,8 @@ fn workspace_binaries() -> BTreeSet<String> {
         .filter_map(|l| l.split('"').nth(1).map(str::to_owned))
         .collect();
     assert!(members.len() > 5, "{members:?}");
-    for member in members {
+    // The load benchmark is a developer tool, not a service: it ships in no image.
+    for member in members.into_iter().filter(|m| m != "bench") {
         let text = read(&format!("{member}/Cargo.toml"));
         let mut in_bin = false;
         for line in text.lines() {

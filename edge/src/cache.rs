@@ -264,16 +264,17 @@ impl Caches {
                         status.message()
                     )),
                 })?;
+        let encoded = self.shared.as_ref().map(|_| resolved.encode_to_vec());
         let registry = Arc::new(Registry::from_pb(resolved));
-        if let Some(shared) = &self.shared {
+        if let (Some(shared), Some(encoded)) = (&self.shared, encoded) {
             let mut entries = vec![(
                 self.registry_key(shared, tenant, role, "latest"),
-                registry.encoded.clone(),
+                encoded.clone(),
             )];
             if let Some(version) = version {
                 entries.push((
                     self.registry_key(shared, tenant, role, &version.to_string()),
-                    registry.encoded.clone(),
+                    encoded,
                 ));
             }
             shared.set_many(&entries, self.settings.l2_ttl).await;

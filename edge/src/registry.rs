@@ -27,7 +27,29 @@ impl std::fmt::Debug for EdgeTool {
     }
 }
 
-/// The registry of one (tenant, role) at one revision.
+/// What a registry shows and runs: the tools, their executors, the disclosure decision and the
+/// listing. Tenants whose registries have the same content (the same providers, role and
+/// disclosure settings: the common case in a large fleet) share one `Body` in memory — see
+/// [`Registry::from_pb`].
+#[derive(Debug)]
+pub struct Body {
+    /// Tools, in name order.
+    pub tools: Vec<EdgeTool>,
+    index: HashMap<String, usize>,
+    /// Executors by name.
+    pub executors: HashMap<String, Executor>,
+    /// Disclosure settings of the tenant.
+    pub disclosure: Disclosure,
+    /// Live tools in the whole catalogue.
+    pub catalogue_size: u32,
+    /// Whether `tools/list` shows the meta-tools (and pinned tools) instead of every tool.
+    pub progressive: bool,
+    /// What `tools/list` shows, in name order (built once per body).
+    pub listing: Vec<McpTool>,
+}
+
+/// The registry of one (tenant, role) at one revision: its own identity and settings, and a
+/// body it may share with other tenants. Dereferences to the [`Body`].
 #[derive(Debug)]
 pub struct Registry {
     /// Tenant.
@@ -36,25 +58,71 @@ pub struct Registry {
     pub role: String,
     /// Control-plane revision it was resolved at.
     pub revision: u64,
-    /// Tools, in name order.
-    pub tools: Vec<EdgeTool>,
-    index: HashMap<String, usize>,
-    /// Executors by name.
-    pub executors: HashMap<String, Executor>,
-    /// Disclosure settings of the tenant.
-    pub disclosure: Disclosure,
     /// Tool calls per minute (0 = unlimited).
     pub rate_limit_per_minute: u32,
-    /// Live tools in the whole catalogue.
-    pub catalogue_size: u32,
     /// The tenant's lint webhook (passed to executors in the call context).
     pub lint_webhook: String,
-    /// The protobuf encoding (what the shared cache stores).
-    pub encoded: Vec<u8>,
-    /// Whether `tools/list` shows the meta-tools (and pinned tools) instead of every tool.
-    pub progressive: bool,
-    /// What `tools/list` shows, in name order (built once per registry).
-    pub listing: Vec<McpTool>,
+    body: Arc<Body>,
+}
+
+impl std::ops::Deref for Registry {
+    type Target = Body;
+
+    fn deref(&self) -> &Body {
+        &self.body
+    }
+}
+
+/// Bodies by content digest; weak, so a body lives exactly as long as a registry uses it.
+static BODIES: std::sync::LazyLock<std::sync::Mutex<HashMap<[u8; 32], std::sync::Weak<Body>>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The digest of what a body is built from: the registry with its per-tenant fields cleared.
+fn body_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
+    use sha2::Digest as _;
+    let shape = pb::ResolvedRegistry {
+        tenant: String::new(),
+        role: String::new(),
+        revision: 0,
+        rate_limit_per_minute: 0,
+        lint_webhook: String::new(),
+        ..registry.clone()
+    };
+    sha2::Sha256::digest(shape.encode_to_vec()).into()
+}
+
+fn build_body(registry: &pb::ResolvedRegistry) -> Body {
+    let tools: Vec<EdgeTool> = registry
+        .tools
+        .iter()
+        .map(|t| EdgeTool::new(ResolvedTool::from(t)))
+        .collect();
+    let index = tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.resolved.name.clone(), i))
+        .collect();
+    let executors = registry
+        .executors
+        .iter()
+        .map(|e| (e.name.clone(), Executor::from(e)))
+        .collect();
+    let disclosure = registry
+        .disclosure
+        .as_ref()
+        .map(Disclosure::from)
+        .unwrap_or_default();
+    let progressive = disclosure.is_progressive(tools.len());
+    let listing = crate::disclosure::listing(&tools, progressive, &disclosure.pinned);
+    Body {
+        tools,
+        index,
+        executors,
+        disclosure,
+        catalogue_size: registry.catalogue_size,
+        progressive,
+        listing,
+    }
 }
 
 fn to_object(value: &Value) -> JsonObject {
@@ -132,46 +200,39 @@ impl EdgeTool {
 // === impl Registry ===
 
 impl Registry {
-    /// Builds the edge form of a resolved registry.
+    /// Builds the edge form of a resolved registry, sharing the body with every registry of
+    /// the same content already in memory.
     pub fn from_pb(registry: pb::ResolvedRegistry) -> Registry {
-        let encoded = registry.encode_to_vec();
-        let tools: Vec<EdgeTool> = registry
-            .tools
-            .iter()
-            .map(|t| EdgeTool::new(ResolvedTool::from(t)))
-            .collect();
-        let index = tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.resolved.name.clone(), i))
-            .collect();
-        let executors = registry
-            .executors
-            .iter()
-            .map(|e| (e.name.clone(), Executor::from(e)))
-            .collect();
-        let disclosure = registry
-            .disclosure
-            .as_ref()
-            .map(Disclosure::from)
-            .unwrap_or_default();
-        let progressive = disclosure.is_progressive(tools.len());
-        let listing = crate::disclosure::listing(&tools, progressive, &disclosure.pinned);
+        let digest = body_digest(&registry);
+        let body = {
+            let mut bodies = BODIES.lock().unwrap_or_else(|e| e.into_inner());
+            match bodies.get(&digest).and_then(std::sync::Weak::upgrade) {
+                Some(body) => body,
+                None => {
+                    let body = Arc::new(build_body(&registry));
+                    // Forget dead entries now and then, so the table stays the size of the
+                    // distinct bodies in use.
+                    if bodies.len() >= 64 && bodies.len().is_power_of_two() {
+                        bodies.retain(|_, weak| weak.strong_count() > 0);
+                    }
+                    bodies.insert(digest, Arc::downgrade(&body));
+                    body
+                }
+            }
+        };
         Registry {
             tenant: registry.tenant,
             role: registry.role,
             revision: registry.revision,
-            tools,
-            index,
-            executors,
-            disclosure,
             rate_limit_per_minute: registry.rate_limit_per_minute,
-            catalogue_size: registry.catalogue_size,
             lint_webhook: registry.lint_webhook,
-            encoded,
-            progressive,
-            listing,
+            body,
         }
+    }
+
+    /// Whether two registries share one body.
+    pub fn shares_body_with(&self, other: &Registry) -> bool {
+        Arc::ptr_eq(&self.body, &other.body)
     }
 
     /// Decodes the shared-cache form.
@@ -183,6 +244,49 @@ impl Registry {
 
     /// A tool the caller may see, by name.
     pub fn tool(&self, name: &str) -> Option<&EdgeTool> {
-        self.index.get(name).map(|&i| &self.tools[i])
+        self.body.index.get(name).map(|&i| &self.body.tools[i])
+    }
+}
+
+#[cfg(test)]
+mod interning_tests {
+    use super::*;
+
+    fn resolved(tenant: &str, tools: &[&str]) -> pb::ResolvedRegistry {
+        pb::ResolvedRegistry {
+            tenant: tenant.into(),
+            role: "collector".into(),
+            revision: 7,
+            tools: tools
+                .iter()
+                .map(|name| pb::ResolvedTool {
+                    name: (*name).into(),
+                    description: format!("{name} does things"),
+                    input_schema: tp_proto::json::to_struct(&serde_json::json!({"type": "object"})),
+                    executor: "demo".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tenants_with_the_same_tools_share_one_body_and_keep_their_own_identity() {
+        let a = Registry::from_pb(resolved("tenant-a", &["gmail", "web_fetch"]));
+        let b = Registry::from_pb(resolved("tenant-b", &["gmail", "web_fetch"]));
+        let c = Registry::from_pb(resolved("tenant-c", &["gmail"]));
+        assert!(a.shares_body_with(&b));
+        assert!(!a.shares_body_with(&c));
+        assert_eq!(
+            (a.tenant.as_str(), b.tenant.as_str()),
+            ("tenant-a", "tenant-b")
+        );
+        assert_eq!(b.tools.len(), 2);
+        assert!(b.tool("web_fetch").is_some() && c.tool("web_fetch").is_none());
+        // Once no registry uses a body, the next one builds its own.
+        drop((a, b));
+        let d = Registry::from_pb(resolved("tenant-d", &["gmail", "web_fetch"]));
+        assert_eq!(d.tools.len(), 2);
     }
 }
