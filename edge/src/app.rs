@@ -17,7 +17,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::cache::{Identity, LookupError};
@@ -61,9 +60,9 @@ pub fn router(state: Arc<EdgeState>) -> Router {
         .layer(
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(middleware_error))
-                .timeout(timeout)
-                .layer(RequestBodyLimitLayer::new(max_body)),
+                .timeout(timeout),
         )
+        .layer(middleware::from_fn_with_state(max_body, limit_body))
         // Shedding sits outside the timeout, so a request holds its slot until it is answered
         // or timed out; health and metrics are never shed.
         .layer(middleware::from_fn_with_state(in_flight, shed_load))
@@ -73,6 +72,37 @@ pub fn router(state: Arc<EdgeState>) -> Router {
         .with_state(state)
         // Outermost: every request is traced, including refused ones.
         .layer(TraceLayer::new_for_http())
+}
+
+/// Bounds request bodies at `mcp.max_body_bytes`. A body declared larger is answered 413 after
+/// the edge has read (and dropped) what the client is still sending — within 16× the limit and
+/// 2 s — so the client reads the 413 instead of a connection reset by unread data. A body that
+/// grows past the limit without declaring its length fails when it is read (413 as well).
+async fn limit_body(State(max): State<usize>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > max as u64) {
+        use futures::StreamExt as _;
+        let mut body = request.into_body().into_data_stream();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        let mut drained = 0usize;
+        while drained <= max.saturating_mul(16) {
+            match tokio::time::timeout_at(deadline, body.next()).await {
+                Ok(Some(Ok(chunk))) => drained += chunk.len(),
+                _ => break,
+            }
+        }
+        return json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body exceeds mcp.max_body_bytes",
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let limited = Body::new(http_body_util::Limited::new(body, max));
+    next.run(Request::from_parts(parts, limited)).await
 }
 
 /// Refuses a request with 503 + `Retry-After` when `mcp.max_in_flight` requests are already
