@@ -150,6 +150,7 @@ struct Load {
 }
 
 /// How wrk sends requests.
+#[derive(Clone)]
 struct Script<'a> {
     body: &'a str,
     headers: Vec<(&'a str, String)>,
@@ -704,13 +705,14 @@ async fn run(options: Options) -> anyhow::Result<()> {
         .map(|i| McpHttp::new(&edges[i].addr, Some(&named_keys["prop"]), LEGACY))
         .collect();
     let mut lags = Vec::with_capacity(writes);
-    let mut tenant = admin_for(&cp)
-        .await?
+    let mut tenant = cp
+        .admin()
+        .await
         .tenants
         .get_tenant(pb::GetTenantRequest { id: "prop".into() })
         .await?
         .into_inner();
-    let mut writer = admin_for(&cp).await?;
+    let mut writer = cp.admin().await;
     for i in 0..writes {
         let with_hubspot = i % 2 == 0;
         tenant.connected_apis = Some(pb::ConnectedApis {
@@ -859,7 +861,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
     wait_synced(&fresh).await?;
     let random = Script {
         random: true,
-        ..rotate_like(&rotate)
+        ..rotate.clone()
     };
     let scale = wrk(
         dir.path(),
@@ -944,19 +946,6 @@ async fn wait_synced(edge: &EdgeProcess) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn rotate_like<'a>(script: &Script<'a>) -> Script<'a> {
-    Script {
-        body: script.body,
-        headers: script.headers.clone(),
-        keys: script.keys,
-        random: script.random,
-    }
-}
-
-async fn admin_for(cp: &ControlPlaneProcess) -> anyhow::Result<tp_ctl::Admin> {
-    Ok(cp.admin().await)
 }
 
 fn run_ctl(args: &[&str]) -> anyhow::Result<()> {
