@@ -13,7 +13,7 @@ use tp_proto::pb;
 use tp_test_support::{ControlPlaneProcess, EdgeProcess, ExecutorProcess, node, node_dir};
 
 /// The conformance tools, all served by the demo executor.
-const TOOLS: [&str; 11] = [
+const TOOLS: [&str; 19] = [
     "test_simple_text",
     "test_image_content",
     "test_audio_content",
@@ -25,6 +25,15 @@ const TOOLS: [&str; 11] = [
     "test_logging_tool",
     "test_missing_capability",
     "test_streaming_elicitation",
+    // Input-required results (2026-07-28, SEP-2322): elicitation, sampling, roots and state.
+    "test_input_required_result_elicitation",
+    "test_input_required_result_sampling",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_request_state",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_tampered_state",
+    "test_input_required_result_capabilities",
 ];
 
 /// The tools an MCP upstream (`tests/clients/conformance_upstream.mjs`) implements.

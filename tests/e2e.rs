@@ -14,6 +14,7 @@ mod deploy;
 mod disclosure;
 mod docs;
 mod edge;
+mod fast_list;
 mod faults;
 mod fleet;
 mod hostile;

@@ -47,7 +47,10 @@ pub fn router(state: Arc<EdgeState>) -> Router {
     );
     let mcp_routes = Router::new()
         .nest_service("/mcp", service)
-        .layer(middleware::from_fn(check_jsonrpc))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            check_jsonrpc,
+        ))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
             authenticate,
@@ -146,12 +149,28 @@ pub const MAX_ARGUMENT_DEPTH: usize = 64;
 /// is not one JSON-RPC message (batches included: MCP since 2025-06-18 has none), and `-32602`
 /// for `tools/call` / `tools/list` parameters of the wrong shape or arguments nested deeper
 /// than [`MAX_ARGUMENT_DEPTH`]. Without it the transport answers all of these 415 or -32601.
-async fn check_jsonrpc(request: Request, next: Next) -> Response {
+///
+/// A warm `tools/list` is answered here from bytes precomputed per registry body (see
+/// [`crate::mcp::fast`]) when `mcp.precomputed_lists` is on and the request is one the
+/// transport would accept as it is.
+async fn check_jsonrpc(
+    State(state): State<Arc<EdgeState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    // What the transport takes as JSON: the media type's essence, parameters aside. Anything
+    // else is the transport's to refuse (415).
     let is_json = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        });
     if request.method() != axum::http::Method::POST || !is_json {
         return next.run(request).await;
     }
@@ -164,13 +183,22 @@ async fn check_jsonrpc(request: Request, next: Next) -> Response {
     };
     match inspect_jsonrpc(&bytes) {
         Ok(request) => {
+            if let Some((id, method, params)) = &request
+                && method == "tools/list"
+                && state.config.mcp.precomputed_lists
+                && let Some(response) = fast_list(&state, &parts, id, params.as_ref()).await
+            {
+                return response;
+            }
             let response = next
                 .run(Request::from_parts(parts, Body::from(bytes)))
                 .await;
             // The transport answers a JSON-RPC message whose params do not fit its method's
             // type with 415 and plain text; the body was JSON, so that is invalid params.
             match request {
-                Some((id, method)) if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                Some((id, method, _))
+                    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE =>
+                {
                     let status = if id.is_null() {
                         StatusCode::BAD_REQUEST
                     } else {
@@ -195,9 +223,16 @@ fn jsonrpc_error(status: StatusCode, id: serde_json::Value, code: i64, message: 
 
 type Refusal = (StatusCode, serde_json::Value, i64, String);
 
-/// `Ok(Some((id, method)))` for a request or notification worth passing on, `Ok(None)` for a
-/// response to a server request.
-fn inspect_jsonrpc(bytes: &[u8]) -> Result<Option<(serde_json::Value, String)>, Refusal> {
+/// A request's id, method and params object.
+type Inspected = (
+    serde_json::Value,
+    String,
+    Option<serde_json::Map<String, serde_json::Value>>,
+);
+
+/// `Ok(Some((id, method, params)))` for a request or notification worth passing on, `Ok(None)`
+/// for a response to a server request.
+fn inspect_jsonrpc(bytes: &[u8]) -> Result<Option<Inspected>, Refusal> {
     use serde_json::Value;
     let invalid = |message: &str| {
         (
@@ -215,7 +250,7 @@ fn inspect_jsonrpc(bytes: &[u8]) -> Result<Option<(serde_json::Value, String)>, 
             format!("parse error: {e}"),
         )
     })?;
-    let Value::Object(message) = value else {
+    let Value::Object(mut message) = value else {
         return Err(invalid(if value.is_array() {
             "invalid request: JSON-RPC batches are not supported"
         } else {
@@ -276,7 +311,40 @@ fn inspect_jsonrpc(bytes: &[u8]) -> Result<Option<(serde_json::Value, String)>, 
         }
         _ => {}
     }
-    Ok(Some((id, method.to_owned())))
+    let method = method.to_owned();
+    let params = match message.remove("params") {
+        Some(Value::Object(params)) => Some(params),
+        _ => None,
+    };
+    Ok(Some((id, method, params)))
+}
+
+/// A warm `tools/list` from precomputed bytes, or `None` to leave the request to the transport
+/// (which also reports every error: a registry that cannot be loaded, a bad cursor, ...).
+async fn fast_list(
+    state: &EdgeState,
+    parts: &axum::http::request::Parts,
+    id: &serde_json::Value,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<Response> {
+    use crate::mcp::fast;
+    let started = std::time::Instant::now();
+    if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
+        return None;
+    }
+    let generation = fast::eligible(&parts.headers, params, &state.config.mcp)?;
+    let cursor = fast::cursor(params)?;
+    let id = fast::id_bytes(id)?;
+    let caller = parts.extensions.get::<Caller>()?;
+    let registry = state
+        .caches
+        .registry(&caller.0.tenant, &caller.0.role)
+        .await
+        .ok()?;
+    let response = fast::answer(registry.pages(generation, &state.config.mcp), cursor, id)?;
+    crate::mcp::count_request("tools/list", &caller.0.tenant, "ok", started);
+    metrics::counter!("tp_edge_list_precomputed_total").increment(1);
+    Some(response)
 }
 
 /// Nesting depth of a JSON value (a scalar is 0).

@@ -83,6 +83,14 @@ pub struct RawMcp {
     pub max_in_flight: usize,
     /// How long clients may cache a `tools/list` page (`ttlMs`, MCP 2026-07-28).
     pub list_ttl_ms: u64,
+    /// Answer warm `tools/list` requests from bytes serialised once per registry and protocol
+    /// generation (the JSON-RPC id spliced in) instead of through the MCP transport.
+    pub precomputed_lists: bool,
+    /// Secret that seals `requestState` of input-required results (MCP 2026-07-28); every edge
+    /// of a fleet must use the same. Empty: derived from the edge token, which a fleet shares.
+    pub request_state_key: String,
+    /// How long a client has to answer an input-required result and retry.
+    pub input_required_ttl_secs: u64,
 }
 
 /// `[executors]`.
@@ -217,6 +225,9 @@ impl Default for RawMcp {
             allowed_origins: Vec::new(),
             max_in_flight: 4096,
             list_ttl_ms: 30_000,
+            precomputed_lists: true,
+            request_state_key: String::new(),
+            input_required_ttl_secs: 600,
         }
     }
 }
@@ -322,6 +333,12 @@ impl RawConfig {
             bail!(
                 "mcp.allowed_hosts: list the host names clients use, or [\"*\"] to disable the check"
             );
+        }
+        if !self.mcp.request_state_key.is_empty() && self.mcp.request_state_key.len() < 32 {
+            bail!("mcp.request_state_key: must be at least 32 characters (or empty)");
+        }
+        if !(1..=86_400).contains(&self.mcp.input_required_ttl_secs) {
+            bail!("mcp.input_required_ttl_secs: must be between 1 and 86400");
         }
         if self.mcp.max_in_flight == 0 {
             bail!("mcp.max_in_flight: must be at least 1");

@@ -64,6 +64,21 @@ pub enum ForwardError {
     Unsupported(String),
 }
 
+/// What an executor answered a call with.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// The tool's result.
+    Done(pb::Result),
+    /// The client must answer these requests first (MCP SEP-2322).
+    InputRequired(pb::InputRequired),
+}
+
+impl Reply {
+    fn is_error(&self) -> bool {
+        matches!(self, Reply::Done(result) if result.is_error)
+    }
+}
+
 /// A progress or log event relayed during a call.
 #[derive(Debug, Clone)]
 pub enum CallEvent {
@@ -231,7 +246,7 @@ impl Executors {
         deadline: Instant,
         idempotent: bool,
         on_event: &mut (dyn FnMut(CallEvent) + Send),
-    ) -> Result<pb::Result, ForwardError> {
+    ) -> Result<Reply, ForwardError> {
         let handle = self.handle(info)?;
         let executor_deadline = Instant::now() + Duration::from_millis(u64::from(info.timeout_ms));
         let deadline = deadline.min(executor_deadline);
@@ -252,11 +267,21 @@ impl Executors {
                     message: "shutting down".into(),
                 })?;
         let mut attempt = 0;
+        // Only an idempotent call may be sent twice; the others are not copied.
+        let mut request = Some(request);
         let result = loop {
             attempt += 1;
+            let this_attempt = if idempotent && attempt == 1 {
+                request.clone()
+            } else {
+                request.take()
+            };
+            let Some(this_attempt) = this_attempt else {
+                break Err(timeout_error());
+            };
             let outcome = tokio::time::timeout_at(
                 deadline.into(),
-                call(&handle, request.clone(), deadline, on_event),
+                call(&handle, this_attempt, deadline, on_event),
             )
             .await;
             let outcome = match outcome {
@@ -280,7 +305,8 @@ impl Executors {
         };
         handle.record(ok, &self.settings);
         let outcome = match &result {
-            Ok(r) if r.is_error => "tool_error",
+            Ok(r) if r.is_error() => "tool_error",
+            Ok(Reply::InputRequired(_)) => "input_required",
             Ok(_) => "ok",
             Err(ForwardError::Timeout { .. }) => "timeout",
             Err(ForwardError::Unreachable { .. }) => "unreachable",
@@ -296,7 +322,7 @@ async fn call(
     request: pb::InvokeRequest,
     deadline: Instant,
     on_event: &mut (dyn FnMut(CallEvent) + Send),
-) -> Result<pb::Result, ForwardError> {
+) -> Result<Reply, ForwardError> {
     let name = &handle.info.name;
     let timeout_ms = u64::from(handle.info.timeout_ms);
     if let Some(upstream) = &handle.upstream {
@@ -309,6 +335,7 @@ async fn call(
         return upstream
             .call(&request.tool, arguments, on_event)
             .await
+            .map(Reply::Done)
             .map_err(|error| match error {
                 crate::upstream::UpstreamError::Unreachable(message) => ForwardError::Unreachable {
                     executor: name.clone(),
@@ -334,7 +361,10 @@ async fn call(
     while let Some(event) = stream.next().await {
         let event = event.map_err(|status| classify(name, timeout_ms, status))?;
         match event.event {
-            Some(pb::invoke_event::Event::Result(result)) => return Ok(result),
+            Some(pb::invoke_event::Event::Result(result)) => return Ok(Reply::Done(result)),
+            Some(pb::invoke_event::Event::InputRequired(input)) => {
+                return Ok(Reply::InputRequired(input));
+            }
             Some(pb::invoke_event::Event::Progress(progress)) => {
                 on_event(CallEvent::Progress(progress))
             }

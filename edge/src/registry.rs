@@ -46,6 +46,20 @@ pub struct Body {
     pub progressive: bool,
     /// What `tools/list` shows, in name order (built once per body).
     pub listing: Vec<McpTool>,
+    /// `tools/list` answers as bytes, per protocol generation (built on first use).
+    lists: [OnceLock<crate::mcp::fast::Pages>; 2],
+}
+
+impl Body {
+    /// The serialised `tools/list` pages of this body for one protocol generation.
+    pub fn pages(
+        &self,
+        generation: crate::mcp::fast::Generation,
+        mcp: &crate::config::RawMcp,
+    ) -> &crate::mcp::fast::Pages {
+        self.lists[generation as usize]
+            .get_or_init(|| crate::mcp::fast::Pages::build(&self.listing, mcp, generation))
+    }
 }
 
 /// The registry of one (tenant, role) at one revision: its own identity and settings, and a
@@ -122,6 +136,7 @@ fn build_body(registry: &pb::ResolvedRegistry) -> Body {
         catalogue_size: registry.catalogue_size,
         progressive,
         listing,
+        lists: Default::default(),
     }
 }
 

@@ -39,6 +39,8 @@ pub struct EdgeState {
     pub notices: broadcast::Sender<ChangeNotice>,
     /// The Prometheus exposition.
     pub metrics: Option<PrometheusHandle>,
+    /// Seals `requestState` of input-required results.
+    pub seal: crate::mcp::input::StateSeal,
 }
 
 /// Installs the process-wide metrics recorder once.
@@ -89,7 +91,17 @@ impl EdgeState {
         });
         let audit = Audit::new(config.audit.buffer, config.audit.enabled);
         let (notices, _) = broadcast::channel(1024);
+        let secret = if config.mcp.request_state_key.is_empty() {
+            config.edge_token.as_bytes()
+        } else {
+            config.mcp.request_state_key.as_bytes()
+        };
+        let seal = crate::mcp::input::StateSeal::new(
+            secret,
+            Duration::from_secs(config.mcp.input_required_ttl_secs),
+        );
         let state = Arc::new(EdgeState {
+            seal,
             limiter: RateLimiter::new(shared.clone()),
             control: Arc::clone(&control),
             versions: Arc::clone(&versions),

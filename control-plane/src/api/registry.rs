@@ -185,7 +185,7 @@ impl Registry for RegistryService {
                 tool: r.tool.clone(),
                 error: !matches!(
                     pb::CallOutcome::try_from(r.outcome),
-                    Ok(pb::CallOutcome::Ok)
+                    Ok(pb::CallOutcome::Ok | pb::CallOutcome::InputRequired)
                 ),
                 at_ms: r.at_ms,
             })

@@ -2,6 +2,9 @@
 //! - the demo catalogue's tools answer with fixed, realistic shapes (no external service);
 //! - the MCP conformance suite's tools (`test_simple_text`, `test_image_content`, …) answer
 //!   what the suite checks, so its scenarios exercise the whole path through an edge;
+//! - the suite's input-required tools (`test_input_required_result_*`, MCP SEP-2322) ask the
+//!   client for elicitation, sampling or roots through `InputRequired`, keep their progress in
+//!   the executor state the edge seals into `requestState`, and finish once answered;
 //! - test tools: `echo`, `sleep` (`ms`), `fail` (gRPC error), `crash` (stream ends early).
 
 use std::pin::Pin;
@@ -72,6 +75,211 @@ fn done(
     }
 }
 
+fn ask(requests: Value, state: &str) -> pb::InvokeEvent {
+    pb::InvokeEvent {
+        event: Some(pb::invoke_event::Event::InputRequired(pb::InputRequired {
+            requests: tp_proto::json::to_struct(&requests),
+            state: state.as_bytes().to_vec(),
+        })),
+    }
+}
+
+fn elicit(message: &str, field: &str, kind: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}}})
+}
+
+fn sample_request(text: &str, max_tokens: u32) -> Value {
+    json!({"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        "maxTokens": max_tokens}})
+}
+
+/// The text of a client's answer: an accepted elicitation's field, a sampled message's text,
+/// or the roots' URIs.
+fn answer_text(answer: &Value, field: &str) -> String {
+    if let Some(value) = answer.get("content").and_then(|c| c.get(field)) {
+        return value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
+    }
+    if let Some(text) = answer.pointer("/content/text").and_then(Value::as_str) {
+        return text.to_owned();
+    }
+    if let Some(roots) = answer.get("roots").and_then(Value::as_array) {
+        return roots
+            .iter()
+            .filter_map(|r| r.get("uri").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    answer
+        .get("action")
+        .map_or_else(String::new, Value::to_string)
+}
+
+/// The suite's input-required tools. `responses` are the client's answers (keys it was not
+/// asked are ignored); `state` is what this executor put in the previous `InputRequired`,
+/// verified by the edge. A tool asks again for whatever is still missing.
+fn input_required_tool(request: &pb::InvokeRequest) -> Option<pb::InvokeEvent> {
+    let responses = request
+        .input_responses
+        .as_ref()
+        .map(tp_proto::json::from_struct)
+        .unwrap_or(json!({}));
+    let state = String::from_utf8_lossy(&request.state).into_owned();
+    let answered = |key: &str| responses.get(key).filter(|v| v.is_object());
+    let declared = |capability: &str| {
+        !request.client_capabilities_known
+            || request.client_capabilities.iter().any(|c| c == capability)
+    };
+    let name_request = || elicit("What is your name?", "name", "string");
+    Some(match request.tool.as_str() {
+        "test_input_required_result_elicitation" => match answered("user_name") {
+            Some(answer) => done(
+                vec![text(format!("Hello, {}!", answer_text(answer, "name")))],
+                None,
+                false,
+            ),
+            None => ask(json!({"user_name": name_request()}), ""),
+        },
+        "test_input_required_result_sampling" => match answered("capital_question") {
+            Some(answer) => done(
+                vec![text(format!(
+                    "The model answered: {}",
+                    answer_text(answer, "")
+                ))],
+                None,
+                false,
+            ),
+            None => ask(
+                json!({"capital_question": sample_request("What is the capital of France?", 100)}),
+                "",
+            ),
+        },
+        "test_input_required_result_list_roots" => match answered("client_roots") {
+            Some(answer) => done(
+                vec![text(format!("Client roots: {}", answer_text(answer, "")))],
+                None,
+                false,
+            ),
+            None => ask(
+                json!({"client_roots": {"method": "roots/list", "params": {}}}),
+                "",
+            ),
+        },
+        "test_input_required_result_request_state" => match (answered("confirm"), state.as_str()) {
+            (Some(answer), "awaiting-confirm") => done(
+                vec![text(format!(
+                    "state-ok: confirmed {}",
+                    answer_text(answer, "ok")
+                ))],
+                None,
+                false,
+            ),
+            _ => ask(
+                json!({"confirm": elicit("Please confirm", "ok", "boolean")}),
+                "awaiting-confirm",
+            ),
+        },
+        "test_input_required_result_tampered_state" => {
+            match (answered("confirm"), state.as_str()) {
+                (Some(_), "awaiting-confirm") => done(vec![text("state-ok")], None, false),
+                _ => ask(
+                    json!({"confirm": elicit("Please confirm", "ok", "boolean")}),
+                    "awaiting-confirm",
+                ),
+            }
+        }
+        "test_input_required_result_multiple_inputs" => {
+            let wanted = [
+                ("user_name", name_request()),
+                ("greeting", sample_request("Generate a greeting", 50)),
+                (
+                    "client_roots",
+                    json!({"method": "roots/list", "params": {}}),
+                ),
+            ];
+            let missing: serde_json::Map<String, Value> = wanted
+                .iter()
+                .filter(|(key, _)| answered(key).is_none())
+                .map(|(key, request)| ((*key).to_owned(), request.clone()))
+                .collect();
+            if missing.is_empty() && state == "multiple" {
+                done(
+                    vec![text(format!(
+                        "{} — name {}, roots {}",
+                        answer_text(answered("greeting")?, ""),
+                        answer_text(answered("user_name")?, "name"),
+                        answer_text(answered("client_roots")?, "")
+                    ))],
+                    None,
+                    false,
+                )
+            } else {
+                let all: serde_json::Map<String, Value> = wanted
+                    .into_iter()
+                    .map(|(key, request)| (key.to_owned(), request))
+                    .collect();
+                ask(
+                    Value::Object(if state == "multiple" { missing } else { all }),
+                    "multiple",
+                )
+            }
+        }
+        "test_input_required_result_multi_round" => {
+            match (state.as_str(), answered("step1"), answered("step2")) {
+                ("round-2", _, Some(color)) => done(
+                    vec![text(format!(
+                        "Favourite color: {}",
+                        answer_text(color, "color")
+                    ))],
+                    None,
+                    false,
+                ),
+                ("round-1", Some(_), _) => ask(
+                    json!({"step2": elicit("Step 2: What is your favorite color?", "color", "string")}),
+                    "round-2",
+                ),
+                _ => ask(
+                    json!({"step1": elicit("Step 1: What is your name?", "name", "string")}),
+                    "round-1",
+                ),
+            }
+        }
+        // Asks only for what the client declared it can answer.
+        "test_input_required_result_capabilities" => {
+            if answered("capital_question").is_some() || answered("user_name").is_some() {
+                done(vec![text("answered")], None, false)
+            } else {
+                let mut requests = serde_json::Map::new();
+                if declared("sampling") {
+                    requests.insert(
+                        "capital_question".into(),
+                        sample_request("What is the capital of France?", 100),
+                    );
+                }
+                if declared("elicitation") {
+                    requests.insert("user_name".into(), name_request());
+                }
+                if requests.is_empty() {
+                    done(
+                        vec![text(
+                            "the client can answer nothing; finished without input",
+                        )],
+                        None,
+                        false,
+                    )
+                } else {
+                    ask(Value::Object(requests), "")
+                }
+            }
+        }
+        _ => return None,
+    })
+}
+
 async fn progress(sender: &Sender, progress: f64, total: f64, message: &str) -> bool {
     let event = pb::InvokeEvent {
         event: Some(pb::invoke_event::Event::Progress(pb::Progress {
@@ -129,6 +337,10 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
         .as_ref()
         .map(tp_proto::json::from_struct)
         .unwrap_or(json!({}));
+    if let Some(event) = input_required_tool(&request) {
+        let _ = sender.send(Ok(event)).await;
+        return;
+    }
     let result = match request.tool.as_str() {
         "test_simple_text" => done(
             vec![text("This is a simple text response for testing.")],

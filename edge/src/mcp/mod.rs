@@ -12,15 +12,17 @@
 
 mod content;
 mod cursor;
+pub mod fast;
+pub mod input;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscriptionFilter,
+    Implementation, InputRequiredResult, InputResponses, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -29,7 +31,7 @@ use tp_proto::pb;
 
 use crate::cache::{Identity, LookupError};
 use crate::disclosure::{self, MetaTool};
-use crate::forward::{CallEvent, ForwardError};
+use crate::forward::{CallEvent, ForwardError, Reply};
 use crate::registry::{EdgeTool, Registry};
 use crate::state::EdgeState;
 
@@ -82,11 +84,30 @@ fn lookup_error(error: LookupError) -> ErrorData {
     }
 }
 
-fn tenant_bucket(tenant: &str) -> String {
+/// One of 16 stable buckets for a tenant (metrics labels stay bounded in a large fleet).
+fn tenant_bucket(tenant: &str) -> &'static str {
+    const BUCKETS: [&str; 16] = [
+        "b00", "b01", "b02", "b03", "b04", "b05", "b06", "b07", "b08", "b09", "b10", "b11", "b12",
+        "b13", "b14", "b15",
+    ];
     let hash = tenant
         .bytes()
         .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-    format!("b{:02}", hash % 16)
+    BUCKETS[(hash % 16) as usize]
+}
+
+/// Counts one answered MCP request (and its latency, for `tools/list`).
+pub(crate) fn count_request(
+    method: &'static str,
+    tenant: &str,
+    outcome: &'static str,
+    started: Instant,
+) {
+    metrics::counter!("tp_edge_mcp_requests_total", "method" => method, "tenant_bucket" => tenant_bucket(tenant), "outcome" => outcome).increment(1);
+    if method == "tools/list" {
+        metrics::histogram!("tp_edge_mcp_request_seconds", "method" => method)
+            .record(started.elapsed().as_secs_f64());
+    }
 }
 
 fn request_id() -> String {
@@ -103,8 +124,67 @@ fn now_ms() -> u64 {
 
 /// What a tool call produced, before it becomes an MCP response.
 struct Outcome {
-    result: CallToolResult,
+    result: CallToolResponse,
     audit: pb::CallOutcome,
+}
+
+impl Outcome {
+    fn error(message: String, audit: pb::CallOutcome) -> Outcome {
+        Outcome {
+            result: CallToolResult::error(vec![ContentBlock::text(message)]).into(),
+            audit,
+        }
+    }
+}
+
+/// One validated call on its way to the executor.
+struct Invocation<'a> {
+    tool: &'a EdgeTool,
+    action: &'a str,
+    arguments: Value,
+    /// The client's answers to a previous input-required result.
+    input_responses: Option<prost_types::Struct>,
+    /// The executor state from the verified `requestState` (empty on a first call).
+    state: Vec<u8>,
+    /// What a new `requestState` is bound to.
+    binding: &'a [u8],
+}
+
+/// A call retried after an input-required result (MCP 2026-07-28, SEP-2322).
+#[derive(Debug, Default)]
+pub struct Retry {
+    /// The client's answers, by request key.
+    pub input_responses: Option<InputResponses>,
+    /// The `requestState` the client got, echoed back.
+    pub request_state: Option<String>,
+}
+
+/// A complete result, or an error result for a call that asked for client input where the
+/// caller (`dispatch`, `dispatch_parallel`) cannot answer it.
+fn complete(response: CallToolResponse, name: &str) -> CallToolResult {
+    match response {
+        CallToolResponse::Complete(result) => result,
+        _ => CallToolResult::error(vec![ContentBlock::text(format!(
+            "{name} needs input from the client (elicitation, sampling or roots) before it can finish; call it directly with tools/call"
+        ))]),
+    }
+}
+
+/// The client capabilities a 2026-07-28 request declares that an executor may ask for; `None`
+/// for earlier versions (declared at `initialize`, which a stateless edge does not keep).
+fn declared_capabilities(ctx: &RequestContext<RoleServer>) -> Option<Vec<&'static str>> {
+    ctx.meta.protocol_version()?;
+    let declared = ctx
+        .meta
+        .client_capabilities()
+        .and_then(|caps| serde_json::to_value(caps).ok())
+        .unwrap_or(Value::Null);
+    Some(
+        ["elicitation", "sampling", "roots"]
+            .into_iter()
+            .filter(|c| declared.get(*c).is_some_and(|v| !v.is_null()))
+            .collect(),
+    )
 }
 
 // === impl McpHandler ===
@@ -131,8 +211,9 @@ impl McpHandler {
         registry: &Registry,
         name: &str,
         arguments: Option<rmcp::model::JsonObject>,
+        retry: Retry,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
         missing_client_capabilities(tool, ctx)?;
@@ -160,31 +241,119 @@ impl McpHandler {
                 return Err(error);
             }
         };
+        let binding = input::binding(&identity.tenant, &identity.role, name, &arguments);
+        let state = match &retry.request_state {
+            None => Vec::new(),
+            Some(sealed) => match self.state.seal.open(&binding, sealed) {
+                Ok(state) => state,
+                Err(error) => {
+                    self.audit(identity, name, &action, pb::CallOutcome::Rejected, started);
+                    return Err(ErrorData::invalid_params(error.to_string(), None));
+                }
+            },
+        };
+        let responses = retry.input_responses.map(|responses| {
+            tp_proto::json::to_struct(&Value::Object(responses.into_iter().collect()))
+        });
         let outcome = self
-            .forward(identity, registry, tool, &action, arguments, ctx)
+            .forward(
+                identity,
+                registry,
+                Invocation {
+                    tool,
+                    action: &action,
+                    arguments,
+                    input_responses: responses.flatten(),
+                    state,
+                    binding: &binding,
+                },
+                ctx,
+            )
             .await;
         self.audit(identity, name, &action, outcome.audit, started);
         Ok(outcome.result)
+    }
+
+    /// An executor's `InputRequired` as an MCP input-required result: for 2026-07-28 callers,
+    /// checked (methods MCP defines, capabilities the caller declared, sizes) and with the
+    /// executor's state sealed into `requestState`; earlier versions get an error result.
+    fn input_required(
+        &self,
+        tool: &EdgeTool,
+        executor: &str,
+        input: pb::InputRequired,
+        binding: &[u8],
+        ctx: &RequestContext<RoleServer>,
+    ) -> Outcome {
+        let name = &tool.resolved.name;
+        let Some(declared) = declared_capabilities(ctx) else {
+            return Outcome::error(
+                format!(
+                    "{name} needs input from the client (elicitation, sampling or roots) before it can finish; this edge relays such requests over MCP 2026-07-28 (input-required results), so connect with that protocol version"
+                ),
+                pb::CallOutcome::ToolError,
+            );
+        };
+        if input.state.len() > input::MAX_EXECUTOR_STATE {
+            return Outcome::error(
+                format!(
+                    "executor {executor:?} returned {} bytes of input-required state (at most {})",
+                    input.state.len(),
+                    input::MAX_EXECUTOR_STATE
+                ),
+                pb::CallOutcome::ExecutorError,
+            );
+        }
+        let requests = input
+            .requests
+            .as_ref()
+            .map(tp_proto::json::from_struct)
+            .unwrap_or_else(|| json!({}));
+        let requests = match input::input_requests(&requests, Some(&declared)) {
+            Ok(requests) => requests,
+            Err(message) => {
+                return Outcome::error(
+                    format!("executor {executor:?} asked for input it may not: {message}"),
+                    pb::CallOutcome::ExecutorError,
+                );
+            }
+        };
+        let request_state = self.state.seal.seal(binding, &input.state);
+        let result = InputRequiredResult::new(
+            (!requests.is_empty()).then_some(requests),
+            Some(request_state),
+        );
+        Outcome {
+            result: CallToolResponse::InputRequired(result),
+            audit: pb::CallOutcome::InputRequired,
+        }
     }
 
     async fn forward(
         &self,
         identity: &Identity,
         registry: &Registry,
-        tool: &EdgeTool,
-        action: &str,
-        arguments: Value,
+        invocation: Invocation<'_>,
         ctx: &RequestContext<RoleServer>,
     ) -> Outcome {
+        let Invocation {
+            tool,
+            action,
+            arguments,
+            input_responses,
+            state,
+            binding,
+        } = invocation;
         let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
-            return Outcome {
-                result: CallToolResult::error(vec![ContentBlock::text(format!(
+            return Outcome::error(
+                format!(
                     "tool {} routes to executor {:?}, which is not configured",
                     tool.resolved.name, tool.resolved.executor
-                ))]),
-                audit: pb::CallOutcome::ExecutorError,
-            };
+                ),
+                pb::CallOutcome::ExecutorError,
+            );
         };
+        let declared = declared_capabilities(ctx);
         let deadline = Instant::now() + self.state.config.request_timeout();
         let deadline_ms = now_ms()
             + u64::try_from(self.state.config.request_timeout().as_millis()).unwrap_or(u64::MAX);
@@ -199,6 +368,14 @@ impl McpHandler {
             tenant_context: Some(pb::TenantContext {
                 lint_webhook: registry.lint_webhook.clone(),
             }),
+            input_responses,
+            state,
+            client_capabilities_known: declared.is_some(),
+            client_capabilities: declared
+                .unwrap_or_default()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
         };
         // Relay progress and log events to the client while the call runs.
         let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<CallEvent>();
@@ -264,19 +441,22 @@ impl McpHandler {
         drop(on_event);
         let _ = relay.await;
         match result {
-            Ok(result) => {
+            Ok(Reply::Done(result)) => {
                 let audit = if result.is_error {
                     pb::CallOutcome::ToolError
                 } else {
                     pb::CallOutcome::Ok
                 };
                 Outcome {
-                    result: content::call_result(result),
+                    result: content::call_result(result).into(),
                     audit,
                 }
             }
+            Ok(Reply::InputRequired(input)) => {
+                self.input_required(tool, &executor.name, input, binding, ctx)
+            }
             Err(error) => Outcome {
-                result: forward_error(&error),
+                result: forward_error(&error).into(),
                 audit: pb::CallOutcome::ExecutorError,
             },
         }
@@ -377,7 +557,9 @@ impl McpHandler {
             MetaTool::Dispatch => {
                 only_keys(&arguments, "dispatch", &["tool", "arguments"])?;
                 let (name, inner) = dispatch_target(&arguments)?;
-                self.call(identity, registry, &name, inner, ctx).await
+                self.call(identity, registry, &name, inner, Retry::default(), ctx)
+                    .await
+                    .map(|response| complete(response, &name))
             }
             MetaTool::DispatchParallel => {
                 only_keys(&arguments, "dispatch_parallel", &["calls", "timeout_ms"])?;
@@ -426,7 +608,9 @@ impl McpHandler {
                 let results: Vec<Value> = futures::stream::iter(calls)
                     .map(|(name, inner)| async move {
                         let outcome =
-                            tokio::time::timeout(timeout, self.call(identity, registry, &name, inner, ctx)).await;
+                            tokio::time::timeout(timeout, self.call(identity, registry, &name, inner, Retry::default(), ctx))
+                                .await
+                                .map(|outcome| outcome.map(|response| complete(response, &name)));
                         match outcome {
                             Ok(Ok(result)) => {
                                 let mut entry = json!({
@@ -602,9 +786,7 @@ impl ServerHandler for McpHandler {
         if end < listing.len() {
             result.next_cursor = Some(encode_cursor(&listing[end - 1].name));
         }
-        metrics::counter!("tp_edge_mcp_requests_total", "method" => "tools/list", "tenant_bucket" => tenant_bucket(&identity.tenant), "outcome" => "ok").increment(1);
-        metrics::histogram!("tp_edge_mcp_request_seconds", "method" => "tools/list")
-            .record(started.elapsed().as_secs_f64());
+        count_request("tools/list", &identity.tenant, "ok", started);
         Ok(result)
     }
 
@@ -616,22 +798,34 @@ impl ServerHandler for McpHandler {
         let identity = caller(&ctx)?;
         let registry = self.registry(&identity).await?;
         let result = match MetaTool::parse(&request.name) {
-            Some(meta) => {
-                self.meta_tool(&identity, &registry, meta, request.arguments, &ctx)
-                    .await
-            }
+            Some(meta) => self
+                .meta_tool(&identity, &registry, meta, request.arguments, &ctx)
+                .await
+                .map(CallToolResponse::from),
             None => {
-                self.call(&identity, &registry, &request.name, request.arguments, &ctx)
-                    .await
+                let retry = Retry {
+                    input_responses: request.input_responses,
+                    request_state: request.request_state,
+                };
+                self.call(
+                    &identity,
+                    &registry,
+                    &request.name,
+                    request.arguments,
+                    retry,
+                    &ctx,
+                )
+                .await
             }
         };
         let outcome = match &result {
-            Ok(r) if r.is_error == Some(true) => "tool_error",
-            Ok(_) => "ok",
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => "tool_error",
+            Ok(CallToolResponse::Complete(_)) => "ok",
+            Ok(_) => "input_required",
             Err(_) => "rejected",
         };
-        metrics::counter!("tp_edge_mcp_requests_total", "method" => "tools/call", "tenant_bucket" => tenant_bucket(&identity.tenant), "outcome" => outcome).increment(1);
-        result.map(Into::into)
+        count_request("tools/call", &identity.tenant, outcome, Instant::now());
+        result
     }
 
     fn accepted_subscription_filter(
