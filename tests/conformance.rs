@@ -13,7 +13,7 @@ use tp_proto::pb;
 use tp_test_support::{ControlPlaneProcess, EdgeProcess, ExecutorProcess, node, node_dir};
 
 /// The conformance tools, all served by the demo executor.
-const TOOLS: [&str; 19] = [
+const TOOLS: [&str; 24] = [
     "test_simple_text",
     "test_image_content",
     "test_audio_content",
@@ -25,6 +25,13 @@ const TOOLS: [&str; 19] = [
     "test_logging_tool",
     "test_missing_capability",
     "test_streaming_elicitation",
+    // Changes its own catalogue entry: a real tools/list_changed for listeners.
+    "test_trigger_tool_change",
+    // Questions to a 2025-11-25 client in the middle of a call.
+    "test_sampling",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
     // Input-required results (2026-07-28, SEP-2322): elicitation, sampling, roots and state.
     "test_input_required_result_elicitation",
     "test_input_required_result_sampling",
@@ -66,7 +73,15 @@ impl Target {
     /// official TypeScript SDK, reached as an MCP executor.
     async fn start_with(upstream: bool) -> Target {
         let cp = ControlPlaneProcess::start(false).await;
-        let executor = ExecutorProcess::start().await;
+        // The executor may change the catalogue: `test_trigger_tool_change` is the suite's
+        // hook for a real tool-list change.
+        let executor = ExecutorProcess::start_with_args(vec![
+            "--control-plane".into(),
+            cp.url(),
+            "--admin-token-file".into(),
+            cp.data_dir.join("admin-token").display().to_string(),
+        ])
+        .await;
         let mut admin = cp.admin().await;
         admin
             .executors

@@ -6,6 +6,7 @@
 
 mod admin_fuzz;
 mod adversarial;
+mod ask;
 mod clients;
 mod conformance;
 mod control_plane;

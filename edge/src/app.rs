@@ -20,6 +20,7 @@ use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
 
 use crate::cache::{Identity, LookupError};
+use crate::mcp::ask::StreamIds;
 use crate::mcp::{Caller, McpHandler};
 use crate::state::EdgeState;
 
@@ -182,7 +183,8 @@ async fn check_jsonrpc(
         );
     };
     match inspect_jsonrpc(&bytes) {
-        Ok(request) => {
+        Ok(Inspected::Answer(id, message)) => answer(&state, &parts, id, message).await,
+        Ok(Inspected::Request(request)) => {
             if let Some((id, method, params)) = &request
                 && method == "tools/list"
                 && state.config.mcp.precomputed_lists
@@ -190,9 +192,28 @@ async fn check_jsonrpc(
             {
                 return response;
             }
-            let response = next
+            // A tool call may put questions to a 2025-xx client on its SSE stream, under ids
+            // of the edge's own (crate::mcp::ask).
+            let ids = request
+                .as_ref()
+                .is_some_and(|(_, method, _)| method == "tools/call")
+                .then(StreamIds::default);
+            let mut parts = parts;
+            if let Some(ids) = &ids {
+                parts.extensions.insert(ids.clone());
+            }
+            let mut response = next
                 .run(Request::from_parts(parts, Body::from(bytes)))
                 .await;
+            if let Some(ids) = ids
+                && response
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+            {
+                let body = std::mem::take(response.body_mut());
+                *response.body_mut() = crate::mcp::ask::rewrite_ids(body, ids);
+            }
             // The transport answers a JSON-RPC message whose params do not fit its method's
             // type with 415 and plain text; the body was JSON, so that is invalid params.
             match request {
@@ -224,15 +245,22 @@ fn jsonrpc_error(status: StatusCode, id: serde_json::Value, code: i64, message: 
 type Refusal = (StatusCode, serde_json::Value, i64, String);
 
 /// A request's id, method and params object.
-type Inspected = (
+type Call = (
     serde_json::Value,
     String,
     Option<serde_json::Map<String, serde_json::Value>>,
 );
 
-/// `Ok(Some((id, method, params)))` for a request or notification worth passing on, `Ok(None)`
-/// for a response to a server request.
-fn inspect_jsonrpc(bytes: &[u8]) -> Result<Option<Inspected>, Refusal> {
+/// What a well-formed JSON-RPC message is.
+enum Inspected {
+    /// A request or notification worth passing on (`None`: a response the transport handles).
+    Request(Option<Call>),
+    /// A client's answer to one of the edge's questions (an id it issued).
+    Answer(String, serde_json::Value),
+}
+
+/// A request's (id, method, params), or a response to a question of the edge's.
+fn inspect_jsonrpc(bytes: &[u8]) -> Result<Inspected, Refusal> {
     use serde_json::Value;
     let invalid = |message: &str| {
         (
@@ -267,7 +295,14 @@ fn inspect_jsonrpc(bytes: &[u8]) -> Result<Option<Inspected>, Refusal> {
         ));
     }
     let Some(method) = message.get("method") else {
-        return Ok(None); // a response to a server request: the transport handles it
+        // A response to a server request: to one of the edge's questions, or for the
+        // transport (which refuses it: a stateless edge has no other).
+        if let Value::String(id) = &id
+            && id.starts_with(crate::mcp::ask::ID_PREFIX)
+        {
+            return Ok(Inspected::Answer(id.clone(), Value::Object(message)));
+        }
+        return Ok(Inspected::Request(None));
     };
     let Some(method) = method.as_str() else {
         return Err(invalid("invalid request: \"method\" must be a string"));
@@ -316,7 +351,39 @@ fn inspect_jsonrpc(bytes: &[u8]) -> Result<Option<Inspected>, Refusal> {
         Some(Value::Object(params)) => Some(params),
         _ => None,
     };
-    Ok(Some((id, method, params)))
+    Ok(Inspected::Request(Some((id, method, params))))
+}
+
+/// A client's answer to a question the edge put on a call's stream: 202 when it reached the
+/// waiting call (on this edge or another), 400 with a JSON-RPC error otherwise.
+async fn answer(
+    state: &EdgeState,
+    parts: &axum::http::request::Parts,
+    id: String,
+    message: serde_json::Value,
+) -> Response {
+    use crate::mcp::ask::Refused;
+    let Some(caller) = parts.extensions.get::<Caller>() else {
+        return unauthorized("missing Authorization: Bearer <api key>");
+    };
+    match state
+        .questions
+        .answer(&id, &caller.0.tenant, &caller.0.role, message)
+        .await
+    {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        // Unknown and someone else's get the same answer, so an id's existence does not leak
+        // across callers.
+        Err(Refused::Unknown | Refused::NotYours) => {
+            metrics::counter!("tp_edge_answers_refused_total").increment(1);
+            jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                serde_json::Value::String(id),
+                -32600,
+                "no question with this id is waiting for this caller (answered, timed out or never asked)",
+            )
+        }
+    }
 }
 
 /// A warm `tools/list` from precomputed bytes, or `None` to leave the request to the transport
@@ -327,6 +394,25 @@ async fn fast_list(
     id: &serde_json::Value,
     params: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> Option<Response> {
+    let caller = parts.extensions.get::<Caller>()?;
+    let registry = state
+        .caches
+        .registry(&caller.0.tenant, &caller.0.role)
+        .await
+        .ok()?;
+    precomputed_list(state, parts, id, params, &caller.0, &registry)
+}
+
+/// The answer to a `tools/list` of `identity` from `registry`'s precomputed pages, when the
+/// request is one the transport would take as it is.
+fn precomputed_list(
+    state: &EdgeState,
+    parts: &axum::http::request::Parts,
+    id: &serde_json::Value,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+    identity: &Identity,
+    registry: &crate::registry::Registry,
+) -> Option<Response> {
     use crate::mcp::fast;
     let started = std::time::Instant::now();
     if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
@@ -335,16 +421,143 @@ async fn fast_list(
     let generation = fast::eligible(&parts.headers, params, &state.config.mcp)?;
     let cursor = fast::cursor(params)?;
     let id = fast::id_bytes(id)?;
-    let caller = parts.extensions.get::<Caller>()?;
-    let registry = state
-        .caches
-        .registry(&caller.0.tenant, &caller.0.role)
-        .await
-        .ok()?;
     let response = fast::answer(registry.pages(generation, &state.config.mcp), cursor, id)?;
-    crate::mcp::count_request("tools/list", &caller.0.tenant, "ok", started);
-    metrics::counter!("tp_edge_list_precomputed_total").increment(1);
+    crate::mcp::count_request("tools/list", &identity.tenant, "ok", started);
+    precomputed_counter().increment(1);
     Some(response)
+}
+
+fn precomputed_counter() -> &'static metrics::Counter {
+    static COUNTER: std::sync::OnceLock<metrics::Counter> = std::sync::OnceLock::new();
+    COUNTER.get_or_init(|| metrics::counter!("tp_edge_list_precomputed_total"))
+}
+
+/// The edge's HTTP service: a warm `tools/list` — key and registry in the in-process cache, a
+/// request the transport would take as it is — is answered before the router, its layers and
+/// the MCP transport; every other request goes through the [`router`].
+#[derive(Clone)]
+pub struct EdgeService {
+    state: Arc<EdgeState>,
+    router: Router,
+}
+
+impl std::fmt::Debug for EdgeService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeService").finish_non_exhaustive()
+    }
+}
+
+/// The edge's service over `state` (see [`EdgeService`]).
+pub fn service(state: Arc<EdgeState>) -> EdgeService {
+    EdgeService {
+        router: router(Arc::clone(&state)),
+        state,
+    }
+}
+
+impl<B> tower::Service<Request<B>> for EdgeService
+where
+    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        use tower::ServiceExt as _;
+        let request = request.map(Body::new);
+        let state = Arc::clone(&self.state);
+        let router = self.router.clone();
+        Box::pin(async move {
+            let request = match warm_list(&state, request).await {
+                Ok(response) => return Ok(response),
+                Err(request) => request,
+            };
+            router.oneshot(request).await
+        })
+    }
+}
+
+/// Largest body the warm path reads (a `tools/list` request is a few hundred bytes).
+const WARM_BODY_LIMIT: u64 = 4096;
+
+/// Answers a warm `tools/list` with no I/O beyond the request, or hands the request back
+/// unchanged (its body re-assembled) for the router.
+async fn warm_list(state: &EdgeState, request: Request) -> Result<Response, Request> {
+    let headers = request.headers();
+    let limit = WARM_BODY_LIMIT.min(state.config.mcp.max_body_bytes as u64);
+    let small_json_post = request.method() == axum::http::Method::POST
+        && request.uri().path() == "/mcp"
+        && state.config.mcp.precomputed_lists
+        && headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|length| length <= limit)
+        && headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .eq_ignore_ascii_case("application/json")
+            });
+    if !small_json_post {
+        return Err(request);
+    }
+    let Some(key) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+    else {
+        return Err(request);
+    };
+    let Some(identity) = state.caches.identity_l1(key).await else {
+        return Err(request);
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = match http_body_util::BodyExt::collect(http_body_util::Limited::new(
+        body,
+        usize::try_from(limit).unwrap_or(usize::MAX),
+    ))
+    .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return Ok(json_error(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read in full",
+            ));
+        }
+    };
+    let answer = match inspect_jsonrpc(&bytes) {
+        Ok(Inspected::Request(Some((id, method, params)))) if method == "tools/list" => match state
+            .caches
+            .registry_l1(&identity.tenant, &identity.role)
+            .await
+        {
+            Some(registry) => {
+                precomputed_list(state, &parts, &id, params.as_ref(), &identity, &registry)
+            }
+            None => None,
+        },
+        _ => None,
+    };
+    match answer {
+        Some(response) => Ok(response),
+        None => Err(Request::from_parts(parts, Body::from(bytes))),
+    }
 }
 
 /// Nesting depth of a JSON value (a scalar is 0).

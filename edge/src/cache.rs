@@ -90,7 +90,23 @@ fn now_secs() -> u64 {
 }
 
 fn hit(level: &'static str, kind: &'static str) {
-    metrics::counter!("tp_edge_cache_lookups_total", "level" => level, "kind" => kind).increment(1);
+    match (level, kind) {
+        // The two lookups of every warm request: handles kept, not looked up each time.
+        ("l1", "registry") => l1_hits()[0].increment(1),
+        ("l1", "identity") => l1_hits()[1].increment(1),
+        _ => metrics::counter!("tp_edge_cache_lookups_total", "level" => level, "kind" => kind)
+            .increment(1),
+    }
+}
+
+fn l1_hits() -> &'static [metrics::Counter; 2] {
+    static HITS: std::sync::OnceLock<[metrics::Counter; 2]> = std::sync::OnceLock::new();
+    HITS.get_or_init(|| {
+        [
+            metrics::counter!("tp_edge_cache_lookups_total", "level" => "l1", "kind" => "registry"),
+            metrics::counter!("tp_edge_cache_lookups_total", "level" => "l1", "kind" => "identity"),
+        ]
+    })
 }
 
 // === impl Identity ===
@@ -159,6 +175,32 @@ impl Caches {
 
     fn registry_key(&self, shared: &Shared, tenant: &str, role: &str, version: &str) -> String {
         shared.key(&["reg", tenant, role, version])
+    }
+
+    /// The registry of (tenant, role) if the in-process cache holds it at the current revision
+    /// (no I/O; `None` otherwise).
+    pub async fn registry_l1(&self, tenant: &str, role: &str) -> Option<Arc<Registry>> {
+        let version = self.versions.required(tenant)?;
+        let registry = self
+            .registries
+            .get(&(tenant.to_owned(), role.to_owned(), version))
+            .await?;
+        hit("l1", "registry");
+        Some(registry)
+    }
+
+    /// The identity of an API key if the in-process cache holds it and it is current (no I/O;
+    /// `None` otherwise, including for keys that are not valid).
+    pub async fn identity_l1(&self, key: &str) -> Option<Arc<Identity>> {
+        if !tp_proto::keys::looks_like_key(key) {
+            return None;
+        }
+        let identity = self.identities.get(&tp_proto::keys::hash(key)).await?;
+        if !self.current(&identity, now_secs()) {
+            return None;
+        }
+        hit("l1", "identity");
+        Some(identity)
     }
 
     /// The registry of (tenant, role).

@@ -52,14 +52,14 @@ pub async fn start(
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
     let state = EdgeState::start(config)?;
-    let router = app::router(Arc::clone(&state));
+    let service = app::service(Arc::clone(&state));
     let task = tokio::spawn(async move {
         // TCP_NODELAY: SSE answers are several small writes (Nagle + delayed ACK = 40 ms).
         use axum::serve::ListenerExt as _;
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        axum::serve(listener, router)
+        axum::serve(listener, tower::make::Shared::new(service))
             .with_graceful_shutdown(shutdown)
             .await
             .context("serving HTTP")

@@ -11,6 +11,7 @@ use tokio::sync::RwLock;
 
 /// Redis as the edge uses it.
 pub struct Shared {
+    client: redis::Client,
     connection: RwLock<Option<ConnectionManager>>,
     prefix: String,
     timeout: Duration,
@@ -38,6 +39,7 @@ impl Shared {
             .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
         let client = redis::Client::open(info)?;
         let shared = Arc::new(Shared {
+            client: client.clone(),
             connection: RwLock::new(None),
             prefix: prefix.to_owned(),
             timeout,
@@ -157,6 +159,48 @@ impl Shared {
                 pipe.query_async::<()>(c).await
             })
             .await;
+    }
+
+    /// PUBLISH; the number of subscribers that received the message.
+    pub async fn publish(&self, channel: &str, payload: &[u8]) -> Option<u64> {
+        self.run("publish", async |c| {
+            c.publish::<_, _, u64>(channel, payload).await
+        })
+        .await
+    }
+
+    /// Calls `on_message` with every message published on `channel`, on a connection of its
+    /// own that is reopened when it breaks, until `on_message` returns false.
+    pub fn listen(
+        &self,
+        channel: String,
+        mut on_message: impl FnMut(&[u8]) -> bool + Send + 'static,
+    ) {
+        use futures::StreamExt as _;
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let mut delay = Duration::from_millis(100);
+            loop {
+                match client.get_async_pubsub().await {
+                    Ok(mut pubsub) => {
+                        if pubsub.subscribe(&channel).await.is_ok() {
+                            delay = Duration::from_millis(100);
+                            let mut messages = pubsub.on_message();
+                            while let Some(message) = messages.next().await {
+                                if !on_message(message.get_payload_bytes()) {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "redis subscription unavailable; retrying");
+                    }
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        });
     }
 
     /// DEL.

@@ -41,6 +41,8 @@ pub struct EdgeState {
     pub metrics: Option<PrometheusHandle>,
     /// Seals `requestState` of input-required results.
     pub seal: crate::mcp::input::StateSeal,
+    /// Questions put to 2025-xx clients mid-call, waiting for their answers.
+    pub questions: Arc<crate::mcp::ask::Questions>,
 }
 
 /// Installs the process-wide metrics recorder once.
@@ -100,8 +102,10 @@ impl EdgeState {
             secret,
             Duration::from_secs(config.mcp.input_required_ttl_secs),
         );
+        let questions = crate::mcp::ask::Questions::new(shared.clone());
         let state = Arc::new(EdgeState {
             seal,
+            questions,
             limiter: RateLimiter::new(shared.clone()),
             control: Arc::clone(&control),
             versions: Arc::clone(&versions),

@@ -5,6 +5,8 @@
 //! - the suite's input-required tools (`test_input_required_result_*`, MCP SEP-2322) ask the
 //!   client for elicitation, sampling or roots through `InputRequired`, keep their progress in
 //!   the executor state the edge seals into `requestState`, and finish once answered;
+//! - `test_trigger_tool_change`, when the executor has an admin connection to the control
+//!   plane, changes its own catalogue entry, so listeners get `tools/list_changed`;
 //! - test tools: `echo`, `sleep` (`ms`), `fail` (gRPC error), `crash` (stream ends early).
 
 use std::pin::Pin;
@@ -27,7 +29,73 @@ type Events = Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::InvokeEvent, St
 
 /// The demo executor service.
 #[derive(Debug, Default, Clone)]
-pub struct DemoExecutor;
+pub struct DemoExecutor {
+    admin: Option<Admin>,
+}
+
+/// A control-plane connection with an admin token, for `test_trigger_tool_change` (the
+/// conformance suite's hook that changes the tool list).
+#[derive(Clone)]
+pub struct Admin {
+    channel: tonic::transport::Channel,
+    token: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admin(..)")
+    }
+}
+
+impl Admin {
+    /// A lazily connected admin client of the control plane at `url`.
+    pub fn new(url: &str, token: &str) -> anyhow::Result<Admin> {
+        let channel = tonic::transport::Endpoint::from_shared(url.to_owned())?
+            .tcp_nodelay(true)
+            .connect_lazy();
+        let token = format!("Bearer {token}").parse()?;
+        Ok(Admin { channel, token })
+    }
+
+    /// Changes the catalogue entry of `tool` (its description alternates between two texts),
+    /// so every tenant that sees it gets `notifications/tools/list_changed`.
+    async fn touch(&self, tool: &str) -> Result<String, Status> {
+        let token = self.token.clone();
+        let mut catalog = pb::catalog_client::CatalogClient::with_interceptor(
+            self.channel.clone(),
+            move |mut request: Request<()>| {
+                request
+                    .metadata_mut()
+                    .insert("authorization", token.clone());
+                Ok(request)
+            },
+        );
+        let current = catalog
+            .get_tool(pb::GetToolRequest { name: tool.into() })
+            .await?
+            .into_inner();
+        let mut spec = current
+            .spec
+            .ok_or_else(|| Status::internal("the control plane returned a tool without a spec"))?;
+        const MARK: &str = " (changed)";
+        spec.description = match spec.description.strip_suffix(MARK) {
+            Some(original) => original.to_owned(),
+            None => format!("{}{MARK}", spec.description),
+        };
+        let description = spec.description.clone();
+        catalog
+            .update_tool(pb::UpdateToolRequest { tool: Some(spec) })
+            .await?;
+        Ok(description)
+    }
+}
+
+impl DemoExecutor {
+    /// With an admin connection, `test_trigger_tool_change` changes the catalogue.
+    pub fn with_admin(admin: Option<Admin>) -> DemoExecutor {
+        DemoExecutor { admin }
+    }
+}
 
 type Sender = mpsc::Sender<Result<pb::InvokeEvent, Status>>;
 
@@ -123,6 +191,11 @@ fn answer_text(answer: &Value, field: &str) -> String {
 /// asked are ignored); `state` is what this executor put in the previous `InputRequired`,
 /// verified by the edge. A tool asks again for whatever is still missing.
 fn input_required_tool(request: &pb::InvokeRequest) -> Option<pb::InvokeEvent> {
+    let arguments = request
+        .arguments
+        .as_ref()
+        .map(tp_proto::json::from_struct)
+        .unwrap_or(json!({}));
     let responses = request
         .input_responses
         .as_ref()
@@ -246,6 +319,94 @@ fn input_required_tool(request: &pb::InvokeRequest) -> Option<pb::InvokeEvent> {
                     json!({"step1": elicit("Step 1: What is your name?", "name", "string")}),
                     "round-1",
                 ),
+            }
+        }
+        // The 2025-11-25 suite's tools that ask the client mid-call (the edge puts the
+        // questions on the call's stream and calls again with the answers).
+        "test_sampling" => match answered("sampling") {
+            Some(answer) => done(
+                vec![text(format!("LLM response: {}", answer_text(answer, "")))],
+                None,
+                false,
+            ),
+            None => {
+                let prompt = arguments
+                    .get("prompt")
+                    .and_then(Value::as_str)
+                    .unwrap_or("Say hello");
+                ask(json!({"sampling": sample_request(prompt, 100)}), "")
+            }
+        },
+        "test_elicitation" => match answered("elicitation") {
+            Some(answer) => done(
+                vec![text(format!(
+                    "User response: action={}, content={}",
+                    answer.get("action").and_then(Value::as_str).unwrap_or(""),
+                    answer.get("content").cloned().unwrap_or(Value::Null)
+                ))],
+                None,
+                false,
+            ),
+            None => {
+                let message = arguments
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("Please provide your information");
+                ask(
+                    json!({"elicitation": {"method": "elicitation/create", "params": {
+                        "message": message,
+                        "requestedSchema": {"type": "object", "properties": {
+                            "username": {"type": "string", "description": "User's response"},
+                            "email": {"type": "string", "description": "User's email address"}},
+                            "required": ["username", "email"]}}}}),
+                    "",
+                )
+            }
+        },
+        "test_elicitation_sep1034_defaults" | "test_elicitation_sep1330_enums" => {
+            match answered("elicitation") {
+                Some(answer) => done(
+                    vec![text(format!(
+                        "Elicitation completed: action={}, content={}",
+                        answer.get("action").and_then(Value::as_str).unwrap_or(""),
+                        answer.get("content").cloned().unwrap_or(Value::Null)
+                    ))],
+                    None,
+                    false,
+                ),
+                None => {
+                    let schema = if request.tool == "test_elicitation_sep1034_defaults" {
+                        json!({"type": "object", "properties": {
+                            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                            "age": {"type": "integer", "description": "User age", "default": 30},
+                            "score": {"type": "number", "description": "User score", "default": 95.5},
+                            "status": {"type": "string", "description": "User status",
+                                       "enum": ["active", "inactive", "pending"], "default": "active"},
+                            "verified": {"type": "boolean", "description": "Verification status", "default": true}},
+                            "required": []})
+                    } else {
+                        json!({"type": "object", "properties": {
+                            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                            "titledSingle": {"type": "string", "oneOf": [
+                                {"const": "value1", "title": "First Option"},
+                                {"const": "value2", "title": "Second Option"},
+                                {"const": "value3", "title": "Third Option"}]},
+                            "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                                           "enumNames": ["Option One", "Option Two", "Option Three"]},
+                            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                            "titledMulti": {"type": "array", "items": {"anyOf": [
+                                {"const": "value1", "title": "First Choice"},
+                                {"const": "value2", "title": "Second Choice"},
+                                {"const": "value3", "title": "Third Choice"}]}}},
+                            "required": []})
+                    };
+                    ask(
+                        json!({"elicitation": {"method": "elicitation/create", "params": {
+                            "message": "Please review and update the form fields with defaults",
+                            "requestedSchema": schema}}}),
+                        "",
+                    )
+                }
             }
         }
         // Asks only for what the client declared it can answer.
@@ -478,6 +639,34 @@ impl Executor for DemoExecutor {
             return Err(Status::invalid_argument("tool and tenant are required"));
         }
         let (sender, receiver) = mpsc::channel(16);
+        if request.tool == "test_trigger_tool_change" {
+            let event = match &self.admin {
+                None => done(
+                    vec![text(
+                        "test_trigger_tool_change needs the executor started with --control-plane and --admin-token-file",
+                    )],
+                    None,
+                    true,
+                ),
+                Some(admin) => match admin.touch(&request.tool).await {
+                    Ok(description) => done(
+                        vec![text(format!("the tool list changed: {description}"))],
+                        None,
+                        false,
+                    ),
+                    Err(status) => done(
+                        vec![text(format!(
+                            "the catalogue could not be changed: {}",
+                            status.message()
+                        ))],
+                        None,
+                        true,
+                    ),
+                },
+            };
+            let _ = sender.send(Ok(event)).await;
+            return Ok(Response::new(Box::pin(ReceiverStream::new(receiver))));
+        }
         tokio::spawn(run(request, sender));
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
@@ -488,11 +677,20 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_with(listener, DemoExecutor::default(), shutdown).await
+}
+
+/// Serves `executor` (with health) on `listener` until `shutdown`.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    executor: DemoExecutor,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<ExecutorServer<DemoExecutor>>().await;
     tonic::transport::Server::builder()
         .add_service(health)
-        .add_service(ExecutorServer::new(DemoExecutor))
+        .add_service(ExecutorServer::new(executor))
         .serve_with_incoming_shutdown(
             // TCP_NODELAY: events and the result are small writes; Nagle would hold each one
             // for the caller's delayed ACK (40 ms).

@@ -19,6 +19,13 @@ struct Args {
     /// Validate the flags, print a summary and exit.
     #[arg(long)]
     check_config: bool,
+    /// A control plane the conformance hook `test_trigger_tool_change` may change the
+    /// catalogue of (with --admin-token-file). Off by default.
+    #[arg(long, requires = "admin_token_file")]
+    control_plane: Option<String>,
+    /// The admin token for --control-plane.
+    #[arg(long, requires = "control_plane")]
+    admin_token_file: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -30,6 +37,18 @@ async fn main() -> anyhow::Result<()> {
             args.listen
         )
     })?;
+    let admin = match (&args.control_plane, &args.admin_token_file) {
+        (Some(url), Some(path)) => {
+            let token = std::fs::read_to_string(path)
+                .with_context(|| format!("--admin-token-file {}", path.display()))?;
+            Some(
+                tp_demo_executor::Admin::new(url, token.trim()).with_context(|| {
+                    format!("--control-plane {url:?} is not a URL like http://127.0.0.1:50051")
+                })?,
+            )
+        }
+        _ => None,
+    };
     if args.check_config {
         println!("tp-demo-executor: configuration is valid: listen {listen}");
         return Ok(());
@@ -45,5 +64,10 @@ async fn main() -> anyhow::Result<()> {
         std::fs::rename(&tmp, path)?;
     }
     tracing::info!(%addr, "demo executor listening");
-    tp_demo_executor::serve(listener, tp_telemetry::shutdown_signal()).await
+    tp_demo_executor::serve_with(
+        listener,
+        tp_demo_executor::DemoExecutor::with_admin(admin),
+        tp_telemetry::shutdown_signal(),
+    )
+    .await
 }

@@ -168,7 +168,12 @@ impl McpHttp {
             let meta = object.entry("_meta").or_insert_with(|| json!({}));
             meta["io.modelcontextprotocol/protocolVersion"] = json!(self.version);
             meta["io.modelcontextprotocol/clientInfo"] = json!({"name": "tp-test", "version": "1"});
-            meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
+            if meta
+                .get("io.modelcontextprotocol/clientCapabilities")
+                .is_none()
+            {
+                meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
+            }
         }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         (headers, serde_json::to_vec(&body).expect("json"))

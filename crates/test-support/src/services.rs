@@ -133,6 +133,7 @@ pub struct ExecutorProcess {
     /// `127.0.0.1:port`.
     pub addr: String,
     dir: tempfile::TempDir,
+    extra: Vec<String>,
 }
 
 // === impl ExecutorProcess ===
@@ -140,20 +141,31 @@ pub struct ExecutorProcess {
 impl ExecutorProcess {
     /// Starts `tp-demo-executor` on a free port.
     pub async fn start() -> ExecutorProcess {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (process, addr) = Self::spawn(dir.path(), "127.0.0.1:0").await;
-        ExecutorProcess { process, addr, dir }
+        Self::start_with_args(Vec::new()).await
     }
 
-    async fn spawn(dir: &Path, listen: &str) -> (Process, String) {
+    /// Starts `tp-demo-executor` on a free port with extra flags.
+    pub async fn start_with_args(extra: Vec<String>) -> ExecutorProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (process, addr) = Self::spawn(dir.path(), "127.0.0.1:0", &extra).await;
+        ExecutorProcess {
+            process,
+            addr,
+            dir,
+            extra,
+        }
+    }
+
+    async fn spawn(dir: &Path, listen: &str, extra: &[String]) -> (Process, String) {
         let ready = dir.join("ready");
         let _ = std::fs::remove_file(&ready);
-        let args = vec![
+        let mut args = vec![
             "--listen".to_owned(),
             listen.to_owned(),
             "--ready-file".to_owned(),
             ready.display().to_string(),
         ];
+        args.extend_from_slice(extra);
         let mut process = Process::spawn(
             &binary("tp-demo-executor"),
             &args,
@@ -176,7 +188,8 @@ impl ExecutorProcess {
 
     /// Starts it again on the same address.
     pub async fn restart(&mut self) {
-        let (process, addr) = Self::spawn(self.dir.path(), &self.addr.clone()).await;
+        let (process, addr) =
+            Self::spawn(self.dir.path(), &self.addr.clone(), &self.extra.clone()).await;
         self.process = process;
         self.addr = addr;
     }

@@ -23,6 +23,8 @@ use sha2::Digest as _;
 pub const MAX_EXECUTOR_STATE: usize = 16 * 1024;
 /// Largest `requestState` accepted back (the sealed form of [`MAX_EXECUTOR_STATE`] and more).
 pub const MAX_REQUEST_STATE: usize = 64 * 1024;
+/// Most rounds of questions a 2025-xx call is put through before it fails.
+pub const MAX_ROUNDS: usize = 10;
 /// Most input requests in one `InputRequiredResult`.
 pub const MAX_INPUT_REQUESTS: usize = 16;
 

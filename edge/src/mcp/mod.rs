@@ -10,6 +10,7 @@
 // 2026-07-28 but still used by 2025-xx clients; executors' log events are relayed to them.
 #![allow(deprecated)]
 
+pub mod ask;
 mod content;
 mod cursor;
 pub mod fast;
@@ -84,16 +85,21 @@ fn lookup_error(error: LookupError) -> ErrorData {
     }
 }
 
-/// One of 16 stable buckets for a tenant (metrics labels stay bounded in a large fleet).
-fn tenant_bucket(tenant: &str) -> &'static str {
-    const BUCKETS: [&str; 16] = [
-        "b00", "b01", "b02", "b03", "b04", "b05", "b06", "b07", "b08", "b09", "b10", "b11", "b12",
-        "b13", "b14", "b15",
-    ];
+const BUCKETS: [&str; 16] = [
+    "b00", "b01", "b02", "b03", "b04", "b05", "b06", "b07", "b08", "b09", "b10", "b11", "b12",
+    "b13", "b14", "b15",
+];
+
+fn tenant_bucket_index(tenant: &str) -> usize {
     let hash = tenant
         .bytes()
         .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-    BUCKETS[(hash % 16) as usize]
+    (hash % 16) as usize
+}
+
+/// One of 16 stable buckets for a tenant (metrics labels stay bounded in a large fleet).
+fn tenant_bucket(tenant: &str) -> &'static str {
+    BUCKETS[tenant_bucket_index(tenant)]
 }
 
 /// Counts one answered MCP request (and its latency, for `tools/list`).
@@ -103,11 +109,32 @@ pub(crate) fn count_request(
     outcome: &'static str,
     started: Instant,
 ) {
+    if method == "tools/list" && outcome == "ok" {
+        // The hot path: handles kept per bucket instead of looked up per request.
+        let handles = list_metrics();
+        handles.0[tenant_bucket_index(tenant)].increment(1);
+        handles.1.record(started.elapsed().as_secs_f64());
+        return;
+    }
     metrics::counter!("tp_edge_mcp_requests_total", "method" => method, "tenant_bucket" => tenant_bucket(tenant), "outcome" => outcome).increment(1);
     if method == "tools/list" {
         metrics::histogram!("tp_edge_mcp_request_seconds", "method" => method)
             .record(started.elapsed().as_secs_f64());
     }
+}
+
+type ListMetrics = ([metrics::Counter; 16], metrics::Histogram);
+
+fn list_metrics() -> &'static ListMetrics {
+    static HANDLES: std::sync::OnceLock<ListMetrics> = std::sync::OnceLock::new();
+    HANDLES.get_or_init(|| {
+        (
+            std::array::from_fn(|i| {
+                metrics::counter!("tp_edge_mcp_requests_total", "method" => "tools/list", "tenant_bucket" => BUCKETS[i], "outcome" => "ok")
+            }),
+            metrics::histogram!("tp_edge_mcp_request_seconds", "method" => "tools/list"),
+        )
+    })
 }
 
 fn request_id() -> String {
@@ -357,91 +384,65 @@ impl McpHandler {
         let deadline = Instant::now() + self.state.config.request_timeout();
         let deadline_ms = now_ms()
             + u64::try_from(self.state.config.request_timeout().as_millis()).unwrap_or(u64::MAX);
-        let request = pb::InvokeRequest {
-            tool: tool.resolved.name.clone(),
-            action: action.to_owned(),
-            arguments: tp_proto::json::to_struct(&arguments),
-            tenant: identity.tenant.clone(),
-            role: identity.role.clone(),
-            request_id: request_id(),
-            deadline_ms,
-            tenant_context: Some(pb::TenantContext {
-                lint_webhook: registry.lint_webhook.clone(),
-            }),
-            input_responses,
-            state,
-            client_capabilities_known: declared.is_some(),
-            client_capabilities: declared
-                .unwrap_or_default()
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-        };
-        // Relay progress and log events to the client while the call runs.
-        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<CallEvent>();
-        let peer = ctx.peer.clone();
-        let progress_token = ctx.meta.get_progress_token();
-        // 2026-07-28 requests carry their own log level; without one the client asked for no
-        // log messages. Earlier versions set a level per session, which a stateless edge does
-        // not keep, so every message of the call is relayed.
-        let min_log = if ctx.meta.protocol_version().is_some() {
-            ctx.meta.log_level().map(log_rank)
-        } else {
-            Some(0)
-        };
-        let relay = tokio::spawn(async move {
-            while let Some(event) = receiver.recv().await {
-                match event {
-                    CallEvent::Progress(progress) => {
-                        let Some(token) = progress_token.clone() else {
-                            continue;
-                        };
-                        let mut param = ProgressNotificationParam::new(token, progress.progress);
-                        if progress.total > 0.0 {
-                            param = param.with_total(progress.total);
+        let make_request =
+            |input_responses: Option<prost_types::Struct>, state: Vec<u8>| pb::InvokeRequest {
+                tool: tool.resolved.name.clone(),
+                action: action.to_owned(),
+                arguments: tp_proto::json::to_struct(&arguments),
+                tenant: identity.tenant.clone(),
+                role: identity.role.clone(),
+                request_id: request_id(),
+                deadline_ms,
+                tenant_context: Some(pb::TenantContext {
+                    lint_webhook: registry.lint_webhook.clone(),
+                }),
+                input_responses,
+                state,
+                client_capabilities_known: declared.is_some(),
+                client_capabilities: declared.iter().flatten().map(|c| (*c).to_owned()).collect(),
+            };
+        let mut request = make_request(input_responses, state);
+        // Progress and log events are relayed to the client while the call runs, by a task
+        // started at the first event (most calls have none).
+        let mut relay = Relay::new(ctx);
+        let mut on_event = |event: CallEvent| relay.send(event);
+        let mut rounds = 0;
+        let result = loop {
+            let result = self
+                .state
+                .executors
+                .invoke(
+                    executor,
+                    request,
+                    deadline,
+                    tool.idempotent(),
+                    &mut on_event,
+                )
+                .await;
+            match result {
+                // A 2025-xx caller is asked on this call's stream, and the executor called
+                // again with the answers (2026-07-28 callers get an input-required result).
+                Ok(Reply::InputRequired(input))
+                    if declared.is_none() && rounds < input::MAX_ROUNDS =>
+                {
+                    rounds += 1;
+                    match self.ask_on_stream(identity, &input, deadline, ctx).await {
+                        Ok(responses) => request = make_request(Some(responses), input.state),
+                        Err(message) => {
+                            break Err(Outcome::error(
+                                format!("{}: {message}", tool.resolved.name),
+                                pb::CallOutcome::ToolError,
+                            ));
                         }
-                        if !progress.message.is_empty() {
-                            param = param.with_message(progress.message);
-                        }
-                        let _ = peer.notify_progress(param).await;
-                    }
-                    CallEvent::Log(log) => {
-                        let level = match pb::LogLevel::try_from(log.level) {
-                            Ok(pb::LogLevel::Debug) => LoggingLevel::Debug,
-                            Ok(pb::LogLevel::Warning) => LoggingLevel::Warning,
-                            Ok(pb::LogLevel::Error) => LoggingLevel::Error,
-                            Ok(pb::LogLevel::Info | pb::LogLevel::Unspecified) | Err(_) => {
-                                LoggingLevel::Info
-                            }
-                        };
-                        if min_log.is_none_or(|min| log_rank(level) < min) {
-                            continue;
-                        }
-                        let param =
-                            LoggingMessageNotificationParam::new(level, Value::String(log.message));
-                        let _ = peer.notify_logging_message(param).await;
                     }
                 }
+                other => break Ok(other),
             }
-        });
-        let mut on_event = move |event: CallEvent| {
-            let _ = sender.send(event);
         };
-        let result = self
-            .state
-            .executors
-            .invoke(
-                executor,
-                request,
-                deadline,
-                tool.idempotent(),
-                &mut on_event,
-            )
-            .await;
-        drop(on_event);
-        let _ = relay.await;
+        relay.finish().await;
         match result {
-            Ok(Reply::Done(result)) => {
+            Err(outcome) => outcome,
+            Ok(Ok(Reply::Done(result))) => {
                 let audit = if result.is_error {
                     pb::CallOutcome::ToolError
                 } else {
@@ -452,14 +453,94 @@ impl McpHandler {
                     audit,
                 }
             }
-            Ok(Reply::InputRequired(input)) => {
+            Ok(Ok(Reply::InputRequired(input))) => {
                 self.input_required(tool, &executor.name, input, binding, ctx)
             }
-            Err(error) => Outcome {
+            Ok(Err(error)) => Outcome {
                 result: forward_error(&error).into(),
                 audit: pb::CallOutcome::ExecutorError,
             },
         }
+    }
+
+    /// Puts an executor's input requests to a 2025-xx client as server requests on the call's
+    /// SSE stream, under ids of the edge's own (see [`ask`]), and waits for every answer; the
+    /// answers by request key, for the executor.
+    async fn ask_on_stream(
+        &self,
+        identity: &Identity,
+        input: &pb::InputRequired,
+        deadline: Instant,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<prost_types::Struct, String> {
+        let requests = input
+            .requests
+            .as_ref()
+            .map(tp_proto::json::from_struct)
+            .unwrap_or_else(|| json!({}));
+        let requests = input::input_requests(&requests, None)
+            .map_err(|message| format!("the executor asked for input it may not: {message}"))?;
+        if requests.is_empty() {
+            return Err("the executor asked for input without naming a request".into());
+        }
+        let ids = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ask::StreamIds>())
+            .cloned()
+            .ok_or("this request cannot carry questions to the client")?;
+        let ttl = deadline.saturating_duration_since(Instant::now());
+        let mut asked = Vec::with_capacity(requests.len());
+        for (key, request) in requests {
+            let method = match &request {
+                rmcp::model::InputRequest::CreateMessage(_) => "sampling/createMessage",
+                rmcp::model::InputRequest::Elicitation(_) => "elicitation/create",
+                _ => "roots/list",
+            };
+            let server_request: rmcp::model::ServerRequest = match request {
+                rmcp::model::InputRequest::CreateMessage(r) => r.into(),
+                rmcp::model::InputRequest::Elicitation(r) => r.into(),
+                rmcp::model::InputRequest::ListRoots(r) => r.into(),
+                _ => {
+                    return Err(format!(
+                        "input request {key:?} has a kind this edge cannot ask"
+                    ));
+                }
+            };
+            let question = self
+                .state
+                .questions
+                .ask(&identity.tenant, &identity.role, ttl)
+                .await;
+            ids.push(question.id.clone());
+            // The transport's own handle for the request is never answered (its reply comes
+            // through `Questions`); only the send matters.
+            ctx.peer
+                .send_cancellable_request(
+                    server_request,
+                    rmcp::service::PeerRequestOptions::no_options(),
+                )
+                .await
+                .map_err(|e| format!("could not ask the client ({method}): {e}"))?;
+            asked.push((key, method, question));
+        }
+        let mut answers = serde_json::Map::new();
+        for (key, method, mut question) in asked {
+            let message = tokio::time::timeout_at(deadline.into(), &mut question.answer)
+                .await
+                .map_err(|_| format!("the client did not answer {method} in time"))?
+                .map_err(|_| format!("the question {method} was dropped"))?;
+            if let Some(error) = message.get("error") {
+                let text = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                return Err(format!("the client refused {method}: {text}"));
+            }
+            answers.insert(key, message.get("result").cloned().unwrap_or(Value::Null));
+        }
+        tp_proto::json::to_struct(&Value::Object(answers))
+            .ok_or_else(|| "the client's answers cannot be forwarded".to_owned())
     }
 
     /// Serves a meta-tool (ADR 0006) from the caller's registry.
@@ -671,6 +752,100 @@ impl McpHandler {
             duration_ms,
             "tool call"
         );
+    }
+}
+
+/// Relays an executor's progress and log events to the client while a call runs: a task
+/// started at the first event, fed through a channel.
+struct Relay {
+    peer: rmcp::Peer<RoleServer>,
+    progress_token: Option<rmcp::model::ProgressToken>,
+    min_log: Option<u8>,
+    sender: Option<tokio::sync::mpsc::UnboundedSender<CallEvent>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Relay {
+    fn new(ctx: &RequestContext<RoleServer>) -> Relay {
+        // 2026-07-28 requests carry their own log level; without one the client asked for no
+        // log messages. Earlier versions set a level per session, which a stateless edge does
+        // not keep, so every message of the call is relayed.
+        let min_log = if ctx.meta.protocol_version().is_some() {
+            ctx.meta.log_level().map(log_rank)
+        } else {
+            Some(0)
+        };
+        Relay {
+            peer: ctx.peer.clone(),
+            progress_token: ctx.meta.get_progress_token(),
+            min_log,
+            sender: None,
+            task: None,
+        }
+    }
+
+    fn send(&mut self, event: CallEvent) {
+        if self.sender.is_none() {
+            let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+            self.task = Some(tokio::spawn(relay(
+                receiver,
+                self.peer.clone(),
+                self.progress_token.clone(),
+                self.min_log,
+            )));
+            self.sender = Some(sender);
+        }
+        if let Some(sender) = &self.sender {
+            let _ = sender.send(event);
+        }
+    }
+
+    /// Waits until every event sent so far has gone out.
+    async fn finish(&mut self) {
+        self.sender = None;
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+async fn relay(
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<CallEvent>,
+    peer: rmcp::Peer<RoleServer>,
+    progress_token: Option<rmcp::model::ProgressToken>,
+    min_log: Option<u8>,
+) {
+    while let Some(event) = receiver.recv().await {
+        match event {
+            CallEvent::Progress(progress) => {
+                let Some(token) = progress_token.clone() else {
+                    continue;
+                };
+                let mut param = ProgressNotificationParam::new(token, progress.progress);
+                if progress.total > 0.0 {
+                    param = param.with_total(progress.total);
+                }
+                if !progress.message.is_empty() {
+                    param = param.with_message(progress.message);
+                }
+                let _ = peer.notify_progress(param).await;
+            }
+            CallEvent::Log(log) => {
+                let level = match pb::LogLevel::try_from(log.level) {
+                    Ok(pb::LogLevel::Debug) => LoggingLevel::Debug,
+                    Ok(pb::LogLevel::Warning) => LoggingLevel::Warning,
+                    Ok(pb::LogLevel::Error) => LoggingLevel::Error,
+                    Ok(pb::LogLevel::Info | pb::LogLevel::Unspecified) | Err(_) => {
+                        LoggingLevel::Info
+                    }
+                };
+                if min_log.is_none_or(|min| log_rank(level) < min) {
+                    continue;
+                }
+                let param = LoggingMessageNotificationParam::new(level, Value::String(log.message));
+                let _ = peer.notify_logging_message(param).await;
+            }
+        }
     }
 }
 
