@@ -9,4 +9,6 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/toolplane-target}"
 command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 cargo build --release --bins --quiet
+# Every server runs on one pinned core: one runtime worker each (tp-bench sets its own).
+export TOKIO_WORKER_THREADS=1
 exec "$CARGO_TARGET_DIR/release/tp-bench" "$@"

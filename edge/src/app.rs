@@ -489,6 +489,40 @@ where
 /// Largest body the warm path reads (a `tools/list` request is a few hundred bytes).
 const WARM_BODY_LIMIT: u64 = 4096;
 
+/// Whether a body may be a `tools/list` request (a cheap scan before any parsing).
+fn mentions_tools_list(bytes: &[u8]) -> bool {
+    const NEEDLE: &[u8] = b"\"tools/list\"";
+    bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE)
+}
+
+/// The warm answer to a body that mentions `tools/list`: key and registry from the in-process
+/// cache, the request one the transport would take as it is.
+async fn warm_answer(
+    state: &EdgeState,
+    parts: &axum::http::request::Parts,
+    bytes: &[u8],
+) -> Option<Response> {
+    let key = parts
+        .headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?
+        .trim();
+    let identity = state.caches.identity_l1(key).await?;
+    let Ok(Inspected::Request(Some((id, method, params)))) = inspect_jsonrpc(bytes) else {
+        return None;
+    };
+    if method != "tools/list" {
+        return None;
+    }
+    let registry = state
+        .caches
+        .registry_l1(&identity.tenant, &identity.role)
+        .await?;
+    precomputed_list(state, parts, &id, params.as_ref(), &identity, &registry)
+}
+
 /// Answers a warm `tools/list` with no I/O beyond the request, or hands the request back
 /// unchanged (its body re-assembled) for the router.
 async fn warm_list(state: &EdgeState, request: Request) -> Result<Response, Request> {
@@ -515,17 +549,12 @@ async fn warm_list(state: &EdgeState, request: Request) -> Result<Response, Requ
     if !small_json_post {
         return Err(request);
     }
-    let Some(key) = headers
+    if !headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-    else {
+        .is_some_and(|v| v.as_bytes().starts_with(b"Bearer "))
+    {
         return Err(request);
-    };
-    let Some(identity) = state.caches.identity_l1(key).await else {
-        return Err(request);
-    };
+    }
     let (parts, body) = request.into_parts();
     let bytes = match http_body_util::BodyExt::collect(http_body_util::Limited::new(
         body,
@@ -541,18 +570,11 @@ async fn warm_list(state: &EdgeState, request: Request) -> Result<Response, Requ
             ));
         }
     };
-    let answer = match inspect_jsonrpc(&bytes) {
-        Ok(Inspected::Request(Some((id, method, params)))) if method == "tools/list" => match state
-            .caches
-            .registry_l1(&identity.tenant, &identity.role)
-            .await
-        {
-            Some(registry) => {
-                precomputed_list(state, &parts, &id, params.as_ref(), &identity, &registry)
-            }
-            None => None,
-        },
-        _ => None,
+    // Anything but a tools/list goes on before the key is hashed or the body parsed.
+    let answer = if mentions_tools_list(&bytes) {
+        warm_answer(state, &parts, &bytes).await
+    } else {
+        None
     };
     match answer {
         Some(response) => Ok(response),

@@ -274,11 +274,14 @@ impl Caches {
             return Some(registry);
         }
         let shared = self.shared.as_ref()?;
-        let registry = shared
-            .get(&self.registry_key(shared, tenant, role, "latest"))
-            .await
-            .as_deref()
-            .and_then(Registry::decode)?;
+        let key = self.registry_key(shared, tenant, role, "latest");
+        // The last place to look: a second read if the first found nothing (it may have
+        // timed out on a loaded or freshly connected edge).
+        let bytes = match shared.get(&key).await {
+            Some(bytes) => Some(bytes),
+            None => shared.get(&key).await,
+        };
+        let registry = bytes.as_deref().and_then(Registry::decode)?;
         hit("l2_stale", "registry");
         let registry = Arc::new(registry);
         self.latest.insert(pair, Arc::clone(&registry)).await;
@@ -398,7 +401,24 @@ impl Caches {
                     hit("l1_stale", "identity");
                     Ok(identity)
                 }
-                _ => Err(LookupError::Unavailable(status.message().to_owned())),
+                _ => {
+                    // Nothing else to ask: give Redis a second chance (the first read may
+                    // have timed out on a loaded or freshly connected edge).
+                    if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key)
+                        && let Some(identity) = shared
+                            .get(shared_key)
+                            .await
+                            .and_then(|b| pb::Identity::decode(b.as_slice()).ok())
+                    {
+                        let identity = Arc::new(Identity::from_pb(identity));
+                        if !identity.expired(now) {
+                            hit("l2_retry", "identity");
+                            self.identities.insert(hash, Arc::clone(&identity)).await;
+                            return Ok(identity);
+                        }
+                    }
+                    Err(LookupError::Unavailable(status.message().to_owned()))
+                }
             },
         }
     }
