@@ -168,8 +168,8 @@ async fn every_protocol_version_lists_and_calls() {
             .await;
         assert_eq!(init.result()["protocolVersion"], version, "{}", init.body);
         assert!(
-            init.headers.get("mcp-session-id").is_none(),
-            "stateless: no session id"
+            init.headers.get("mcp-session-id").is_some(),
+            "a session id that holds the session"
         );
         assert_eq!(
             client.list_names().await,
@@ -710,4 +710,101 @@ async fn http_limits_host_and_origin_checks_are_enforced() {
         (2, 1),
         "three concurrent calls, two slots"
     );
+}
+
+/// Session ids hold their session: issued at `initialize`, honoured by every edge (the two
+/// edges share nothing but the fleet secret), refused with 404 when changed, another key's, or
+/// past their lifetime; requests without one are still served.
+#[tokio::test]
+async fn session_ids_hold_the_session_and_work_on_every_edge() {
+    let fleet = Fleet::start(2, "[mcp]\nsession_ttl_secs = 2\n").await;
+    let key = fleet.key("acme", "collector");
+    let first = fleet.client(0, "acme", "collector", LEGACY);
+    let init = first
+        .request(
+            1,
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {"sampling": {}},
+                   "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await;
+    let session = init
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let auth = format!("Bearer {key}");
+    let list = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.to_vec();
+    let headers = |session: &str| {
+        vec![
+            ("content-type", "application/json".to_owned()),
+            ("accept", "application/json, text/event-stream".to_owned()),
+            ("mcp-protocol-version", LEGACY.to_owned()),
+            ("authorization", auth.clone()),
+            ("mcp-session-id", session.to_owned()),
+        ]
+    };
+    let send = |edge: usize, session: String| {
+        let client = fleet.client(edge, "acme", "collector", LEGACY);
+        let headers = headers(&session);
+        let body = list.clone();
+        async move {
+            let borrowed: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            client.raw(body, &borrowed).await
+        }
+    };
+    // Both edges honour it (the second never saw the initialize).
+    for edge in [0, 1] {
+        let reply = send(edge, session.clone()).await;
+        assert_eq!(reply.status, 200, "edge {edge}: {}", reply.body);
+        assert!(
+            reply.result()["tools"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty())
+        );
+    }
+    // Changed: 404, on both edges, and on the warm path as well as through the transport.
+    let mut changed = session.clone();
+    changed.insert(12, 'A');
+    for edge in [0, 1] {
+        let reply = send(edge, changed.clone()).await;
+        assert_eq!(reply.status, 404, "{}", reply.body);
+        assert_eq!(reply.error()["code"], -32001);
+    }
+    // Another key of the same tenant and role cannot use it.
+    let mut admin = fleet.cp.admin().await;
+    let other_key = admin
+        .tenants
+        .issue_api_key(tp_proto::pb::IssueApiKeyRequest {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .key;
+    let other = fleet.client(1, "acme", "collector", LEGACY);
+    let mut other_headers = headers(&session);
+    other_headers[3].1 = format!("Bearer {other_key}");
+    let borrowed: Vec<(&str, &str)> = other_headers
+        .iter()
+        .map(|(k, v)| (*k, v.as_str()))
+        .collect();
+    let reply = other.raw(list.clone(), &borrowed).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    // Without a session id the request is served.
+    assert!(
+        !other
+            .with_key(Some(&other_key))
+            .list_names()
+            .await
+            .is_empty()
+    );
+    // Past its lifetime: 404.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let reply = send(1, session.clone()).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
 }

@@ -185,6 +185,51 @@ async fn check_jsonrpc(
     match inspect_jsonrpc(&bytes) {
         Ok(Inspected::Answer(id, message)) => answer(&state, &parts, id, message).await,
         Ok(Inspected::Request(request)) => {
+            let mut parts = parts;
+            // A 2025-xx session id holds its session; one that does not open is 404.
+            if let Some(id) = parts.headers.get("mcp-session-id")
+                && state.config.mcp.session_ttl_secs > 0
+            {
+                let session = parts.extensions.get::<Caller>().and_then(|caller| {
+                    state
+                        .sessions
+                        .open(&caller.0, id.to_str().unwrap_or_default())
+                });
+                match session {
+                    Some(session) => {
+                        parts.extensions.insert(session);
+                    }
+                    None => {
+                        let id = request
+                            .as_ref()
+                            .map_or(serde_json::Value::Null, |(id, _, _)| id.clone());
+                        return jsonrpc_error(
+                            StatusCode::NOT_FOUND,
+                            id,
+                            -32001,
+                            "session not found: it expired or belongs to another caller; initialize again",
+                        );
+                    }
+                }
+            }
+            let new_session = match &request {
+                Some((_, method, Some(params)))
+                    if method == "initialize" && state.config.mcp.session_ttl_secs > 0 =>
+                {
+                    Some(crate::mcp::session::Session {
+                        protocol_version: params
+                            .get("protocolVersion")
+                            .and_then(serde_json::Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        capabilities: params
+                            .get("capabilities")
+                            .cloned()
+                            .unwrap_or(serde_json::Value::Null),
+                    })
+                }
+                _ => None,
+            };
             if let Some((id, method, params)) = &request
                 && method == "tools/list"
                 && state.config.mcp.precomputed_lists
@@ -198,7 +243,7 @@ async fn check_jsonrpc(
                 .as_ref()
                 .is_some_and(|(_, method, _)| method == "tools/call")
                 .then(StreamIds::default);
-            let mut parts = parts;
+            let caller = parts.extensions.get::<Caller>().cloned();
             if let Some(ids) = &ids {
                 parts.extensions.insert(ids.clone());
             }
@@ -213,6 +258,9 @@ async fn check_jsonrpc(
             {
                 let body = std::mem::take(response.body_mut());
                 *response.body_mut() = crate::mcp::ask::rewrite_ids(body, ids);
+            }
+            if let (Some(session), Some(caller)) = (new_session, caller) {
+                response = with_session_id(&state, response, &caller.0, &session).await;
             }
             // The transport answers a JSON-RPC message whose params do not fit its method's
             // type with 415 and plain text; the body was JSON, so that is invalid params.
@@ -243,6 +291,29 @@ fn jsonrpc_error(status: StatusCode, id: serde_json::Value, code: i64, message: 
 }
 
 type Refusal = (StatusCode, serde_json::Value, i64, String);
+
+/// Adds an `Mcp-Session-Id` holding `session` to a successful `initialize` answer.
+async fn with_session_id(
+    state: &EdgeState,
+    response: Response,
+    identity: &Identity,
+    session: &crate::mcp::session::Session,
+) -> Response {
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1024 * 1024).await else {
+        return json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+    };
+    // An SSE answer carries the result in a `data:` line; a JSON one is the message itself.
+    let succeeded = bytes.windows(9).any(|w| w == b"\"result\":");
+    if succeeded && let Ok(value) = HeaderValue::from_str(&state.sessions.issue(identity, session))
+    {
+        parts.headers.insert("mcp-session-id", value);
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
 
 /// A request's id, method and params object.
 type Call = (
@@ -510,6 +581,14 @@ async fn warm_answer(
         .strip_prefix("Bearer ")?
         .trim();
     let identity = state.caches.identity_l1(key).await?;
+    if let Some(id) = parts.headers.get("mcp-session-id")
+        && state.config.mcp.session_ttl_secs > 0
+    {
+        // A session id that does not open is the router's to refuse (404).
+        state
+            .sessions
+            .open(&identity, id.to_str().unwrap_or_default())?;
+    }
     let Ok(Inspected::Request(Some((id, method, params)))) = inspect_jsonrpc(bytes) else {
         return None;
     };

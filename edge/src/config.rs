@@ -91,6 +91,9 @@ pub struct RawMcp {
     pub request_state_key: String,
     /// How long a client has to answer an input-required result and retry.
     pub input_required_ttl_secs: u64,
+    /// Lifetime of the session ids given to 2025-xx clients at `initialize` (they hold the
+    /// session; the edge stores nothing). 0: issue none.
+    pub session_ttl_secs: u64,
 }
 
 /// `[executors]`.
@@ -228,6 +231,7 @@ impl Default for RawMcp {
             precomputed_lists: true,
             request_state_key: String::new(),
             input_required_ttl_secs: 600,
+            session_ttl_secs: 86_400,
         }
     }
 }
@@ -336,6 +340,9 @@ impl RawConfig {
         }
         if !self.mcp.request_state_key.is_empty() && self.mcp.request_state_key.len() < 32 {
             bail!("mcp.request_state_key: must be at least 32 characters (or empty)");
+        }
+        if self.mcp.session_ttl_secs > 30 * 86_400 {
+            bail!("mcp.session_ttl_secs: at most 2592000 (30 days); 0 issues no session ids");
         }
         if !(1..=86_400).contains(&self.mcp.input_required_ttl_secs) {
             bail!("mcp.input_required_ttl_secs: must be between 1 and 86400");

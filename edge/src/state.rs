@@ -43,6 +43,8 @@ pub struct EdgeState {
     pub seal: crate::mcp::input::StateSeal,
     /// Questions put to 2025-xx clients mid-call, waiting for their answers.
     pub questions: Arc<crate::mcp::ask::Questions>,
+    /// Issues and opens the session ids of 2025-xx clients.
+    pub sessions: crate::mcp::session::SessionSeal,
 }
 
 /// Installs the process-wide metrics recorder once.
@@ -103,8 +105,13 @@ impl EdgeState {
             Duration::from_secs(config.mcp.input_required_ttl_secs),
         );
         let questions = crate::mcp::ask::Questions::new(shared.clone());
+        let sessions = crate::mcp::session::SessionSeal::new(
+            secret,
+            Duration::from_secs(config.mcp.session_ttl_secs),
+        );
         let state = Arc::new(EdgeState {
             seal,
+            sessions,
             questions,
             limiter: RateLimiter::new(shared.clone()),
             control: Arc::clone(&control),

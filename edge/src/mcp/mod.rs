@@ -15,6 +15,7 @@ mod content;
 mod cursor;
 pub mod fast;
 pub mod input;
+pub mod session;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -197,10 +198,21 @@ fn complete(response: CallToolResponse, name: &str) -> CallToolResult {
     }
 }
 
-/// The client capabilities a 2026-07-28 request declares that an executor may ask for; `None`
-/// for earlier versions (declared at `initialize`, which a stateless edge does not keep).
+/// Whether the request is 2026-07-28 (per-request version in `_meta`).
+fn stateless(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.meta.protocol_version().is_some()
+}
+
+/// The client capabilities that an executor may ask for and the caller declared: in a
+/// 2026-07-28 request's `_meta`, or in a 2025-xx client's session id (`None` without one).
 fn declared_capabilities(ctx: &RequestContext<RoleServer>) -> Option<Vec<&'static str>> {
-    ctx.meta.protocol_version()?;
+    if !stateless(ctx) {
+        return ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<session::Session>())
+            .map(session::Session::declared);
+    }
     let declared = ctx
         .meta
         .client_capabilities()
@@ -313,7 +325,7 @@ impl McpHandler {
         ctx: &RequestContext<RoleServer>,
     ) -> Outcome {
         let name = &tool.resolved.name;
-        let Some(declared) = declared_capabilities(ctx) else {
+        let Some(declared) = declared_capabilities(ctx).filter(|_| stateless(ctx)) else {
             return Outcome::error(
                 format!(
                     "{name} needs input from the client (elicitation, sampling or roots) before it can finish; this edge relays such requests over MCP 2026-07-28 (input-required results), so connect with that protocol version"
@@ -423,7 +435,7 @@ impl McpHandler {
                 // A 2025-xx caller is asked on this call's stream, and the executor called
                 // again with the answers (2026-07-28 callers get an input-required result).
                 Ok(Reply::InputRequired(input))
-                    if declared.is_none() && rounds < input::MAX_ROUNDS =>
+                    if !stateless(ctx) && rounds < input::MAX_ROUNDS =>
                 {
                     rounds += 1;
                     match self.ask_on_stream(identity, &input, deadline, ctx).await {
