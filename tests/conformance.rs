@@ -180,10 +180,13 @@ impl Target {
             "else": true,
             "additionalProperties": false
         });
-        let specs = TOOLS
-            .iter()
-            .map(|name| (*name, empty.clone()))
-            .chain([("json_schema_2020_12_tool", schema_2020_12)]);
+        // SEP-2243: an argument the client also sends as an `Mcp-Param-Region` header.
+        let with_header = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"}}});
+        let specs = TOOLS.iter().map(|name| (*name, empty.clone())).chain([
+            ("json_schema_2020_12_tool", schema_2020_12),
+            ("test_header_param", with_header),
+        ]);
         for (name, schema) in specs {
             admin
                 .catalog

@@ -15,6 +15,7 @@ mod content;
 mod cursor;
 pub mod fast;
 pub mod input;
+pub mod params;
 pub mod session;
 
 use std::sync::Arc;
@@ -256,6 +257,16 @@ impl McpHandler {
         let started = Instant::now();
         let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
         missing_client_capabilities(tool, ctx)?;
+        if stateless(ctx)
+            && let Some(parts) = ctx.extensions.get::<http::request::Parts>()
+            && let Err(reason) = params::check(
+                &tool.resolved.input_schema,
+                arguments.as_ref(),
+                &parts.headers,
+            )
+        {
+            return Err(ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None));
+        }
         if let Err(limited) = self
             .state
             .limiter
