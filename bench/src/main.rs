@@ -814,33 +814,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         .lines()
         .map(str::to_owned)
         .collect();
-    let fill_started = Instant::now();
-    let prewarm_addr = prewarm.addr.clone();
-    let results: Vec<(f64, bool)> = futures::stream::iter(keys.iter().cloned())
-        .map(|key| {
-            let client = McpHttp::new(&prewarm_addr, Some(&key), LEGACY);
-            async move {
-                let t = Instant::now();
-                let reply = client.request(1, "tools/list", json!({})).await;
-                (
-                    t.elapsed().as_secs_f64() * 1e6,
-                    reply.status == 200 && reply.result()["tools"].is_array(),
-                )
-            }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    let fill_secs = fill_started.elapsed().as_secs_f64();
-    let mut fill_latency: Vec<f64> = results.iter().map(|(l, _)| *l).collect();
-    fill_latency.sort_by(f64::total_cmp);
-    let filled = Load {
-        rps: results.len() as f64 / fill_secs,
-        p50_us: percentile(&fill_latency, 50.0),
-        p99_us: percentile(&fill_latency, 99.0),
-        errors: results.iter().filter(|(_, ok)| !ok).count() as u64,
-        requests: results.len() as u64,
-    };
+    let filled = touch_every_key(&prewarm.addr, &keys).await;
     table.load(
         "cold: L1 and Redis miss → control plane (each key once; in-process client)",
         &filled,
@@ -866,6 +840,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
     let fresh = EdgeProcess::start(&cp, &[cp.url()], Some(&redis.url()), edge_toml).await;
     pin(fresh.process.pid().unwrap_or(0), 0);
     wait_synced(&fresh).await?;
+    let fresh_rss = rss_mib(fresh.process.pid().unwrap_or(0));
     let random = Script {
         random: true,
         ..rotate.clone()
@@ -919,6 +894,27 @@ async fn run(options: Options) -> anyhow::Result<()> {
         options.tenants
     ));
 
+    // Every tenant resident: each key once more on the same edge, then what the caches hold.
+    let resident = touch_every_key(&fresh.addr, &keys).await;
+    let resident_rss = rss_mib(fresh.process.pid().unwrap_or(0));
+    let (_, ready) = fresh.get("/readyz").await;
+    let ready: Value = serde_json::from_str(&ready).unwrap_or_default();
+    let held = ready["cache"]["registries"].as_u64().unwrap_or(0);
+    table.load(
+        &format!(
+            "resident: every one of {} tenants once more",
+            options.tenants
+        ),
+        &resident,
+        None,
+        Some(resident_rss),
+    );
+    table.notes.push(format!(
+        "resident: the edge's in-process cache holds {held} registries and {} identities; edge RSS {resident_rss:.1} MiB, {fresh_rss:.1} MiB when it started: {:.2} KiB per resident tenant",
+        ready["cache"]["identities"].as_u64().unwrap_or(0),
+        (resident_rss - fresh_rss) * 1024.0 / (held.max(1) as f64)
+    ));
+
     println!(
         "\nToolplane edge benchmark ({} s per load run; servers on core 0, wrk -t1 on core 1; release build)\n",
         seconds
@@ -938,6 +934,36 @@ async fn run(options: Options) -> anyhow::Result<()> {
 
 /// Waits until an edge's watch stream has caught up with the control plane (otherwise it
 /// serves through its degraded path and the figures measure that).
+/// `tools/list` with every key once, 16 at a time, from this process.
+async fn touch_every_key(addr: &str, keys: &[String]) -> Load {
+    let started = Instant::now();
+    let results: Vec<(f64, bool)> = futures::stream::iter(keys.iter().cloned())
+        .map(|key| {
+            let client = McpHttp::new(addr, Some(&key), LEGACY);
+            async move {
+                let t = Instant::now();
+                let reply = client.request(1, "tools/list", json!({})).await;
+                (
+                    t.elapsed().as_secs_f64() * 1e6,
+                    reply.status == 200 && reply.result()["tools"].is_array(),
+                )
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let secs = started.elapsed().as_secs_f64();
+    let mut latency: Vec<f64> = results.iter().map(|(l, _)| *l).collect();
+    latency.sort_by(f64::total_cmp);
+    Load {
+        rps: results.len() as f64 / secs,
+        p50_us: percentile(&latency, 50.0),
+        p99_us: percentile(&latency, 99.0),
+        errors: results.iter().filter(|(_, ok)| !ok).count() as u64,
+        requests: results.len() as u64,
+    }
+}
+
 async fn wait_synced(edge: &EdgeProcess) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {

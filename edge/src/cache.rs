@@ -61,6 +61,21 @@ pub struct CacheSettings {
 
 type RegistryKey = (String, String, u64);
 
+/// SHA-256 of an API key.
+type KeyHash = [u8; 32];
+
+fn key_hash(key: &str) -> KeyHash {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(key.as_bytes()).into()
+}
+
+/// The hash of a key from its hex form (as Redis and the control plane store it).
+fn key_hash_from_hex(hex_hash: &str) -> Option<KeyHash> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(hex_hash, &mut out).ok()?;
+    Some(out)
+}
+
 /// All caches of an edge.
 pub struct Caches {
     versions: Arc<Versions>,
@@ -69,8 +84,9 @@ pub struct Caches {
     settings: CacheSettings,
     registries: Cache<RegistryKey, Arc<Registry>>,
     latest: Cache<(String, String), Arc<Registry>>,
-    identities: Cache<String, Arc<Identity>>,
-    refused: Cache<String, u64>,
+    /// By the SHA-256 of the key (the raw 32 bytes: half the memory of its hex form).
+    identities: Cache<KeyHash, Arc<Identity>>,
+    refused: Cache<KeyHash, u64>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -195,7 +211,7 @@ impl Caches {
         if !tp_proto::keys::looks_like_key(key) {
             return None;
         }
-        let identity = self.identities.get(&tp_proto::keys::hash(key)).await?;
+        let identity = self.identities.get(&key_hash(key)).await?;
         if !self.current(&identity, now_secs()) {
             return None;
         }
@@ -343,16 +359,17 @@ impl Caches {
         if !tp_proto::keys::looks_like_key(key) {
             return Err(LookupError::Unauthenticated);
         }
-        let hash = tp_proto::keys::hash(key);
+        let id = key_hash(key);
+        let hash = hex::encode(id);
         let now = now_secs();
-        let cached = self.identities.get(&hash).await;
+        let cached = self.identities.get(&id).await;
         if let Some(identity) = &cached
             && self.current(identity, now)
         {
             hit("l1", "identity");
             return Ok(Arc::clone(identity));
         }
-        if self.versions.synced() && self.refused.get(&hash).await == Some(self.versions.head()) {
+        if self.versions.synced() && self.refused.get(&id).await == Some(self.versions.head()) {
             return Err(LookupError::Unauthenticated);
         }
         let shared_key = self.shared.as_ref().map(|s| s.key(&["id", &hash]));
@@ -366,7 +383,7 @@ impl Caches {
             let identity = Arc::new(Identity::from_pb(identity));
             if self.current(&identity, now) {
                 hit("l2", "identity");
-                self.identities.insert(hash, Arc::clone(&identity)).await;
+                self.identities.insert(id, Arc::clone(&identity)).await;
                 return Ok(identity);
             }
             stale.get_or_insert(identity);
@@ -387,12 +404,12 @@ impl Caches {
                         )
                         .await;
                 }
-                self.identities.insert(hash, Arc::clone(&identity)).await;
+                self.identities.insert(id, Arc::clone(&identity)).await;
                 Ok(identity)
             }
             Err(status) if status.code() == Code::Unauthenticated => {
-                self.identities.invalidate(&hash).await;
-                self.refused.insert(hash, self.versions.head()).await;
+                self.identities.invalidate(&id).await;
+                self.refused.insert(id, self.versions.head()).await;
                 Err(LookupError::Unauthenticated)
             }
             Err(status) => match stale {
@@ -413,7 +430,7 @@ impl Caches {
                         let identity = Arc::new(Identity::from_pb(identity));
                         if !identity.expired(now) {
                             hit("l2_retry", "identity");
-                            self.identities.insert(hash, Arc::clone(&identity)).await;
+                            self.identities.insert(id, Arc::clone(&identity)).await;
                             return Ok(identity);
                         }
                     }
@@ -449,13 +466,16 @@ impl Caches {
             return;
         }
         shared.del(&shared_key).await;
+        let Some(id) = key_hash_from_hex(&hash) else {
+            return;
+        };
         if self
             .identities
-            .get(&hash)
+            .get(&id)
             .await
             .is_none_or(|identity| identity.revision < revision)
         {
-            self.identities.invalidate(&hash).await;
+            self.identities.invalidate(&id).await;
         }
     }
 
