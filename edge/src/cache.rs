@@ -1,14 +1,20 @@
-//! Registries and identities: L1 in process (moka, bounded), L2 Redis (shared by the fleet),
-//! L3 the control plane. Entries carry the revision they were resolved at and are used only
-//! while that revision is current for their tenant ([`Versions`]); concurrent misses for one
-//! key make one upstream call (moka's `try_get_with`). When the control plane cannot be
-//! reached, the last known good entry is served.
+//! Registries and identities: L1 in process (bounded), L2 Redis (shared by the fleet), L3 the
+//! control plane. Entries carry the revision they were resolved at and are used only while that
+//! revision is current for their tenant ([`Versions`]) and younger than the L1 backstop TTL;
+//! concurrent misses for one key make one upstream call (a placeholder the others wait on). A
+//! stale entry stays in place as the last known good, served when the control plane cannot be
+//! reached.
+//!
+//! L1 is a `quick_cache` (CLOCK-Pro, entries in a slab): about 0.6 KiB per resident tenant
+//! (identity + registry) where one `moka` cache per purpose took about 2 KiB
+//! (docs/performance.md).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use moka::future::Cache;
 use prost::Message;
+use quick_cache::sync::{Cache as Slab, EntryAction, EntryResult};
 use tonic::Code;
 use tp_proto::pb;
 
@@ -59,7 +65,19 @@ pub struct CacheSettings {
     pub l2_ttl: Duration,
 }
 
-type RegistryKey = (String, String, u64);
+/// `tenant \0 role`.
+type RegistryKey = String;
+
+fn registry_key(tenant: &str, role: &str) -> RegistryKey {
+    let mut key = String::with_capacity(tenant.len() + role.len() + 1);
+    key.push_str(tenant);
+    key.push('\0');
+    key.push_str(role);
+    key
+}
+
+/// An L1 entry: the value and when it was loaded (for the backstop TTL).
+type Held<T> = (Arc<T>, Instant);
 
 /// SHA-256 of an API key.
 type KeyHash = [u8; 32];
@@ -82,18 +100,18 @@ pub struct Caches {
     control: Arc<ControlPlane>,
     shared: Option<Arc<Shared>>,
     settings: CacheSettings,
-    registries: Cache<RegistryKey, Arc<Registry>>,
-    latest: Cache<(String, String), Arc<Registry>>,
+    /// The latest registry of each (tenant, role): fresh, or the last known good.
+    registries: Slab<RegistryKey, Held<Registry>>,
     /// By the SHA-256 of the key (the raw 32 bytes: half the memory of its hex form).
-    identities: Cache<KeyHash, Arc<Identity>>,
+    identities: Slab<KeyHash, Held<Identity>>,
     refused: Cache<KeyHash, u64>,
 }
 
 impl std::fmt::Debug for Caches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Caches")
-            .field("registries", &self.registries.entry_count())
-            .field("identities", &self.identities.entry_count())
+            .field("registries", &self.registries.len())
+            .field("identities", &self.identities.len())
             .finish()
     }
 }
@@ -163,16 +181,10 @@ impl Caches {
         shared: Option<Arc<Shared>>,
         settings: CacheSettings,
     ) -> Caches {
+        let capacity = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).max(1);
         Caches {
-            registries: Cache::builder()
-                .max_capacity(settings.registries)
-                .time_to_live(settings.l1_ttl)
-                .build(),
-            latest: Cache::builder().max_capacity(settings.registries).build(),
-            identities: Cache::builder()
-                .max_capacity(settings.identities)
-                .time_to_live(settings.l1_ttl)
-                .build(),
+            registries: Slab::new(capacity(settings.registries)),
+            identities: Slab::new(capacity(settings.identities)),
             refused: Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_secs(10))
@@ -186,10 +198,15 @@ impl Caches {
 
     /// Entries held in process (registries, identities).
     pub fn sizes(&self) -> (u64, u64) {
-        (self.registries.entry_count(), self.identities.entry_count())
+        (self.registries.len() as u64, self.identities.len() as u64)
     }
 
-    fn registry_key(&self, shared: &Shared, tenant: &str, role: &str, version: &str) -> String {
+    /// Whether an entry loaded at `loaded` is within the backstop TTL.
+    fn young(&self, loaded: Instant) -> bool {
+        loaded.elapsed() < self.settings.l1_ttl
+    }
+
+    fn l2_registry_key(&self, shared: &Shared, tenant: &str, role: &str, version: &str) -> String {
         shared.key(&["reg", tenant, role, version])
     }
 
@@ -197,10 +214,10 @@ impl Caches {
     /// (no I/O; `None` otherwise).
     pub async fn registry_l1(&self, tenant: &str, role: &str) -> Option<Arc<Registry>> {
         let version = self.versions.required(tenant)?;
-        let registry = self
-            .registries
-            .get(&(tenant.to_owned(), role.to_owned(), version))
-            .await?;
+        let (registry, loaded) = self.registries.get(registry_key(tenant, role).as_str())?;
+        if registry.revision < version || !self.young(loaded) {
+            return None;
+        }
         hit("l1", "registry");
         Some(registry)
     }
@@ -211,8 +228,8 @@ impl Caches {
         if !tp_proto::keys::looks_like_key(key) {
             return None;
         }
-        let identity = self.identities.get(&key_hash(key)).await?;
-        if !self.current(&identity, now_secs()) {
+        let (identity, loaded) = self.identities.get(&key_hash(key))?;
+        if !self.young(loaded) || !self.current(&identity, now_secs()) {
             return None;
         }
         hit("l1", "identity");
@@ -221,76 +238,114 @@ impl Caches {
 
     /// The registry of (tenant, role).
     pub async fn registry(&self, tenant: &str, role: &str) -> Result<Arc<Registry>, LookupError> {
+        let key = registry_key(tenant, role);
         let Some(version) = self.versions.required(tenant) else {
-            return self.registry_degraded(tenant, role).await;
+            return self.registry_degraded(tenant, role, key).await;
         };
-        let key = (tenant.to_owned(), role.to_owned(), version);
-        if let Some(registry) = self.registries.get(&key).await {
-            hit("l1", "registry");
-            return Ok(registry);
-        }
-        let loaded = self
+        // Fresh: kept. Stale or absent: this caller loads it while the others wait (the
+        // stale one is kept aside as the last known good).
+        let entry = self
             .registries
-            .try_get_with(key, async {
-                if let Some(shared) = &self.shared {
-                    let l2_key = self.registry_key(shared, tenant, role, &version.to_string());
-                    if let Some(registry) = shared
-                        .get(&l2_key)
-                        .await
-                        .as_deref()
-                        .and_then(Registry::decode)
-                        && registry.revision >= version
-                    {
-                        hit("l2", "registry");
-                        let registry = Arc::new(registry);
-                        self.latest
-                            .insert((tenant.to_owned(), role.to_owned()), Arc::clone(&registry))
-                            .await;
-                        return Ok(registry);
-                    }
+            .entry_async(key.as_str(), |_, (registry, loaded)| {
+                if registry.revision >= version && loaded.elapsed() < self.settings.l1_ttl {
+                    EntryAction::Retain(Arc::clone(registry))
+                } else {
+                    EntryAction::ReplaceWithGuard
                 }
-                hit("l3", "registry");
-                let registry = self.resolve(tenant, role, Some(version)).await?;
-                Ok::<_, LookupError>(registry)
             })
             .await;
-        match loaded {
-            Ok(registry) => Ok(registry),
-            Err(error) => match error.as_ref() {
-                LookupError::Unavailable(_) => self
-                    .last_known_good(tenant, role)
-                    .await
-                    .ok_or_else(|| (*error).clone()),
-                LookupError::Unauthenticated | LookupError::NotFound => Err((*error).clone()),
-            },
+        let (guard, stale) = match entry {
+            EntryResult::Retained(registry) => {
+                hit("l1", "registry");
+                return Ok(registry);
+            }
+            EntryResult::Replaced(guard, stale) => (guard, Some(stale)),
+            EntryResult::Vacant(guard) => (guard, None),
+            EntryResult::Removed(..) | EntryResult::Timeout => {
+                return Err(LookupError::Unavailable("registry cache contention".into()));
+            }
+        };
+        if let Some(shared) = &self.shared {
+            let l2_key = self.l2_registry_key(shared, tenant, role, &version.to_string());
+            if let Some(registry) = shared
+                .get(&l2_key)
+                .await
+                .as_deref()
+                .and_then(Registry::decode)
+                && registry.revision >= version
+            {
+                hit("l2", "registry");
+                let registry = Arc::new(registry);
+                let _ = guard.insert((Arc::clone(&registry), Instant::now()));
+                return Ok(registry);
+            }
+        }
+        hit("l3", "registry");
+        match self.resolve(tenant, role, Some(version)).await {
+            Ok(registry) => {
+                let _ = guard.insert((Arc::clone(&registry), Instant::now()));
+                Ok(registry)
+            }
+            Err(LookupError::Unavailable(message)) => {
+                let known = match stale {
+                    Some(held) => {
+                        hit("l1_stale", "registry");
+                        Some(held)
+                    }
+                    None => self
+                        .l2_latest(tenant, role)
+                        .await
+                        .map(|registry| (registry, Instant::now() - self.settings.l1_ttl)),
+                };
+                match known {
+                    Some((registry, loaded)) => {
+                        let _ = guard.insert((Arc::clone(&registry), loaded));
+                        Ok(registry)
+                    }
+                    None => Err(LookupError::Unavailable(message)),
+                }
+            }
+            Err(other) => Err(other),
         }
     }
 
+    /// Without a synced watch: the control plane if it answers, else the last known good.
     async fn registry_degraded(
         &self,
         tenant: &str,
         role: &str,
+        key: RegistryKey,
     ) -> Result<Arc<Registry>, LookupError> {
         if self.control.reachable() {
             match self.resolve(tenant, role, None).await {
-                Ok(registry) => return Ok(registry),
+                Ok(registry) => {
+                    self.registries
+                        .insert(key, (Arc::clone(&registry), Instant::now()));
+                    return Ok(registry);
+                }
                 Err(LookupError::Unavailable(_)) => {}
                 Err(other) => return Err(other),
             }
         }
-        self.last_known_good(tenant, role).await.ok_or_else(|| {
+        if let Some((registry, _)) = self.registries.get(key.as_str()) {
+            hit("l1_stale", "registry");
+            return Ok(registry);
+        }
+        let registry = self.l2_latest(tenant, role).await.ok_or_else(|| {
             LookupError::Unavailable(format!("no cached registry for tenant {tenant:?}"))
-        })
+        })?;
+        // Held as stale: the next lookup with a synced watch loads a current one.
+        self.registries.insert(
+            key,
+            (Arc::clone(&registry), Instant::now() - self.settings.l1_ttl),
+        );
+        Ok(registry)
     }
 
-    async fn last_known_good(&self, tenant: &str, role: &str) -> Option<Arc<Registry>> {
-        let pair = (tenant.to_owned(), role.to_owned());
-        if let Some(registry) = self.latest.get(&pair).await {
-            hit("l1_stale", "registry");
-            return Some(registry);
-        }
+    /// The last registry any edge resolved for (tenant, role), from Redis.
+    async fn l2_latest(&self, tenant: &str, role: &str) -> Option<Arc<Registry>> {
         let shared = self.shared.as_ref()?;
-        let key = self.registry_key(shared, tenant, role, "latest");
+        let key = self.l2_registry_key(shared, tenant, role, "latest");
         // The last place to look: a second read if the first found nothing (it may have
         // timed out on a loaded or freshly connected edge).
         let bytes = match shared.get(&key).await {
@@ -299,9 +354,7 @@ impl Caches {
         };
         let registry = bytes.as_deref().and_then(Registry::decode)?;
         hit("l2_stale", "registry");
-        let registry = Arc::new(registry);
-        self.latest.insert(pair, Arc::clone(&registry)).await;
-        Some(registry)
+        Some(Arc::new(registry))
     }
 
     async fn resolve(
@@ -329,20 +382,17 @@ impl Caches {
         let registry = Arc::new(Registry::from_pb(resolved));
         if let (Some(shared), Some(encoded)) = (&self.shared, encoded) {
             let mut entries = vec![(
-                self.registry_key(shared, tenant, role, "latest"),
+                self.l2_registry_key(shared, tenant, role, "latest"),
                 encoded.clone(),
             )];
             if let Some(version) = version {
                 entries.push((
-                    self.registry_key(shared, tenant, role, &version.to_string()),
+                    self.l2_registry_key(shared, tenant, role, &version.to_string()),
                     encoded,
                 ));
             }
             shared.set_many(&entries, self.settings.l2_ttl).await;
         }
-        self.latest
-            .insert((tenant.to_owned(), role.to_owned()), Arc::clone(&registry))
-            .await;
         Ok(registry)
     }
 
@@ -362,13 +412,15 @@ impl Caches {
         let id = key_hash(key);
         let hash = hex::encode(id);
         let now = now_secs();
-        let cached = self.identities.get(&id).await;
-        if let Some(identity) = &cached
+        let cached = self.identities.get(&id);
+        if let Some((identity, loaded)) = &cached
+            && self.young(*loaded)
             && self.current(identity, now)
         {
             hit("l1", "identity");
             return Ok(Arc::clone(identity));
         }
+        let cached = cached.map(|(identity, _)| identity);
         if self.versions.synced() && self.refused.get(&id).await == Some(self.versions.head()) {
             return Err(LookupError::Unauthenticated);
         }
@@ -383,7 +435,8 @@ impl Caches {
             let identity = Arc::new(Identity::from_pb(identity));
             if self.current(&identity, now) {
                 hit("l2", "identity");
-                self.identities.insert(id, Arc::clone(&identity)).await;
+                self.identities
+                    .insert(id, (Arc::clone(&identity), Instant::now()));
                 return Ok(identity);
             }
             stale.get_or_insert(identity);
@@ -404,11 +457,12 @@ impl Caches {
                         )
                         .await;
                 }
-                self.identities.insert(id, Arc::clone(&identity)).await;
+                self.identities
+                    .insert(id, (Arc::clone(&identity), Instant::now()));
                 Ok(identity)
             }
             Err(status) if status.code() == Code::Unauthenticated => {
-                self.identities.invalidate(&id).await;
+                self.identities.remove(&id);
                 self.refused.insert(id, self.versions.head()).await;
                 Err(LookupError::Unauthenticated)
             }
@@ -430,7 +484,8 @@ impl Caches {
                         let identity = Arc::new(Identity::from_pb(identity));
                         if !identity.expired(now) {
                             hit("l2_retry", "identity");
-                            self.identities.insert(id, Arc::clone(&identity)).await;
+                            self.identities
+                                .insert(id, (Arc::clone(&identity), Instant::now()));
                             return Ok(identity);
                         }
                     }
@@ -472,18 +527,16 @@ impl Caches {
         if self
             .identities
             .get(&id)
-            .await
-            .is_none_or(|identity| identity.revision < revision)
+            .is_none_or(|(identity, _)| identity.revision < revision)
         {
-            self.identities.invalidate(&id).await;
+            self.identities.remove(&id);
         }
     }
 
     /// Forgets everything held in process (after the control plane's log was reset).
     pub fn clear(&self) {
-        self.registries.invalidate_all();
-        self.latest.invalidate_all();
-        self.identities.invalidate_all();
+        self.registries.clear();
+        self.identities.clear();
         self.refused.invalidate_all();
     }
 }
