@@ -91,18 +91,32 @@ impl std::ops::Deref for Registry {
 static BODIES: std::sync::LazyLock<std::sync::Mutex<HashMap<[u8; 32], std::sync::Weak<Body>>>> =
     std::sync::LazyLock::new(Default::default);
 
-/// The digest of what a body is built from: the registry with its per-tenant fields cleared.
+/// The digest of what a body is built from: the registry without its per-tenant fields
+/// (tools, executors, disclosure, catalogue size), hashed field by field without copying it.
 fn body_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
     use sha2::Digest as _;
-    let shape = pb::ResolvedRegistry {
-        tenant: String::new(),
-        role: String::new(),
-        revision: 0,
-        rate_limit_per_minute: 0,
-        lint_webhook: String::new(),
-        ..registry.clone()
+    let mut hasher = sha2::Sha256::new();
+    let mut buffer = Vec::new();
+    let mut feed = |hasher: &mut sha2::Sha256, message: &dyn Fn(&mut Vec<u8>)| {
+        buffer.clear();
+        message(&mut buffer);
+        hasher.update((buffer.len() as u64).to_le_bytes());
+        hasher.update(&buffer);
     };
-    sha2::Sha256::digest(shape.encode_to_vec()).into()
+    hasher.update((registry.tools.len() as u64).to_le_bytes());
+    for tool in &registry.tools {
+        feed(&mut hasher, &|b| tool.encode_raw(b));
+    }
+    hasher.update((registry.executors.len() as u64).to_le_bytes());
+    for executor in &registry.executors {
+        feed(&mut hasher, &|b| executor.encode_raw(b));
+    }
+    match &registry.disclosure {
+        Some(disclosure) => feed(&mut hasher, &|b| disclosure.encode_raw(b)),
+        None => hasher.update(b"-"),
+    }
+    hasher.update(registry.catalogue_size.to_le_bytes());
+    hasher.finalize().into()
 }
 
 fn build_body(registry: &pb::ResolvedRegistry) -> Body {
