@@ -170,6 +170,19 @@ async fn precomputed_lists_answer_the_transports_bytes_and_leave_the_rest_to_it(
         )
     };
     let raw = |value: Value| serde_json::to_vec(&value).unwrap();
+    // A session id from the fast edge's initialize: both edges share the fleet secret.
+    let init = fast
+        .with_key(Some(key))
+        .request(
+            9,
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await;
+    let session = init.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let mut changed_session = session.clone();
+    changed_session.insert(8, 'Q');
     let cases: Vec<Case> = vec![
         (
             "no version header",
@@ -401,6 +414,18 @@ async fn precomputed_lists_answer_the_transports_bytes_and_leave_the_rest_to_it(
         (
             "wrong key",
             with(&legacy, &[("authorization", "Bearer tpk_0000")]),
+            plain.clone(),
+            false,
+        ),
+        (
+            "a session id from initialize",
+            with(&legacy, &[("mcp-session-id", session.as_str())]),
+            plain.clone(),
+            true,
+        ),
+        (
+            "a changed session id",
+            with(&legacy, &[("mcp-session-id", changed_session.as_str())]),
             plain.clone(),
             false,
         ),

@@ -5,8 +5,8 @@
 //! stale entry stays in place as the last known good, served when the control plane cannot be
 //! reached.
 //!
-//! L1 is a `quick_cache` (CLOCK-Pro, entries in a slab): about 0.6 KiB per resident tenant
-//! (identity + registry) where one `moka` cache per purpose took about 2 KiB
+//! L1 is a `quick_cache` (CLOCK-Pro, entries in a slab): about 0.5 KiB per resident tenant
+//! (identity + registry) where one `moka` cache per purpose took about 2.5 KiB
 //! (docs/performance.md).
 
 use std::sync::Arc;
