@@ -803,8 +803,62 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
             .await
             .is_empty()
     );
+    // The session's standalone stream (GET) carries list_changed when the tenant changes, on
+    // an edge that never saw the initialize.
+    let mut notifications = open_get_stream(&fleet.edges[1].addr, key, &session).await;
+    fleet
+        .set_disclosure(
+            "acme",
+            pb::Disclosure {
+                mode: pb::DisclosureMode::Progressive as i32,
+                ..Default::default()
+            },
+        )
+        .await;
+    let seen = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut text = String::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            use tokio::io::AsyncReadExt as _;
+            let n = notifications.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the stream ended: {text}");
+            text.push_str(&String::from_utf8_lossy(&buffer[..n]));
+            if text.contains("notifications/tools/list_changed") {
+                return text;
+            }
+        }
+    })
+    .await
+    .expect("list_changed within 5 s");
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(
+        seen.to_ascii_lowercase()
+            .contains("content-type: text/event-stream")
+    );
     // Past its lifetime: 404.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let reply = send(1, session.clone()).await;
     assert_eq!(reply.status, 404, "{}", reply.body);
+    // An open stream does not hold up a graceful shutdown.
+    drop(send);
+    let mut fleet = fleet;
+    let started = Instant::now();
+    let status = fleet.edges[1].process.terminate().await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the edge exits on SIGTERM with a notification stream open: {status:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(notifications);
+}
+
+/// A raw `GET /mcp` with a session id; the open socket, positioned before the response.
+async fn open_get_stream(addr: &str, key: &str, session: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt as _;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {key}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: {LEGACY}\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream
 }

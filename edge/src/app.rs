@@ -28,6 +28,7 @@ use crate::state::EdgeState;
 pub fn router(state: Arc<EdgeState>) -> Router {
     let mcp = &state.config.mcp;
     let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(state.shutdown.child_token())
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
@@ -172,6 +173,12 @@ async fn check_jsonrpc(
                 .trim()
                 .eq_ignore_ascii_case("application/json")
         });
+    if request.method() == axum::http::Method::GET
+        && request.headers().contains_key("mcp-session-id")
+        && state.config.mcp.session_ttl_secs > 0
+    {
+        return notification_stream(&state, request, next).await;
+    }
     if request.method() != axum::http::Method::POST || !is_json {
         return next.run(request).await;
     }
@@ -291,6 +298,71 @@ fn jsonrpc_error(status: StatusCode, id: serde_json::Value, code: i64, message: 
 }
 
 type Refusal = (StatusCode, serde_json::Value, i64, String);
+
+/// `GET /mcp` with a session id (2025-xx): the standalone SSE stream on which the server sends
+/// what is not an answer — here `notifications/tools/list_changed` whenever the caller's
+/// tenant or the catalogue changes. Any edge serves it: every edge follows the change stream.
+/// Without `text/event-stream` in `Accept`, or with a session id that does not open, the
+/// transport's answer (405) or 404.
+async fn notification_stream(state: &Arc<EdgeState>, request: Request, next: Next) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let accepts_sse = request
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
+        return next.run(request).await;
+    };
+    let id = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if state.sessions.open(&caller.0, id).is_none() {
+        return jsonrpc_error(
+            StatusCode::NOT_FOUND,
+            serde_json::Value::Null,
+            -32001,
+            "session not found: it expired or belongs to another caller; initialize again",
+        );
+    }
+    if !accepts_sse {
+        return next.run(request).await;
+    }
+    let tenant = caller.0.tenant.clone();
+    let notices = state.notices.subscribe();
+    let stopped = state.shutdown.clone();
+    let events = futures::stream::unfold(
+        (notices, tenant, stopped),
+        |(mut notices, tenant, stopped)| async move {
+            loop {
+                let notice = tokio::select! {
+                    () = stopped.cancelled() => return None,
+                    notice = notices.recv() => notice,
+                };
+                let changed = match notice {
+                    Ok(notice) => notice.all || notice.tenants.iter().any(|t| t == &tenant),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                };
+                if changed {
+                    let event = Event::default()
+                        .data(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(event),
+                        (notices, tenant, stopped),
+                    ));
+                }
+            }
+        },
+    );
+    metrics::counter!("tp_edge_notification_streams_total").increment(1);
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
 
 /// Adds an `Mcp-Session-Id` holding `session` to a successful `initialize` answer.
 async fn with_session_id(

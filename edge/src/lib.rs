@@ -53,6 +53,13 @@ pub async fn start(
     let addr = listener.local_addr()?;
     let state = EdgeState::start(config)?;
     let service = app::service(Arc::clone(&state));
+    // Shutting down ends long-lived streams (subscriptions, legacy notification streams), so the
+    // graceful drain does not wait for clients to hang up.
+    let token = state.shutdown.clone();
+    let shutdown = async move {
+        shutdown.await;
+        token.cancel();
+    };
     let task = tokio::spawn(async move {
         // TCP_NODELAY: SSE answers are several small writes (Nagle + delayed ACK = 40 ms).
         use axum::serve::ListenerExt as _;

@@ -45,6 +45,8 @@ pub struct EdgeState {
     pub questions: Arc<crate::mcp::ask::Questions>,
     /// Issues and opens the session ids of 2025-xx clients.
     pub sessions: crate::mcp::session::SessionSeal,
+    /// Cancelled when the edge shuts down: long-lived streams end so the drain can finish.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// Installs the process-wide metrics recorder once.
@@ -112,6 +114,7 @@ impl EdgeState {
         let state = Arc::new(EdgeState {
             seal,
             sessions,
+            shutdown: tokio_util::sync::CancellationToken::new(),
             questions,
             limiter: RateLimiter::new(shared.clone()),
             control: Arc::clone(&control),
