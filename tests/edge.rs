@@ -840,7 +840,6 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
     let reply = send(1, session.clone()).await;
     assert_eq!(reply.status, 404, "{}", reply.body);
     // An open stream does not hold up a graceful shutdown.
-    drop(send);
     let mut fleet = fleet;
     let started = Instant::now();
     let status = fleet.edges[1].process.terminate().await;
