@@ -154,6 +154,25 @@ async fn a_legacy_client_is_asked_on_its_stream_and_may_answer_any_edge() {
         .await;
     assert_eq!(again.status, 400);
 
+    // A client whose session says it cannot elicit is not asked.
+    let init = asking
+        .request(
+            9,
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {"roots": {}},
+                   "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await;
+    let session = init.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let mut headers = legacy_headers(fleet.key("qa", "collector"));
+    headers.push(("mcp-session-id", session.as_str()));
+    let call = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "x"}}}))
+    .unwrap();
+    let refused = asking.raw(call, &headers).await;
+    assert_eq!(refused.result()["isError"], true, "{}", refused.body);
+    assert!(refused.body.contains("did not declare"), "{}", refused.body);
+
     // A client that refuses (a JSON-RPC error) gets an error result, not a hang.
     let (_, mut stream) = asking
         .stream(

@@ -775,7 +775,7 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
     }
     // Another key of the same tenant and role cannot use it.
     let mut admin = fleet.cp.admin().await;
-    let other_key = admin
+    let issued = admin
         .tenants
         .issue_api_key(tp_proto::pb::IssueApiKeyRequest {
             tenant: "acme".into(),
@@ -784,8 +784,8 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
         })
         .await
         .unwrap()
-        .into_inner()
-        .key;
+        .into_inner();
+    let other_key = issued.key.clone();
     let other = fleet.client(1, "acme", "collector", LEGACY);
     let mut other_headers = headers(&session);
     other_headers[3].1 = format!("Bearer {other_key}");
@@ -839,6 +839,47 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let reply = send(1, session.clone()).await;
     assert_eq!(reply.status, 404, "{}", reply.body);
+    // A stream ends when its key is revoked.
+    let other_client = fleet
+        .client(0, "acme", "collector", LEGACY)
+        .with_key(Some(&other_key));
+    let other_init = other_client
+        .request(
+            1,
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await;
+    let other_session = other_init.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut revoked = open_get_stream(&fleet.edges[0].addr, &other_key, &other_session).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    admin
+        .tenants
+        .revoke_api_key(pb::RevokeApiKeyRequest {
+            id: issued.info.unwrap().id,
+        })
+        .await
+        .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut text = String::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            use tokio::io::AsyncReadExt as _;
+            let n = revoked.read(&mut buffer).await.unwrap_or(0);
+            text.push_str(&String::from_utf8_lossy(&buffer[..n]));
+            // The chunked body's last chunk, or the socket closed.
+            if n == 0 || text.contains("\r\n0\r\n\r\n") {
+                return text;
+            }
+        }
+    })
+    .await
+    .expect("the stream of a revoked key ends within 5 s");
+    assert!(ended.starts_with("HTTP/1.1 200"), "{ended}");
     // An open stream does not hold up a graceful shutdown.
     let mut fleet = fleet;
     let started = Instant::now();

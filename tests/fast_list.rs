@@ -251,7 +251,16 @@ async fn precomputed_lists_answer_the_transports_bytes_and_leave_the_rest_to_it(
                 &[("accept", "application/json;q=0.9, text/event-stream;q=0.5")],
             ),
             plain.clone(),
-            true,
+            false,
+        ),
+        (
+            "Accept refusing event-stream with q=0",
+            with(
+                &legacy,
+                &[("accept", "application/json, text/event-stream;q=0")],
+            ),
+            plain.clone(),
+            false,
         ),
         (
             "Content-Type with charset",

@@ -223,17 +223,15 @@ async fn check_jsonrpc(
                 Some((_, method, Some(params)))
                     if method == "initialize" && state.config.mcp.session_ttl_secs > 0 =>
                 {
-                    Some(crate::mcp::session::Session {
-                        protocol_version: params
+                    Some(crate::mcp::session::Session::from_initialize(
+                        params
                             .get("protocolVersion")
                             .and_then(serde_json::Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        capabilities: params
+                            .unwrap_or_default(),
+                        params
                             .get("capabilities")
-                            .cloned()
-                            .unwrap_or(serde_json::Value::Null),
-                    })
+                            .unwrap_or(&serde_json::Value::Null),
+                    ))
                 }
                 _ => None,
             };
@@ -315,6 +313,19 @@ async fn notification_stream(state: &Arc<EdgeState>, request: Request, next: Nex
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
         return next.run(request).await;
     };
+    // The transport's Host/Origin rules: a browser (any Origin) or a foreign Host gets the
+    // transport's answer, never this stream.
+    if request.headers().contains_key(header::ORIGIN)
+        || !crate::mcp::fast::host_allowed(request.headers(), &state.config.mcp.allowed_hosts)
+    {
+        return next.run(request).await;
+    }
+    let key = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|v| v.trim().to_owned());
     let id = request
         .headers()
         .get("mcp-session-id")
@@ -333,13 +344,13 @@ async fn notification_stream(state: &Arc<EdgeState>, request: Request, next: Nex
     }
     let tenant = caller.0.tenant.clone();
     let notices = state.notices.subscribe();
-    let stopped = state.shutdown.clone();
+    let watcher = Arc::clone(state);
     let events = futures::stream::unfold(
-        (notices, tenant, stopped),
-        |(mut notices, tenant, stopped)| async move {
+        (notices, tenant, watcher, key),
+        |(mut notices, tenant, state, key)| async move {
             loop {
                 let notice = tokio::select! {
-                    () = stopped.cancelled() => return None,
+                    () = state.shutdown.cancelled() => return None,
                     notice = notices.recv() => notice,
                 };
                 let changed = match notice {
@@ -347,12 +358,21 @@ async fn notification_stream(state: &Arc<EdgeState>, request: Request, next: Nex
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
                 };
+                // A change may be the key's revocation: the stream ends with the key.
+                if let Some(key) = &key
+                    && matches!(
+                        state.caches.identity(key).await,
+                        Err(LookupError::Unauthenticated | LookupError::NotFound)
+                    )
+                {
+                    return None;
+                }
                 if changed {
                     let event = Event::default()
                         .data(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
                     return Some((
                         Ok::<_, std::convert::Infallible>(event),
-                        (notices, tenant, stopped),
+                        (notices, tenant, state, key),
                     ));
                 }
             }

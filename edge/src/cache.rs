@@ -79,6 +79,52 @@ fn registry_key(tenant: &str, role: &str) -> RegistryKey {
 /// An L1 entry: the value and when it was loaded (for the backstop TTL).
 type Held<T> = (Arc<T>, Instant);
 
+/// A registry in L1: current or the last known good, when it was loaded, and — after a failed
+/// reload — until when it is served as it is without another attempt.
+#[derive(Clone)]
+struct Slot {
+    registry: Arc<Registry>,
+    loaded: Instant,
+    retry_at: Option<Instant>,
+}
+
+/// How long a registry whose reload failed is served as the last known good before the next
+/// attempt (so requests waiting on a failing control plane do not each try in turn).
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(2);
+
+type RegistryGuard<'a> = quick_cache::sync::PlaceholderGuard<
+    'a,
+    RegistryKey,
+    Slot,
+    quick_cache::UnitWeighter,
+    quick_cache::DefaultHashBuilder,
+    quick_cache::sync::DefaultLifecycle<RegistryKey, Slot>,
+>;
+
+/// A reload in progress: the placeholder other requests wait on, and the stale entry it
+/// replaced. Whatever happens to the reload — an error, or the request dropped mid-way — the
+/// stale entry goes back unless a new one was put in.
+struct Reload<'a> {
+    guard: Option<RegistryGuard<'a>>,
+    stale: Option<Slot>,
+}
+
+impl Reload<'_> {
+    fn put(&mut self, slot: Slot) {
+        if let Some(guard) = self.guard.take() {
+            let _ = guard.insert(slot);
+        }
+    }
+}
+
+impl Drop for Reload<'_> {
+    fn drop(&mut self) {
+        if let (Some(guard), Some(stale)) = (self.guard.take(), self.stale.take()) {
+            let _ = guard.insert(stale);
+        }
+    }
+}
+
 /// SHA-256 of an API key.
 type KeyHash = [u8; 32];
 
@@ -101,7 +147,7 @@ pub struct Caches {
     shared: Option<Arc<Shared>>,
     settings: CacheSettings,
     /// The latest registry of each (tenant, role): fresh, or the last known good.
-    registries: Slab<RegistryKey, Held<Registry>>,
+    registries: Slab<RegistryKey, Slot>,
     /// By the SHA-256 of the key (the raw 32 bytes: half the memory of its hex form).
     identities: Slab<KeyHash, Held<Identity>>,
     refused: Cache<KeyHash, u64>,
@@ -214,12 +260,12 @@ impl Caches {
     /// (no I/O; `None` otherwise).
     pub async fn registry_l1(&self, tenant: &str, role: &str) -> Option<Arc<Registry>> {
         let version = self.versions.required(tenant)?;
-        let (registry, loaded) = self.registries.get(registry_key(tenant, role).as_str())?;
-        if registry.revision < version || !self.young(loaded) {
+        let slot = self.registries.get(registry_key(tenant, role).as_str())?;
+        if slot.registry.revision < version || !self.young(slot.loaded) {
             return None;
         }
         hit("l1", "registry");
-        Some(registry)
+        Some(slot.registry)
     }
 
     /// The identity of an API key if the in-process cache holds it and it is current (no I/O;
@@ -243,27 +289,42 @@ impl Caches {
             return self.registry_degraded(tenant, role, key).await;
         };
         // Fresh: kept. Stale or absent: this caller loads it while the others wait (the
-        // stale one is kept aside as the last known good).
+        // stale one is kept aside as the last known good). A stale one whose reload failed a
+        // moment ago is served as it is.
         let entry = self
             .registries
-            .entry_async(key.as_str(), |_, (registry, loaded)| {
-                if registry.revision >= version && loaded.elapsed() < self.settings.l1_ttl {
-                    EntryAction::Retain(Arc::clone(registry))
+            .entry_async(key.as_str(), |_, slot| {
+                if slot.registry.revision >= version && slot.loaded.elapsed() < self.settings.l1_ttl
+                {
+                    EntryAction::Retain((Arc::clone(&slot.registry), true))
+                } else if slot.retry_at.is_some_and(|at| Instant::now() < at) {
+                    EntryAction::Retain((Arc::clone(&slot.registry), false))
                 } else {
                     EntryAction::ReplaceWithGuard
                 }
             })
             .await;
-        let (guard, stale) = match entry {
-            EntryResult::Retained(registry) => {
-                hit("l1", "registry");
+        let mut reload = match entry {
+            EntryResult::Retained((registry, fresh)) => {
+                hit(if fresh { "l1" } else { "l1_stale" }, "registry");
                 return Ok(registry);
             }
-            EntryResult::Replaced(guard, stale) => (guard, Some(stale)),
-            EntryResult::Vacant(guard) => (guard, None),
+            EntryResult::Replaced(guard, stale) => Reload {
+                guard: Some(guard),
+                stale: Some(stale),
+            },
+            EntryResult::Vacant(guard) => Reload {
+                guard: Some(guard),
+                stale: None,
+            },
             EntryResult::Removed(..) | EntryResult::Timeout => {
                 return Err(LookupError::Unavailable("registry cache contention".into()));
             }
+        };
+        let fresh_slot = |registry: &Arc<Registry>| Slot {
+            registry: Arc::clone(registry),
+            loaded: Instant::now(),
+            retry_at: None,
         };
         if let Some(shared) = &self.shared {
             let l2_key = self.l2_registry_key(shared, tenant, role, &version.to_string());
@@ -276,36 +337,45 @@ impl Caches {
             {
                 hit("l2", "registry");
                 let registry = Arc::new(registry);
-                let _ = guard.insert((Arc::clone(&registry), Instant::now()));
+                reload.put(fresh_slot(&registry));
                 return Ok(registry);
             }
         }
         hit("l3", "registry");
         match self.resolve(tenant, role, Some(version)).await {
             Ok(registry) => {
-                let _ = guard.insert((Arc::clone(&registry), Instant::now()));
+                reload.put(fresh_slot(&registry));
                 Ok(registry)
             }
             Err(LookupError::Unavailable(message)) => {
-                let known = match stale {
-                    Some(held) => {
+                let known = match reload.stale.take() {
+                    Some(slot) => {
                         hit("l1_stale", "registry");
-                        Some(held)
+                        Some(slot)
                     }
-                    None => self
-                        .l2_latest(tenant, role)
-                        .await
-                        .map(|registry| (registry, Instant::now() - self.settings.l1_ttl)),
+                    None => self.l2_latest(tenant, role).await.map(|registry| Slot {
+                        registry,
+                        loaded: Instant::now() - self.settings.l1_ttl,
+                        retry_at: None,
+                    }),
                 };
                 match known {
-                    Some((registry, loaded)) => {
-                        let _ = guard.insert((Arc::clone(&registry), loaded));
+                    Some(slot) => {
+                        let registry = Arc::clone(&slot.registry);
+                        reload.put(Slot {
+                            retry_at: Some(Instant::now() + RETRY_AFTER_FAILURE),
+                            ..slot
+                        });
                         Ok(registry)
                     }
                     None => Err(LookupError::Unavailable(message)),
                 }
             }
-            Err(other) => Err(other),
+            // The tenant is gone (or the key): nothing to keep.
+            Err(other) => {
+                reload.stale = None;
+                Err(other)
+            }
         }
     }
 
@@ -319,17 +389,23 @@ impl Caches {
         if self.control.reachable() {
             match self.resolve(tenant, role, None).await {
                 Ok(registry) => {
-                    self.registries
-                        .insert(key, (Arc::clone(&registry), Instant::now()));
+                    self.registries.insert(
+                        key,
+                        Slot {
+                            registry: Arc::clone(&registry),
+                            loaded: Instant::now(),
+                            retry_at: None,
+                        },
+                    );
                     return Ok(registry);
                 }
                 Err(LookupError::Unavailable(_)) => {}
                 Err(other) => return Err(other),
             }
         }
-        if let Some((registry, _)) = self.registries.get(key.as_str()) {
+        if let Some(slot) = self.registries.get(key.as_str()) {
             hit("l1_stale", "registry");
-            return Ok(registry);
+            return Ok(slot.registry);
         }
         let registry = self.l2_latest(tenant, role).await.ok_or_else(|| {
             LookupError::Unavailable(format!("no cached registry for tenant {tenant:?}"))
@@ -337,7 +413,11 @@ impl Caches {
         // Held as stale: the next lookup with a synced watch loads a current one.
         self.registries.insert(
             key,
-            (Arc::clone(&registry), Instant::now() - self.settings.l1_ttl),
+            Slot {
+                registry: Arc::clone(&registry),
+                loaded: Instant::now() - self.settings.l1_ttl,
+                retry_at: None,
+            },
         );
         Ok(registry)
     }
@@ -538,5 +618,63 @@ impl Caches {
         self.registries.clear();
         self.identities.clear();
         self.refused.invalidate_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(revision: u64) -> Slot {
+        Slot {
+            registry: Arc::new(Registry::from_pb(pb::ResolvedRegistry {
+                tenant: "acme".into(),
+                role: "collector".into(),
+                revision,
+                ..Default::default()
+            })),
+            loaded: Instant::now(),
+            retry_at: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_reload_puts_the_last_known_good_back() {
+        let cache: Slab<RegistryKey, Slot> = Slab::new(16);
+        let key = registry_key("acme", "collector");
+        cache.insert(key.clone(), slot(3));
+        // A reload takes the stale entry out, then is dropped (an error or a cancelled
+        // request) without a new one.
+        let entry = cache
+            .entry_async(key.as_str(), |_, _| EntryAction::<()>::ReplaceWithGuard)
+            .await;
+        let EntryResult::Replaced(guard, stale) = entry else {
+            panic!("a stale entry is replaced");
+        };
+        drop(Reload {
+            guard: Some(guard),
+            stale: Some(stale),
+        });
+        assert_eq!(
+            cache.get(key.as_str()).map(|s| s.registry.revision),
+            Some(3)
+        );
+        // One that puts a new entry in keeps it.
+        let EntryResult::Replaced(guard, stale) = cache
+            .entry_async(key.as_str(), |_, _| EntryAction::<()>::ReplaceWithGuard)
+            .await
+        else {
+            panic!("replaced");
+        };
+        let mut reload = Reload {
+            guard: Some(guard),
+            stale: Some(stale),
+        };
+        reload.put(slot(5));
+        drop(reload);
+        assert_eq!(
+            cache.get(key.as_str()).map(|s| s.registry.revision),
+            Some(5)
+        );
     }
 }

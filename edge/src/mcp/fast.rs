@@ -242,6 +242,11 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
         let Ok(value) = value.to_str() else {
             return false;
         };
+        // Quality values (a `q=0` refuses a type) and quoted parameters are the transport's
+        // to read.
+        if value.contains("q=") || value.contains('"') {
+            return false;
+        }
         for item in value.split(',') {
             let essence = item.split(';').next().unwrap_or("").trim();
             json |= essence.eq_ignore_ascii_case("application/json");
@@ -253,7 +258,7 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
 
 /// The `Host` check of the transport (an entry without a port allows any port), for the one
 /// `Host` header a well-formed request has; `["*"]` allows every host.
-fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+pub(crate) fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     if allowed.iter().any(|h| h == "*") {
         return true;
     }

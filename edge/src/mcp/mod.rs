@@ -257,16 +257,6 @@ impl McpHandler {
         let started = Instant::now();
         let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
         missing_client_capabilities(tool, ctx)?;
-        if stateless(ctx)
-            && let Some(parts) = ctx.extensions.get::<http::request::Parts>()
-            && let Err(reason) = params::check(
-                &tool.resolved.input_schema,
-                arguments.as_ref(),
-                &parts.headers,
-            )
-        {
-            return Err(ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None));
-        }
         if let Err(limited) = self
             .state
             .limiter
@@ -501,7 +491,9 @@ impl McpHandler {
             .as_ref()
             .map(tp_proto::json::from_struct)
             .unwrap_or_else(|| json!({}));
-        let requests = input::input_requests(&requests, None)
+        // What the client declared at `initialize` (in its session id), when it kept one.
+        let declared = declared_capabilities(ctx);
+        let requests = input::input_requests(&requests, declared.as_deref())
             .map_err(|message| format!("the executor asked for input it may not: {message}"))?;
         if requests.is_empty() {
             return Err("the executor asked for input without naming a request".into());
@@ -1001,6 +993,21 @@ impl ServerHandler for McpHandler {
                 .await
                 .map(CallToolResponse::from),
             None => {
+                // SEP-2243 headers mirror the arguments of the tool named in the request, so
+                // they are checked here, not for tools reached through `dispatch`.
+                if stateless(&ctx)
+                    && let (Some(tool), Some(parts)) = (
+                        registry.tool(&request.name),
+                        ctx.extensions.get::<http::request::Parts>(),
+                    )
+                    && let Err(reason) = params::check(
+                        &tool.resolved.input_schema,
+                        request.arguments.as_ref(),
+                        &parts.headers,
+                    )
+                {
+                    return Err(ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None));
+                }
                 let retry = Retry {
                     input_responses: request.input_responses,
                     request_state: request.request_state,

@@ -26,17 +26,30 @@ pub struct Session {
     /// The protocol version the client asked for at `initialize`.
     #[serde(rename = "v")]
     pub protocol_version: String,
-    /// The client capabilities it declared.
+    /// Which of the capabilities an executor may ask for the client declared (only those: the
+    /// id stays small whatever else the client declares).
     #[serde(rename = "c")]
-    pub capabilities: Value,
+    pub declared: Vec<String>,
 }
 
 impl Session {
+    /// A session for an `initialize` with these params.
+    pub fn from_initialize(protocol_version: &str, capabilities: &Value) -> Session {
+        Session {
+            protocol_version: protocol_version.chars().take(32).collect(),
+            declared: ["elicitation", "sampling", "roots"]
+                .into_iter()
+                .filter(|c| capabilities.get(*c).is_some_and(|v| !v.is_null()))
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+
     /// The capabilities an executor may ask for that the client declared.
     pub fn declared(&self) -> Vec<&'static str> {
         ["elicitation", "sampling", "roots"]
             .into_iter()
-            .filter(|c| self.capabilities.get(*c).is_some_and(|v| !v.is_null()))
+            .filter(|c| self.declared.iter().any(|d| d == c))
             .collect()
     }
 }
@@ -117,14 +130,19 @@ mod tests {
     #[test]
     fn a_session_opens_only_for_its_caller_and_unchanged() {
         let seal = SessionSeal::new(b"fleet-secret-fleet-secret", Duration::from_secs(60));
-        let session = Session {
-            protocol_version: "2025-11-25".into(),
-            capabilities: json!({"sampling": {}, "roots": {"listChanged": true}}),
-        };
+        let session = Session::from_initialize(
+            "2025-11-25",
+            &json!({"sampling": {}, "roots": {"listChanged": true}, "experimental": {"x": "y".repeat(20_000)}}),
+        );
         let id = seal.issue(&identity("acme", "k1"), &session);
         assert!(
             id.bytes().all(|b| (0x21..=0x7e).contains(&b)),
             "visible ASCII: {id}"
+        );
+        assert!(
+            id.len() < 512,
+            "small whatever the client declares: {}",
+            id.len()
         );
         assert_eq!(
             seal.open(&identity("acme", "k1"), &id),
