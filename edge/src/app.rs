@@ -160,19 +160,8 @@ async fn check_jsonrpc(
     request: Request,
     next: Next,
 ) -> Response {
-    // What the transport takes as JSON: the media type's essence, parameters aside. Anything
-    // else is the transport's to refuse (415).
-    let is_json = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("application/json")
-        });
+    // Anything but JSON is the transport's to refuse (415).
+    let is_json = is_json(request.headers());
     if request.method() == axum::http::Method::GET
         && request.headers().contains_key("mcp-session-id")
         && state.config.mcp.session_ttl_secs > 0
@@ -405,6 +394,21 @@ async fn with_session_id(
         parts.headers.insert("mcp-session-id", value);
     }
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Whether a request's body is JSON as the transport takes it: the media type's essence,
+/// parameters aside.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
 }
 
 /// A request's id, method and params object.
@@ -707,16 +711,7 @@ async fn warm_list(state: &EdgeState, request: Request) -> Result<Response, Requ
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
             .is_some_and(|length| length <= limit)
-        && headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .eq_ignore_ascii_case("application/json")
-            });
+        && is_json(headers);
     if !small_json_post {
         return Err(request);
     }

@@ -88,6 +88,17 @@ struct Slot {
     retry_at: Option<Instant>,
 }
 
+impl Slot {
+    /// A registry loaded just now.
+    fn fresh(registry: &Arc<Registry>) -> Slot {
+        Slot {
+            registry: Arc::clone(registry),
+            loaded: Instant::now(),
+            retry_at: None,
+        }
+    }
+}
+
 /// How long a registry whose reload failed is served as the last known good before the next
 /// attempt (so requests waiting on a failing control plane do not each try in turn).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(2);
@@ -321,11 +332,6 @@ impl Caches {
                 return Err(LookupError::Unavailable("registry cache contention".into()));
             }
         };
-        let fresh_slot = |registry: &Arc<Registry>| Slot {
-            registry: Arc::clone(registry),
-            loaded: Instant::now(),
-            retry_at: None,
-        };
         if let Some(shared) = &self.shared {
             let l2_key = self.l2_registry_key(shared, tenant, role, &version.to_string());
             if let Some(registry) = shared
@@ -337,14 +343,14 @@ impl Caches {
             {
                 hit("l2", "registry");
                 let registry = Arc::new(registry);
-                reload.put(fresh_slot(&registry));
+                reload.put(Slot::fresh(&registry));
                 return Ok(registry);
             }
         }
         hit("l3", "registry");
         match self.resolve(tenant, role, Some(version)).await {
             Ok(registry) => {
-                reload.put(fresh_slot(&registry));
+                reload.put(Slot::fresh(&registry));
                 Ok(registry)
             }
             Err(LookupError::Unavailable(message)) => {
@@ -389,14 +395,7 @@ impl Caches {
         if self.control.reachable() {
             match self.resolve(tenant, role, None).await {
                 Ok(registry) => {
-                    self.registries.insert(
-                        key,
-                        Slot {
-                            registry: Arc::clone(&registry),
-                            loaded: Instant::now(),
-                            retry_at: None,
-                        },
-                    );
+                    self.registries.insert(key, Slot::fresh(&registry));
                     return Ok(registry);
                 }
                 Err(LookupError::Unavailable(_)) => {}
@@ -484,6 +483,17 @@ impl Caches {
                 .is_none_or(|v| identity.revision >= v)
     }
 
+    /// An identity from Redis, under its `id:<hash>` key.
+    async fn l2_identity(&self, shared_key: Option<&str>) -> Option<Arc<Identity>> {
+        let identity = self
+            .shared
+            .as_ref()?
+            .get(shared_key?)
+            .await
+            .and_then(|b| pb::Identity::decode(b.as_slice()).ok())?;
+        Some(Arc::new(Identity::from_pb(identity)))
+    }
+
     /// The identity of an API key.
     pub async fn identity(&self, key: &str) -> Result<Arc<Identity>, LookupError> {
         if !tp_proto::keys::looks_like_key(key) {
@@ -506,13 +516,7 @@ impl Caches {
         }
         let shared_key = self.shared.as_ref().map(|s| s.key(&["id", &hash]));
         let mut stale = cached;
-        if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key)
-            && let Some(identity) = shared
-                .get(shared_key)
-                .await
-                .and_then(|b| pb::Identity::decode(b.as_slice()).ok())
-        {
-            let identity = Arc::new(Identity::from_pb(identity));
+        if let Some(identity) = self.l2_identity(shared_key.as_deref()).await {
             if self.current(&identity, now) {
                 hit("l2", "identity");
                 self.identities
@@ -555,19 +559,13 @@ impl Caches {
                 _ => {
                     // Nothing else to ask: give Redis a second chance (the first read may
                     // have timed out on a loaded or freshly connected edge).
-                    if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key)
-                        && let Some(identity) = shared
-                            .get(shared_key)
-                            .await
-                            .and_then(|b| pb::Identity::decode(b.as_slice()).ok())
+                    if let Some(identity) = self.l2_identity(shared_key.as_deref()).await
+                        && !identity.expired(now)
                     {
-                        let identity = Arc::new(Identity::from_pb(identity));
-                        if !identity.expired(now) {
-                            hit("l2_retry", "identity");
-                            self.identities
-                                .insert(id, (Arc::clone(&identity), Instant::now()));
-                            return Ok(identity);
-                        }
+                        hit("l2_retry", "identity");
+                        self.identities
+                            .insert(id, (Arc::clone(&identity), Instant::now()));
+                        return Ok(identity);
                     }
                     Err(LookupError::Unavailable(status.message().to_owned()))
                 }
