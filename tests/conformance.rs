@@ -374,7 +374,7 @@ async fn conformance_tool_scenarios_through_an_mcp_upstream() {
         )
         .await;
         // The calls really crossed the MCP hop.
-        let (_, metrics) = target.edge.get("/metrics").await;
+        let (_, metrics) = target.edge.admin_get("/metrics").await;
         assert!(
             metrics
                 .lines()

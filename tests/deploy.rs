@@ -138,8 +138,9 @@ fn dockerfile_target(stages: &BTreeMap<String, Stage>, name: &str) -> Target {
                 let (key, value) = pair.split_once('=').unwrap();
                 env.insert(key.to_owned(), value.to_owned());
             }
-        } else if let Some(port) = line.strip_prefix("EXPOSE ") {
-            expose = port.trim().parse().unwrap();
+        } else if let Some(ports) = line.strip_prefix("EXPOSE ") {
+            // The first port is the service's; an edge also exposes its admin port.
+            expose = ports.split_whitespace().next().unwrap().parse().unwrap();
         }
     }
     assert!(!entrypoint.is_empty(), "{name}: no ENTRYPOINT");
@@ -232,11 +233,17 @@ fn dockerfile_builds_every_service_into_a_small_non_root_stage_whose_defaults_lo
         );
         let target = dockerfile_target(&stages, name);
         let mut env = target.env.clone();
+        // The settings an image cannot carry: secrets.
         if target.binary == "tp-edge" {
-            // The one setting an image cannot carry: a secret.
             env.insert(
                 "TOOLPLANE_EDGE_EDGE_TOKEN".into(),
                 "edge-token-from-a-secret".into(),
+            );
+        }
+        if target.binary == "tp-wiki" || target.binary == "tp-demo-executor" {
+            env.insert(
+                "TOOLPLANE_EXECUTOR_AUTH_KEY".into(),
+                format!("tpx_{}", "ab".repeat(32)),
             );
         }
         let summary = check_config(&target.binary, &target.args, &env);
@@ -323,7 +330,7 @@ fn listen_port(args: &[String], env: &BTreeMap<String, String>) -> u16 {
         .map(|i| args[i + 1].clone())
         .or_else(|| {
             env.iter()
-                .find(|(k, _)| k.ends_with("_LISTEN"))
+                .find(|(k, _)| k.ends_with("_LISTEN") && !k.ends_with("_ADMIN_LISTEN"))
                 .map(|(_, v)| v.clone())
         })
         .unwrap();
@@ -551,6 +558,16 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
             "not a Redis URL",
         ),
         ("image.pullPolicy", json!("Sometimes"), "not a pull policy"),
+        (
+            "auth.executorKey",
+            json!("secret"),
+            "executor keys are tpx_ and 64 hex digits",
+        ),
+        (
+            "edge.metrics.port",
+            json!(8080),
+            "metrics never on the MCP port",
+        ),
         ("edge.typo", json!(1), "unknown key"),
     ] {
         let mut candidate = values.clone();
@@ -638,9 +655,26 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
         "kind: Secret",
         "kind: PersistentVolumeClaim",
         "grpc: { port: 50051 }",
+        "kind: NetworkPolicy",
+        "policyTypes: [Ingress]",
+        "key: executor-key",
     ] {
         assert!(all.contains(needle), "the chart lacks {needle}");
     }
+    // Executors refuse unsigned calls: each reads the fleet's key from the mounted Secret.
+    for executor in ["wiki.yaml", "demo-executor.yaml"] {
+        let text = &templates.iter().find(|(n, _)| n == executor).unwrap().1;
+        assert!(
+            text.contains("--auth-key-file")
+                && text.contains("/etc/toolplane/secrets/executor-key"),
+            "{executor} must verify the edges' signatures"
+        );
+    }
+    // Metrics only on the admin port.
+    assert!(
+        edge.contains("TOOLPLANE_EDGE_ADMIN_LISTEN")
+            && !edge.contains("prometheus.io/port: \"8080\"")
+    );
 
     // The chart's configuration files, with the environment its Deployments set from the default
     // values (release "rel"), go through the binaries' loaders.
@@ -690,6 +724,14 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
             "TOOLPLANE_EDGE_MCP__MAX_IN_FLIGHT".to_owned(),
             values["edge"]["maxInFlight"].to_string(),
         ),
+        (
+            "TOOLPLANE_EDGE_ADMIN_LISTEN".to_owned(),
+            format!("0.0.0.0:{}", values["edge"]["metrics"]["port"]),
+        ),
+        (
+            "TOOLPLANE_EDGE_EXECUTORS__AUTH_KEY".to_owned(),
+            format!("tpx_{}", "cd".repeat(32)),
+        ),
     ]);
     for key in edge_env.keys() {
         assert!(
@@ -716,6 +758,10 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
         (
             "TOOLPLANE_CP_AUTH__EDGE_TOKEN".to_owned(),
             "edge-token-from-the-secret".to_owned(),
+        ),
+        (
+            "TOOLPLANE_CP_AUTH__EXECUTOR_KEY".to_owned(),
+            format!("tpx_{}", "cd".repeat(32)),
         ),
         (
             "TOOLPLANE_CP_BOOTSTRAP__DEMO".to_owned(),

@@ -106,3 +106,58 @@ fn every_rpc_has_a_grpcurl_example() {
     );
     println!("docs/grpc-api.md has a grpcurl example for each of the {rpcs} RPCs");
 }
+
+/// The threat model's table of attacks (docs/reliability.md) and the trust suites agree: every
+/// row names a test of `tests/trust.rs` or `tests/trust_wiki.rs`, every test there has a row,
+/// and every row says which boundary it crosses and what must happen.
+#[test]
+fn every_attack_of_the_threat_model_has_its_test_and_every_test_its_row() {
+    let doc = std::fs::read_to_string(root().join("docs/reliability.md")).unwrap();
+    let section = doc
+        .split("## Threat model")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/reliability.md has a Threat model section");
+    let mut rows = Vec::new();
+    for line in section
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains("`trust"))
+    {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        assert_eq!(cells.len(), 4, "attack, boundary, outcome, test: {line}");
+        assert!(
+            cells.iter().all(|c| !c.is_empty()),
+            "a row with an empty cell: {line}"
+        );
+        rows.push(cells[3].trim_matches('`').to_owned());
+    }
+    let mut tests = Vec::new();
+    for (module, file) in [
+        ("trust", "tests/trust.rs"),
+        ("trust_wiki", "tests/trust_wiki.rs"),
+    ] {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix("async fn t")
+                && rest.starts_with(|c: char| c.is_ascii_digit())
+            {
+                let name = format!("t{}", rest.split('(').next().unwrap());
+                tests.push(format!("{module}::{name}"));
+            }
+        }
+    }
+    for row in &rows {
+        assert!(
+            tests.contains(row),
+            "the threat model names {row}, which is not a trust test"
+        );
+    }
+    for test in &tests {
+        assert!(rows.contains(test), "{test} has no row in the threat model");
+    }
+    assert!(rows.len() >= 13, "{} attacks", rows.len());
+    println!(
+        "threat model: {} attacks, each with its test in the trust suites",
+        rows.len()
+    );
+}

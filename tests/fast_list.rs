@@ -15,7 +15,7 @@ const TOML: &str = "[mcp]\npage_size = 4\n";
 type Case = (&'static str, Vec<(&'static str, String)>, Vec<u8>, bool);
 
 async fn fast_count(edge: &EdgeProcess) -> u64 {
-    let metrics = reqwest_metrics(&edge.addr).await;
+    let metrics = reqwest_metrics(&edge.admin_addr).await;
     metrics
         .lines()
         .filter(|l| l.starts_with("tp_edge_list_precomputed_total"))

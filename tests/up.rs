@@ -21,6 +21,8 @@ async fn start(dir: &Path, run: u32) -> (Process, String) {
         "127.0.0.1:0",
         "--wiki-listen",
         "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
         "--ready-file",
         &ready.display().to_string(),
     ]
@@ -35,6 +37,13 @@ async fn start(dir: &Path, run: u32) -> (Process, String) {
     );
     let addr = wait_ready(&ready, &mut process).await;
     (process, addr)
+}
+
+/// `up` in `dir` (its data in `dir/data`): the process, the MCP address and the credentials.
+pub(crate) async fn start_up(dir: &Path) -> (Process, String, Value) {
+    let (process, addr) = start(dir, 0).await;
+    let credentials = credentials(dir);
+    (process, addr, credentials)
 }
 
 fn credentials(dir: &Path) -> Value {
@@ -249,6 +258,8 @@ async fn the_readme_tour_runs_as_written_against_up() {
         "--executor-listen",
         "127.0.0.1:0",
         "--wiki-listen",
+        "127.0.0.1:0",
+        "--admin-listen",
         "127.0.0.1:0",
         "--ready-file",
         &ready.display().to_string(),

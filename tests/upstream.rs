@@ -362,7 +362,7 @@ async fn a_toolplane_edge_as_upstream_speaks_2026_07_28_with_the_executors_own_c
                 timeout_ms: 10_000,
                 max_concurrency: 16,
                 tool_prefix: "qa_".into(),
-                credential_env: "TP_TEST_UPSTREAM_KEY".into(),
+                credential_env: "TOOLPLANE_CRED_TEST_UPSTREAM".into(),
                 ..Default::default()
             }),
         })
@@ -400,7 +400,10 @@ async fn a_toolplane_edge_as_upstream_speaks_2026_07_28_with_the_executors_own_c
         &[fleet.cp.url()],
         Some(&fleet.redis.url()),
         "",
-        &[("TP_TEST_UPSTREAM_KEY", format!("Bearer {upstream_key}"))],
+        &[(
+            "TOOLPLANE_CRED_TEST_UPSTREAM",
+            format!("Bearer {upstream_key}"),
+        )],
     )
     .await;
     let acme = McpHttp::new(&edge.addr, Some(fleet.key("acme", "collector")), LEGACY);
@@ -439,11 +442,24 @@ async fn a_toolplane_edge_as_upstream_speaks_2026_07_28_with_the_executors_own_c
     .await;
     let refused = without.call("qa_echo", json!({"text": "x"})).await;
     assert_eq!(refused.result()["isError"], true, "{}", refused.body);
+    // The caller learns the tool is unavailable, with a reference; the operator reads in the
+    // edge's log which variable is missing (configuration is not the tenant's business).
     assert!(
-        refused.body.contains("TP_TEST_UPSTREAM_KEY"),
+        refused.body.contains("unavailable") && !refused.body.contains("TOOLPLANE_CRED_"),
         "{}",
         refused.body
     );
+    tp_test_support::eventually(
+        "the edge's log to name the missing variable",
+        Duration::from_secs(5),
+        || async {
+            fleet.edges[0]
+                .log()
+                .contains("TOOLPLANE_CRED_TEST_UPSTREAM")
+                .then_some(())
+        },
+    )
+    .await;
     println!(
         "a Toolplane edge as an MCP upstream: 2026-07-28 negotiated, the executor's credential used (the upstream saw qa/collector while the caller was acme/collector), progress relayed; without the credential: {}",
         refused.result()["content"][0]["text"]

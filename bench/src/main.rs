@@ -521,6 +521,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
                 rate_limit_per_minute: 0,
                 lint_webhook: None,
                 revision: 0,
+                uid: format!("bench-{i}"),
             },
         ))?);
         objects.push(serde_json::to_value(tp_registry::Object::ApiKey(
@@ -852,7 +853,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         seconds * 2,
         &random,
     );
-    let (_, metrics) = fresh.get("/metrics").await;
+    let (_, metrics) = fresh.admin_get("/metrics").await;
     let lookups = |level: &str| -> f64 {
         metrics
             .lines()

@@ -30,8 +30,49 @@ pub struct RawConfig {
     pub bootstrap: RawBootstrap,
     /// Watch stream settings.
     pub watch: RawWatch,
+    /// Connection limits of the gRPC listener.
+    pub grpc: RawGrpc,
     /// Logging.
     pub log: RawLog,
+}
+
+/// `[grpc]`: the listener's connection limits and the whole-call timeout of unary calls.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawGrpc {
+    /// Most open connections; beyond, new ones are closed as they are accepted.
+    pub max_connections: usize,
+    /// A connection must send its first bytes (the HTTP/2 preface) within this.
+    pub handshake_timeout_ms: u64,
+    /// A connection that reads and writes nothing for this long is closed (edges' watch
+    /// streams carry a heartbeat every second).
+    pub idle_timeout_ms: u64,
+    /// Longest a unary call, its request message included, may take.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for RawGrpc {
+    fn default() -> Self {
+        let limits = tp_net::ListenerLimits::default();
+        Self {
+            max_connections: limits.max_connections,
+            handshake_timeout_ms: limits.header_read_timeout_ms,
+            idle_timeout_ms: limits.idle_timeout_ms,
+            request_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl RawGrpc {
+    /// The listener limits these settings make.
+    pub fn limits(&self) -> tp_net::ListenerLimits {
+        tp_net::ListenerLimits {
+            max_connections: self.max_connections,
+            header_read_timeout_ms: self.handshake_timeout_ms,
+            idle_timeout_ms: self.idle_timeout_ms,
+            ..tp_net::ListenerLimits::default()
+        }
+    }
 }
 
 /// `[auth]`.
@@ -42,6 +83,9 @@ pub struct RawAuth {
     pub admin_token: String,
     /// Token for edge RPCs; empty = generated once and kept in `<data_dir>/edge-token`.
     pub edge_token: String,
+    /// The key executor calls are signed with (`tpx_…`), for the purges the control plane
+    /// sends them; empty = derived from the edge token, as edges derive it.
+    pub executor_key: String,
 }
 
 /// `[bootstrap]`.
@@ -101,6 +145,8 @@ pub struct ControlPlaneConfig {
     pub admin_token: Option<String>,
     /// Edge token (None = generate/read from the data dir).
     pub edge_token: Option<String>,
+    /// Executor key (None = derived from the edge token).
+    pub executor_key: Option<tp_proto::invoke_auth::ExecutorKey>,
     /// Bootstrap ceiling.
     pub bootstrap: RawBootstrap,
     /// Heartbeat period.
@@ -111,6 +157,8 @@ pub struct ControlPlaneConfig {
     pub log_json: bool,
     /// Log filter.
     pub log_level: String,
+    /// gRPC listener limits.
+    pub grpc: RawGrpc,
 }
 
 // === impl RawConfig ===
@@ -124,6 +172,7 @@ impl Default for RawConfig {
             auth: RawAuth::default(),
             bootstrap: RawBootstrap::default(),
             watch: RawWatch::default(),
+            grpc: RawGrpc::default(),
             log: RawLog::default(),
         }
     }
@@ -209,6 +258,14 @@ impl RawConfig {
                 bail!("{name}: must not contain whitespace");
             }
         }
+        let executor_key = if self.auth.executor_key.is_empty() {
+            None
+        } else {
+            Some(
+                tp_proto::invoke_auth::ExecutorKey::parse(&self.auth.executor_key)
+                    .map_err(|e| anyhow::anyhow!("auth.executor_key: {e}"))?,
+            )
+        };
         if self.bootstrap.ceiling == 0 || self.bootstrap.ceiling > tp_registry::state::MAX_CEILING {
             bail!(
                 "bootstrap.ceiling: must be between 1 and {}",
@@ -238,6 +295,12 @@ impl RawConfig {
             "json" => true,
             other => bail!("log.format: {other:?} is not text or json"),
         };
+        self.grpc.limits().validate("grpc").map_err(|e| {
+            anyhow::anyhow!(e.replace("header_read_timeout_ms", "handshake_timeout_ms"))
+        })?;
+        if !(100..=3_600_000).contains(&self.grpc.request_timeout_ms) {
+            bail!("grpc.request_timeout_ms: must be between 100 and 3600000");
+        }
         Ok(ControlPlaneConfig {
             listen,
             data_dir: self.data_dir,
@@ -245,11 +308,13 @@ impl RawConfig {
             postgres_url,
             admin_token: (!self.auth.admin_token.is_empty()).then_some(self.auth.admin_token),
             edge_token: (!self.auth.edge_token.is_empty()).then_some(self.auth.edge_token),
+            executor_key,
             bootstrap: self.bootstrap,
             heartbeat_ms: self.watch.heartbeat_ms,
             poll_ms,
             log_json,
             log_level: self.log.level,
+            grpc: self.grpc,
         })
     }
 }

@@ -85,6 +85,15 @@ impl ControlPlane {
     ) -> anyhow::Result<ControlPlane> {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            // Tokens, the database and (with `up`) tenants' wiki pages live here.
+            std::fs::set_permissions(&config.data_dir, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| {
+                    format!("restricting {} to its owner", config.data_dir.display())
+                })?;
+        }
         let store: Arc<dyn Store> = match &config.postgres_url {
             Some(url) => Arc::new(
                 PostgresStore::connect(url)
@@ -154,13 +163,30 @@ impl ControlPlane {
             shutdown.await;
             let _ = stop_streams.send(true);
         };
-        let router = router(&engine, &tokens, config.heartbeat_ms, stopping).await?;
+        let purges = crate::purge::Purges::start(
+            config.data_dir.join("purges.json"),
+            config
+                .executor_key
+                .clone()
+                .unwrap_or_else(|| tp_proto::invoke_auth::ExecutorKey::derive(&tokens.edge)),
+        );
+        let router = router(
+            &engine,
+            &tokens,
+            config.heartbeat_ms,
+            stopping,
+            std::time::Duration::from_millis(config.grpc.request_timeout_ms),
+            purges,
+        )
+        .await?;
+        let limits = config.grpc.limits();
         let task = tokio::spawn(async move {
             router
                 .serve_with_incoming_shutdown(
-                    // TCP_NODELAY: a streamed reply is several small writes; with Nagle each
-                    // waits for the peer's delayed ACK (40 ms).
-                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                    // Connection cap, handshake and idle deadlines, TCP_NODELAY (a streamed
+                    // reply is several small writes; with Nagle each waits for the peer's
+                    // delayed ACK).
+                    tp_net::grpc_incoming(listener, &limits),
                     shutdown,
                 )
                 .await
@@ -181,6 +207,8 @@ async fn router(
     tokens: &Tokens,
     heartbeat_ms: u32,
     stopping: tokio::sync::watch::Receiver<bool>,
+    request_timeout: std::time::Duration,
+    purges: Arc<crate::purge::Purges>,
 ) -> anyhow::Result<tonic::transport::server::Router> {
     let admin = TokenCheck::new("admin", &[&tokens.admin]);
     // The admin token is a superset: operators may call the edge-facing service to debug.
@@ -215,6 +243,12 @@ async fn router(
         move |request: tonic::Request<()>| edge.check(request),
     );
     Ok(Server::builder()
+        // Unary calls (their request included) end within the timeout; streams (Watch) are
+        // answered at once and then kept alive by heartbeats.
+        .timeout(request_timeout)
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+        .max_concurrent_streams(Some(256))
         .add_service(health_service)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
@@ -227,7 +261,7 @@ async fn router(
             admin_check.clone(),
         ))
         .add_service(TenantsServer::with_interceptor(
-            TenantsService::new(Arc::clone(engine)),
+            TenantsService::new(Arc::clone(engine), purges),
             admin_check.clone(),
         ))
         .add_service(ExecutorsServer::with_interceptor(

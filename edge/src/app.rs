@@ -1,5 +1,6 @@
-//! The HTTP application: `/mcp` behind authentication, `/healthz`, `/readyz`, `/metrics`,
-//! wrapped in tracing, load shedding, a concurrency limit, a timeout and a body limit.
+//! The HTTP application: `/mcp` behind authentication, `/healthz` and `/readyz`, wrapped in
+//! tracing, load shedding, a concurrency limit, a timeout and a body limit; `/metrics` on the
+//! admin listener ([`admin_router`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,10 +74,19 @@ pub fn router(state: Arc<EdgeState>) -> Router {
         .layer(middleware::from_fn_with_state(in_flight, shed_load))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_route))
         .with_state(state)
         // Outermost: every request is traced, including refused ones.
         .layer(TraceLayer::new_for_http())
+}
+
+/// The admin listener's router: `/metrics` (never on the MCP listener, which clients reach),
+/// `/healthz` and `/readyz`.
+pub fn admin_router(state: Arc<EdgeState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_route))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
 }
 
 /// Bounds request bodies at `mcp.max_body_bytes`. A body declared larger is answered 413 after
@@ -142,15 +152,12 @@ fn overloaded() -> Response {
     response
 }
 
-/// Deepest nesting of `tools/call` arguments forwarded to an executor (the protobuf `Struct`
-/// they travel in is decoded with a recursion limit of 100).
-pub const MAX_ARGUMENT_DEPTH: usize = 64;
-
 /// Answers malformed JSON-RPC before the MCP transport sees it, with the codes JSON-RPC 2.0
 /// defines: `-32700` (HTTP 400) for a body that is not JSON, `-32600` (HTTP 400) for JSON that
 /// is not one JSON-RPC message (batches included: MCP since 2025-06-18 has none), and `-32602`
-/// for `tools/call` / `tools/list` parameters of the wrong shape or arguments nested deeper
-/// than [`MAX_ARGUMENT_DEPTH`]. Without it the transport answers all of these 415 or -32601.
+/// for `tools/call` / `tools/list` parameters of the wrong shape, or arguments and input
+/// responses beyond [`crate::mcp::bounds`]. Without it the transport answers all of these 415
+/// or -32601.
 ///
 /// A warm `tools/list` is answered here from bytes precomputed per registry body (see
 /// [`crate::mcp::fast`]) when `mcp.precomputed_lists` is on and the request is one the
@@ -172,13 +179,52 @@ async fn check_jsonrpc(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return json_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body exceeds mcp.max_body_bytes",
-        );
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(error) if tp_net::is_body_timeout(&error) => return body_timed_out(),
+        Err(_) => {
+            return json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body exceeds mcp.max_body_bytes",
+            );
+        }
     };
-    match inspect_jsonrpc(&bytes) {
+    // Memory: what the parse and everything built from it will cost, counted before parsing;
+    // a body of too many values is refused, and the cost comes out of the in-flight budget.
+    let (values, cost) = crate::mcp::bounds::working_memory(&bytes);
+    if values > state.config.mcp.max_json_values {
+        metrics::counter!("tp_edge_requests_refused_total", "reason" => "values").increment(1);
+        let id = crate::mcp::bounds::envelope_id(&bytes);
+        let status = if id.is_null() {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::OK
+        };
+        return jsonrpc_error(
+            status,
+            id,
+            -32602,
+            &format!(
+                "invalid params: the request holds more than {} JSON values (mcp.max_json_values)",
+                state.config.mcp.max_json_values
+            ),
+        );
+    }
+    let _working_memory = match parts.extensions.get::<InFlightBytes>() {
+        Some(budget) => {
+            let kib =
+                u32::try_from(cost.saturating_sub(bytes.len()).div_ceil(1024)).unwrap_or(u32::MAX);
+            match Arc::clone(&budget.0).try_acquire_many_owned(kib.max(1)) {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    metrics::counter!("tp_edge_shed_total", "reason" => "bytes").increment(1);
+                    return overloaded();
+                }
+            }
+        }
+        None => None,
+    };
+    match inspect_jsonrpc(&bytes, state.config.mcp.max_argument_bytes) {
         Ok(Inspected::Answer(id, message)) => answer(&state, &parts, id, message).await,
         Ok(Inspected::Request(request)) => {
             let mut parts = parts;
@@ -426,8 +472,9 @@ enum Inspected {
     Answer(String, serde_json::Value),
 }
 
-/// A request's (id, method, params), or a response to a question of the edge's.
-fn inspect_jsonrpc(bytes: &[u8]) -> Result<Inspected, Refusal> {
+/// A request's (id, method, params), or a response to a question of the edge's; client
+/// structures are checked against [`crate::mcp::bounds`] with `max_argument_bytes`.
+fn inspect_jsonrpc(bytes: &[u8], max_argument_bytes: usize) -> Result<Inspected, Refusal> {
     use serde_json::Value;
     let invalid = |message: &str| {
         (
@@ -494,13 +541,25 @@ fn inspect_jsonrpc(bytes: &[u8]) -> Result<Inspected, Refusal> {
             match params.get("arguments") {
                 None | Some(Value::Null) => {}
                 Some(arguments @ Value::Object(_)) => {
-                    if depth(arguments) > MAX_ARGUMENT_DEPTH {
-                        return bad_params(&format!(
-                            "arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels"
-                        ));
+                    if let Err(message) =
+                        crate::mcp::bounds::check("arguments", arguments, max_argument_bytes)
+                    {
+                        return bad_params(&message);
                     }
                 }
                 Some(_) => return bad_params("params.arguments must be an object"),
+            }
+            // The client's answers of an input-required round trip reach the executor too.
+            match params.get("inputResponses") {
+                None | Some(Value::Null) => {}
+                Some(responses @ Value::Object(_)) => {
+                    if let Err(message) =
+                        crate::mcp::bounds::check("inputResponses", responses, max_argument_bytes)
+                    {
+                        return bad_params(&message);
+                    }
+                }
+                Some(_) => return bad_params("params.inputResponses must be an object"),
             }
         }
         "tools/list" => {
@@ -606,6 +665,8 @@ fn precomputed_counter() -> &'static metrics::Counter {
 pub struct EdgeService {
     state: Arc<EdgeState>,
     router: Router,
+    /// Request-body bytes in flight, in KiB (`mcp.max_in_flight_bytes`).
+    in_flight_bytes: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for EdgeService {
@@ -616,10 +677,70 @@ impl std::fmt::Debug for EdgeService {
 
 /// The edge's service over `state` (see [`EdgeService`]).
 pub fn service(state: Arc<EdgeState>) -> EdgeService {
+    let kib = (state.config.mcp.max_in_flight_bytes / 1024).max(1);
     EdgeService {
         router: router(Arc::clone(&state)),
+        in_flight_bytes: Arc::new(Semaphore::new(kib)),
         state,
     }
+}
+
+/// The in-flight budget (KiB), for the parts of the request path that learn a request's full
+/// cost only once its body has arrived.
+#[derive(Clone)]
+struct InFlightBytes(Arc<Semaphore>);
+
+/// Whether a request's `Origin` is allowed: none at all always is (non-browser clients); one
+/// must be listed in `mcp.allowed_origins`, or — when that list is empty — be the edge's own
+/// origin (its authority is the request's `Host`, which the Host check has allowed): a page of
+/// another site can never make a browser call the edge.
+fn origin_allowed(headers: &axum::http::HeaderMap, allowed: &[String]) -> bool {
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let origin = match (origins.next(), origins.next()) {
+        (None, _) => return true,
+        (Some(origin), None) => origin,
+        (Some(_), Some(_)) => return false,
+    };
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    if !allowed.is_empty() {
+        return allowed.iter().any(|a| a == "*" || a == origin);
+    }
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    matches!((authority, host), (Some(authority), Some(host)) if authority.eq_ignore_ascii_case(host))
+}
+
+/// The KiB of the in-flight budget a request takes: its declared length, or the body limit
+/// when it declares none (a streamed body may be that long).
+fn body_cost_kib(
+    headers: &axum::http::HeaderMap,
+    method: &axum::http::Method,
+    max_body: usize,
+) -> u32 {
+    if *method == axum::http::Method::GET
+        || *method == axum::http::Method::HEAD
+        || *method == axum::http::Method::DELETE
+    {
+        return 0;
+    }
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(max_body as u64, |declared| declared.min(max_body as u64));
+    u32::try_from(length.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+/// The answer for a body that did not arrive in time.
+pub(crate) fn body_timed_out() -> Response {
+    json_error(
+        StatusCode::REQUEST_TIMEOUT,
+        "the request body did not arrive in time (http.body_read_timeout_ms)",
+    )
 }
 
 impl<B> tower::Service<Request<B>> for EdgeService
@@ -643,10 +764,44 @@ where
         let request = request.map(Body::new);
         let state = Arc::clone(&self.state);
         let router = self.router.clone();
+        let in_flight_bytes = Arc::clone(&self.in_flight_bytes);
         Box::pin(async move {
+            if request.uri().path().starts_with("/mcp") {
+                // DNS rebinding and cross-site requests: a browser Origin must be listed.
+                if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
+                    metrics::counter!("tp_edge_origin_refused_total").increment(1);
+                    return Ok(json_error(
+                        StatusCode::FORBIDDEN,
+                        "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
+                    ));
+                }
+            }
+            // Memory: the bytes of request bodies being read and processed are bounded as a
+            // whole, not only the number of requests.
+            let cost = body_cost_kib(
+                request.headers(),
+                request.method(),
+                state.config.mcp.max_body_bytes,
+            );
+            let _budget = if cost == 0 {
+                None
+            } else {
+                match Arc::clone(&in_flight_bytes).try_acquire_many_owned(cost) {
+                    Ok(permit) => Some(permit),
+                    Err(_) => {
+                        metrics::counter!("tp_edge_shed_total", "reason" => "bytes").increment(1);
+                        return Ok(overloaded());
+                    }
+                }
+            };
             let request = match warm_list(&state, request).await {
                 Ok(response) => return Ok(response),
-                Err(request) => request,
+                Err(mut request) => {
+                    request
+                        .extensions_mut()
+                        .insert(InFlightBytes(Arc::clone(&in_flight_bytes)));
+                    request
+                }
             };
             router.oneshot(request).await
         })
@@ -685,7 +840,9 @@ async fn warm_answer(
             .sessions
             .open(&identity, id.to_str().unwrap_or_default())?;
     }
-    let Ok(Inspected::Request(Some((id, method, params)))) = inspect_jsonrpc(bytes) else {
+    let Ok(Inspected::Request(Some((id, method, params)))) =
+        inspect_jsonrpc(bytes, state.config.mcp.max_argument_bytes)
+    else {
         return None;
     };
     if method != "tools/list" {
@@ -729,6 +886,7 @@ async fn warm_list(state: &EdgeState, request: Request) -> Result<Response, Requ
     .await
     {
         Ok(collected) => collected.to_bytes(),
+        Err(error) if tp_net::is_body_timeout(error.as_ref()) => return Ok(body_timed_out()),
         Err(_) => {
             return Ok(json_error(
                 StatusCode::BAD_REQUEST,
@@ -745,15 +903,6 @@ async fn warm_list(state: &EdgeState, request: Request) -> Result<Response, Requ
     match answer {
         Some(response) => Ok(response),
         None => Err(Request::from_parts(parts, Body::from(bytes))),
-    }
-}
-
-/// Nesting depth of a JSON value (a scalar is 0).
-fn depth(value: &serde_json::Value) -> usize {
-    match value {
-        serde_json::Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
-        serde_json::Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
-        _ => 0,
     }
 }
 
@@ -795,6 +944,7 @@ async fn authenticate(
                 key_id: String::new(),
                 expires_at: 0,
                 revision: u64::MAX,
+                confirmed_at_ms: 0,
             }),
             None => return unauthorized("missing Authorization: Bearer <api key>"),
         },

@@ -50,6 +50,9 @@ pub struct Identity {
     pub expires_at: u64,
     /// Revision it was resolved at.
     pub revision: u64,
+    /// Unix milliseconds at which the control plane last confirmed the key (0: never, e.g.
+    /// the anonymous identity).
+    pub confirmed_at_ms: u64,
 }
 
 /// The cache settings the edge needs here.
@@ -63,6 +66,9 @@ pub struct CacheSettings {
     pub l1_ttl: Duration,
     /// L2 TTL.
     pub l2_ttl: Duration,
+    /// Longest time an identity the control plane confirmed is trusted without confirming it
+    /// again while the control plane is unreachable; older ones are refused (401).
+    pub identity_max_stale: Duration,
 }
 
 /// `tenant \0 role`.
@@ -173,6 +179,13 @@ impl std::fmt::Debug for Caches {
     }
 }
 
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -210,6 +223,7 @@ impl Identity {
             key_id: identity.key_id,
             expires_at: identity.expires_at,
             revision: identity.revision,
+            confirmed_at_ms: identity.confirmed_at_ms,
         }
     }
 
@@ -220,6 +234,7 @@ impl Identity {
             key_id: self.key_id.clone(),
             expires_at: self.expires_at,
             revision: self.revision,
+            confirmed_at_ms: self.confirmed_at_ms,
         }
     }
 
@@ -475,12 +490,37 @@ impl Caches {
         Ok(registry)
     }
 
+    /// Whether a cached identity may be served without asking the control plane: while the
+    /// watch is caught up, resolved at or after the tenant's latest revision; while it is not,
+    /// trusted as the last known good ([`Caches::trusted_while_unreachable`]).
     fn current(&self, identity: &Identity, now: u64) -> bool {
+        match self.versions.required(&identity.tenant) {
+            Some(required) => {
+                identity.revision >= required
+                    && !identity.expired(now)
+                    && !self.versions.key_changed_after(
+                        &identity.tenant,
+                        &identity.key_id,
+                        identity.revision,
+                    )
+            }
+            None => self.trusted_while_unreachable(identity, now),
+        }
+    }
+
+    /// Whether a stale identity may still be served as the last known good while the control
+    /// plane cannot be asked: not expired, no known change of its key or tenant deletion since
+    /// it was resolved, and confirmed by the control plane within `identity_max_stale`.
+    fn trusted_while_unreachable(&self, identity: &Identity, now: u64) -> bool {
+        let max_stale_ms =
+            u64::try_from(self.settings.identity_max_stale.as_millis()).unwrap_or(u64::MAX);
         !identity.expired(now)
-            && self
-                .versions
-                .required(&identity.tenant)
-                .is_none_or(|v| identity.revision >= v)
+            && !self.versions.key_changed_after(
+                &identity.tenant,
+                &identity.key_id,
+                identity.revision,
+            )
+            && now_ms().saturating_sub(identity.confirmed_at_ms) <= max_stale_ms
     }
 
     /// An identity from Redis, under its `id:<hash>` key.
@@ -511,8 +551,14 @@ impl Caches {
             return Ok(Arc::clone(identity));
         }
         let cached = cached.map(|(identity, _)| identity);
-        if self.versions.synced() && self.refused.get(&id).await == Some(self.versions.head()) {
-            return Err(LookupError::Unauthenticated);
+        // Refused by the control plane a moment ago: while the watch is caught up, until the
+        // next change; while it is not, until the entry expires (a refused key stays refused
+        // through an outage).
+        match self.refused.get(&id).await {
+            Some(head) if !self.versions.synced() || head == self.versions.head() => {
+                return Err(LookupError::Unauthenticated);
+            }
+            _ => {}
         }
         let shared_key = self.shared.as_ref().map(|s| s.key(&["id", &hash]));
         let mut stale = cached;
@@ -528,7 +574,9 @@ impl Caches {
         hit("l3", "identity");
         match self.control.authenticate(key).await {
             Ok(identity) => {
-                let identity = Arc::new(Identity::from_pb(identity));
+                let mut identity = Identity::from_pb(identity);
+                identity.confirmed_at_ms = now_ms();
+                let identity = Arc::new(identity);
                 if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key) {
                     let by_key_id = shared.key(&["idk", &identity.key_id]);
                     shared
@@ -546,30 +594,37 @@ impl Caches {
                 Ok(identity)
             }
             Err(status) if status.code() == Code::Unauthenticated => {
-                self.identities.remove(&id);
+                // A cached identity of the key stays, so that the edge still knows the key
+                // changed (and refuses it) if the control plane becomes unreachable later.
                 self.refused.insert(id, self.versions.head()).await;
                 Err(LookupError::Unauthenticated)
             }
-            Err(status) => match stale {
-                // Control plane unreachable: last known good, unless expired.
-                Some(identity) if !identity.expired(now) => {
-                    hit("l1_stale", "identity");
-                    Ok(identity)
-                }
-                _ => {
+            Err(status) => {
+                // Control plane unreachable: the last known good, unless the edge has seen the
+                // key change (revoked, deleted) or its tenant deleted since, or it was last
+                // confirmed too long ago: revocation wins over availability.
+                if stale.is_none() {
                     // Nothing else to ask: give Redis a second chance (the first read may
                     // have timed out on a loaded or freshly connected edge).
-                    if let Some(identity) = self.l2_identity(shared_key.as_deref()).await
-                        && !identity.expired(now)
-                    {
+                    stale = self.l2_identity(shared_key.as_deref()).await;
+                    if stale.is_some() {
                         hit("l2_retry", "identity");
+                    }
+                }
+                match stale {
+                    Some(identity) if self.trusted_while_unreachable(&identity, now) => {
+                        hit("l1_stale", "identity");
                         self.identities
                             .insert(id, (Arc::clone(&identity), Instant::now()));
-                        return Ok(identity);
+                        Ok(identity)
                     }
-                    Err(LookupError::Unavailable(status.message().to_owned()))
+                    Some(_) => {
+                        metrics::counter!("tp_edge_stale_identities_refused_total").increment(1);
+                        Err(LookupError::Unauthenticated)
+                    }
+                    None => Err(LookupError::Unavailable(status.message().to_owned())),
                 }
-            },
+            }
         }
     }
 

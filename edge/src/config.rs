@@ -9,6 +9,9 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+/// The default of `executors.credential_env_prefix`.
+pub const DEFAULT_CREDENTIAL_ENV_PREFIX: &str = "TOOLPLANE_CRED_";
+
 /// Prefix of the edge's environment variables (`TOOLPLANE_EDGE_LISTEN`, ...).
 pub const ENV_PREFIX: &str = "TOOLPLANE_EDGE_";
 
@@ -16,8 +19,13 @@ pub const ENV_PREFIX: &str = "TOOLPLANE_EDGE_";
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawConfig {
-    /// HTTP listen address.
+    /// HTTP listen address (MCP at `/mcp`, `/healthz`, `/readyz`).
     pub listen: String,
+    /// Admin listen address for `/metrics` (and `/healthz`, `/readyz`); empty = none. Keep it
+    /// off the network clients reach.
+    pub admin_listen: String,
+    /// Connection and request-read limits of the MCP listener.
+    pub http: tp_net::ListenerLimits,
     /// A name for this edge in logs, metrics and audit records (default: the listen address).
     pub name: String,
     /// Control-plane gRPC URLs, tried in order (several replicas for HA).
@@ -58,6 +66,10 @@ pub struct RawCache {
     pub l1_ttl_secs: u64,
     /// TTL of registries in Redis.
     pub l2_ttl_secs: u64,
+    /// While the control plane is unreachable, an API key it confirmed longer ago than this is
+    /// refused (401) instead of being served from the caches; keys the edge has seen revoked
+    /// are refused at once, whatever this says.
+    pub identity_max_stale_secs: u64,
     /// Redis key prefix.
     pub redis_prefix: String,
     /// Redis command timeout.
@@ -72,6 +84,18 @@ pub struct RawMcp {
     pub page_size: u32,
     /// Largest request body (bytes); larger requests get 413.
     pub max_body_bytes: usize,
+    /// Largest `arguments` of one tool call (bytes of JSON); larger calls get -32602 before
+    /// anything is built from them.
+    pub max_argument_bytes: usize,
+    /// Most JSON values in one request body (counted before it is parsed); beyond, -32602.
+    pub max_json_values: usize,
+    /// The memory budget of requests being handled at once: their bodies, plus an estimate of
+    /// what is built from them (160 bytes per JSON value); a request that would pass it is shed
+    /// with 503 (`Retry-After`).
+    pub max_in_flight_bytes: usize,
+    /// Longest time the validation of one call's arguments may take (it runs off the request
+    /// threads for large arguments); longer is -32602.
+    pub validation_timeout_ms: u64,
     /// Whole-request timeout.
     pub request_timeout_ms: u64,
     /// Allowed `Host` header values (DNS-rebinding protection); `["*"]` disables the check.
@@ -106,6 +130,20 @@ pub struct RawExecutors {
     pub breaker_cooldown_ms: u64,
     /// Connect timeout to executors.
     pub connect_timeout_ms: u64,
+    /// Share (percent) of an executor's `max_concurrency` that one tenant's calls may hold at
+    /// once (at least one call), so no tenant can starve another.
+    pub tenant_share_percent: u32,
+    /// Share (percent) of an executor's `max_concurrency` that calls of one tool may hold.
+    pub tool_share_percent: u32,
+    /// Only environment variables whose names start with this may be sent to MCP executors as
+    /// their credential (`credential_env`).
+    pub credential_env_prefix: String,
+    /// The key that signs every call to a gRPC executor (executors refuse unsigned calls).
+    /// Empty: derived from the edge token, which every edge of a fleet shares
+    /// (`toolplanectl executor-key` prints it for the executors' `--auth-key-file`).
+    pub auth_key: String,
+    /// A file holding `auth_key` (used when `auth_key` is empty and the file is set).
+    pub auth_key_file: String,
 }
 
 /// `[watch]`.
@@ -157,6 +195,10 @@ pub struct RawLog {
 pub struct EdgeConfig {
     /// Listen address.
     pub listen: SocketAddr,
+    /// Admin listen address, if any.
+    pub admin_listen: Option<SocketAddr>,
+    /// Connection and request-read limits.
+    pub http: tp_net::ListenerLimits,
     /// Edge name.
     pub name: String,
     /// Control-plane URLs.
@@ -171,6 +213,8 @@ pub struct EdgeConfig {
     pub mcp: RawMcp,
     /// Executor settings.
     pub executors: RawExecutors,
+    /// The key signing calls to gRPC executors.
+    pub executor_key: tp_proto::invoke_auth::ExecutorKey,
     /// Watch settings.
     pub watch: RawWatch,
     /// Audit settings.
@@ -189,6 +233,8 @@ impl Default for RawConfig {
     fn default() -> Self {
         Self {
             listen: "127.0.0.1:8080".into(),
+            admin_listen: "127.0.0.1:8081".into(),
+            http: tp_net::ListenerLimits::default(),
             name: String::new(),
             control_plane: vec!["http://127.0.0.1:50051".into()],
             edge_token: String::new(),
@@ -212,6 +258,7 @@ impl Default for RawCache {
             l1_identities: 100_000,
             l1_ttl_secs: 300,
             l2_ttl_secs: 86_400,
+            identity_max_stale_secs: 300,
             redis_prefix: "tp".into(),
             redis_timeout_ms: 250,
         }
@@ -223,6 +270,10 @@ impl Default for RawMcp {
         Self {
             page_size: 100,
             max_body_bytes: 4 * 1024 * 1024,
+            max_argument_bytes: 1024 * 1024,
+            max_json_values: 100_000,
+            max_in_flight_bytes: 256 * 1024 * 1024,
+            validation_timeout_ms: 1_000,
             request_timeout_ms: 60_000,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             allowed_origins: Vec::new(),
@@ -242,6 +293,11 @@ impl Default for RawExecutors {
             breaker_failures: 5,
             breaker_cooldown_ms: 5_000,
             connect_timeout_ms: 2_000,
+            tenant_share_percent: 50,
+            tool_share_percent: 100,
+            credential_env_prefix: DEFAULT_CREDENTIAL_ENV_PREFIX.into(),
+            auth_key: String::new(),
+            auth_key_file: String::new(),
         }
     }
 }
@@ -319,6 +375,9 @@ impl RawConfig {
         if self.cache.l1_ttl_secs == 0 || self.cache.l2_ttl_secs == 0 {
             bail!("cache.l1_ttl_secs and cache.l2_ttl_secs: must be at least 1");
         }
+        if !(1..=86_400).contains(&self.cache.identity_max_stale_secs) {
+            bail!("cache.identity_max_stale_secs: must be between 1 and 86400");
+        }
         if self.cache.redis_prefix.is_empty()
             || self.cache.redis_prefix.contains(char::is_whitespace)
         {
@@ -350,6 +409,76 @@ impl RawConfig {
         if self.mcp.max_in_flight == 0 {
             bail!("mcp.max_in_flight: must be at least 1");
         }
+        self.http.validate("http").map_err(anyhow::Error::msg)?;
+        let admin_listen = if self.admin_listen.is_empty() {
+            None
+        } else {
+            Some(self.admin_listen.parse::<SocketAddr>().with_context(|| {
+                format!(
+                    "admin_listen: {:?} is not an address like 127.0.0.1:8081 (or empty for none)",
+                    self.admin_listen
+                )
+            })?)
+        };
+        if self.mcp.max_argument_bytes < 1024 {
+            bail!("mcp.max_argument_bytes: must be at least 1 KiB");
+        }
+        // Arguments travel in the body: they can never be larger.
+        let mut mcp = self.mcp;
+        mcp.max_argument_bytes = mcp.max_argument_bytes.min(mcp.max_body_bytes);
+        let raw_mcp = mcp;
+        if !(100..=10_000_000).contains(&raw_mcp.max_json_values) {
+            bail!("mcp.max_json_values: must be between 100 and 10000000");
+        }
+        if raw_mcp.max_in_flight_bytes
+            < raw_mcp.max_body_bytes + raw_mcp.max_json_values * crate::mcp::bounds::BYTES_PER_VALUE
+        {
+            bail!(
+                "mcp.max_in_flight_bytes: must hold at least one largest request: mcp.max_body_bytes + 160 × mcp.max_json_values bytes"
+            );
+        }
+        if !(10..=60_000).contains(&raw_mcp.validation_timeout_ms) {
+            bail!("mcp.validation_timeout_ms: must be between 10 and 60000");
+        }
+        if !(1..=100).contains(&self.executors.tenant_share_percent)
+            || !(1..=100).contains(&self.executors.tool_share_percent)
+        {
+            bail!(
+                "executors.tenant_share_percent and executors.tool_share_percent: must be between 1 and 100"
+            );
+        }
+        if self.executors.credential_env_prefix.len() < 3
+            || !self
+                .executors
+                .credential_env_prefix
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            bail!(
+                "executors.credential_env_prefix: must be at least 3 characters of A-Z, 0-9 and _ (e.g. TOOLPLANE_CRED_)"
+            );
+        }
+        let executor_key = {
+            let explicit = if !self.executors.auth_key.is_empty() {
+                Some(self.executors.auth_key.clone())
+            } else if !self.executors.auth_key_file.is_empty() {
+                let text =
+                    std::fs::read_to_string(&self.executors.auth_key_file).with_context(|| {
+                        format!(
+                            "executors.auth_key_file {:?} cannot be read",
+                            self.executors.auth_key_file
+                        )
+                    })?;
+                Some(text.lines().next().unwrap_or_default().trim().to_owned())
+            } else {
+                None
+            };
+            match explicit {
+                Some(text) => tp_proto::invoke_auth::ExecutorKey::parse(&text)
+                    .map_err(|e| anyhow::anyhow!("executors.auth_key: {e}"))?,
+                None => tp_proto::invoke_auth::ExecutorKey::derive(&edge_token),
+            }
+        };
         if self.executors.breaker_failures == 0 {
             bail!("executors.breaker_failures: must be at least 1");
         }
@@ -382,12 +511,15 @@ impl RawConfig {
         };
         Ok(EdgeConfig {
             listen,
+            admin_listen,
+            http: self.http,
+            executor_key,
             name,
             control_plane: self.control_plane,
             edge_token,
             redis_url,
             cache: self.cache,
-            mcp: self.mcp,
+            mcp: raw_mcp,
             executors: self.executors,
             watch: self.watch,
             audit: self.audit,

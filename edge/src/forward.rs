@@ -1,67 +1,102 @@
-//! Forwarding tool calls to executors over the gRPC `Executor` contract: one lazily
-//! connected channel per executor, a concurrency limit, a circuit breaker, the deadline, and a
-//! retry only when it is safe (idempotent tool, the executor was never reached).
+//! Forwarding tool calls to executors over the gRPC `Executor` contract (or to MCP servers
+//! through [`crate::upstream`]): one lazily connected channel per executor, signed calls, the
+//! deadline, a retry only when it is safe (idempotent tool, the executor was never reached),
+//! and — per (executor, tool) — circuit breakers and concurrency limits that no tenant can turn
+//! against another:
+//!
+//! - **Breakers per (executor, tool).** Each tenant has its own breaker there: its failing
+//!   calls open only its own. The shared breaker, which refuses every tenant, opens only when
+//!   consecutive failures come from at least two tenants (a genuinely broken executor), so one
+//!   tenant — however many failing calls it sends — cannot open it.
+//! - **Only the executor's failures count.** Errors caused by the caller's input (invalid
+//!   argument, permission, not found, precondition, quota) never count against any breaker.
+//! - **Concurrency per executor, per (executor, tool) and per (executor, tenant).** A call takes
+//!   a slot of its tenant's share (`tenant_share_percent` of the executor's `max_concurrency`,
+//!   at least one), then of its tool's share, then of the executor; a tenant that fills its
+//!   share waits on its own calls, never on everyone's.
+//!
+//! Errors shown to callers name the tool, never the executor's address, the transport or an
+//! internal error text; those are logged with the call's request id, which the caller gets.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
+use tp_proto::invoke_auth::ExecutorKey;
 use tp_proto::pb::{self, executor_client::ExecutorClient};
 use tp_registry::{Executor, ExecutorProtocol};
 
-/// Breaker settings.
-#[derive(Debug, Clone, Copy)]
+/// Breaker and concurrency settings.
+#[derive(Debug, Clone)]
 pub struct BreakerSettings {
-    /// Consecutive failures that open the breaker.
+    /// Consecutive failures that open a breaker.
     pub failures: u32,
     /// How long it stays open before one probe.
     pub cooldown: Duration,
     /// Connect timeout.
     pub connect_timeout: Duration,
+    /// Percent of an executor's `max_concurrency` one tenant may hold.
+    pub tenant_share_percent: u32,
+    /// Percent of an executor's `max_concurrency` one tool may hold.
+    pub tool_share_percent: u32,
+    /// Only environment variables named `credential_env_prefix…` are sent to MCP executors.
+    pub credential_env_prefix: String,
+    /// Signs every call to a gRPC executor.
+    pub key: ExecutorKey,
 }
 
 /// Why a call did not produce a result. All of these are reported to the model as
-/// `isError: true` results with the message; none is a JSON-RPC error.
+/// `isError: true` results with [`ForwardError::caller_message`]; none is a JSON-RPC error.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ForwardError {
-    /// The executor's breaker is open.
-    #[error(
-        "executor {0:?} is failing; calls are refused for a few seconds (circuit breaker open)"
-    )]
-    BreakerOpen(String),
+    /// A breaker is open (the tool's for everyone, or the caller's own).
+    #[error("circuit breaker open for {tool}")]
+    BreakerOpen {
+        /// Tool.
+        tool: String,
+    },
     /// The deadline passed.
-    #[error("executor {executor:?} did not answer within {timeout_ms} ms")]
+    #[error("{tool} did not answer within {timeout_ms} ms")]
     Timeout {
-        /// Executor.
-        executor: String,
+        /// Tool.
+        tool: String,
         /// The timeout.
         timeout_ms: u64,
     },
     /// The executor could not be reached.
-    #[error("executor {executor:?} is unreachable: {message}")]
+    #[error("executor {executor:?} unreachable for {tool}: {message}")]
     Unreachable {
+        /// Tool.
+        tool: String,
         /// Executor.
         executor: String,
-        /// Details.
+        /// Details (logged, never shown to callers).
         message: String,
     },
     /// The executor refused or failed the call.
-    #[error("executor {executor:?} failed the call: {message}")]
+    #[error("executor {executor:?} failed {tool} ({code:?}): {message}")]
     Failed {
+        /// Tool.
+        tool: String,
         /// Executor.
         executor: String,
         /// gRPC code.
         code: Code,
-        /// Details.
+        /// The executor's message (shown to callers only when the caller caused it).
         message: String,
     },
     /// The executor speaks a protocol this edge does not.
-    #[error("executor {0:?} uses a protocol this edge does not support yet")]
-    Unsupported(String),
+    #[error("executor {executor:?} uses a protocol this edge does not support")]
+    Unsupported {
+        /// Tool.
+        tool: String,
+        /// Executor.
+        executor: String,
+    },
 }
 
 /// What an executor answered a call with.
@@ -88,11 +123,181 @@ pub enum CallEvent {
     Log(pb::Log),
 }
 
-#[derive(Debug)]
+/// Whether a gRPC code says the caller's input was refused (as opposed to the executor
+/// failing): such errors are shown to the caller and never count against a breaker.
+fn caused_by_caller(code: Code) -> bool {
+    match code {
+        Code::InvalidArgument
+        | Code::NotFound
+        | Code::AlreadyExists
+        | Code::PermissionDenied
+        | Code::FailedPrecondition
+        | Code::OutOfRange
+        | Code::ResourceExhausted
+        | Code::Aborted => true,
+        Code::Ok
+        | Code::Cancelled
+        | Code::Unknown
+        | Code::DeadlineExceeded
+        | Code::Unimplemented
+        | Code::Internal
+        | Code::Unavailable
+        | Code::DataLoss
+        | Code::Unauthenticated => false,
+    }
+}
+
+impl ForwardError {
+    /// Whether the failure says something about the executor's health (as opposed to the
+    /// call's input).
+    pub fn counts_against_executor(&self) -> bool {
+        match self {
+            ForwardError::Timeout { .. } | ForwardError::Unreachable { .. } => true,
+            ForwardError::Failed { code, .. } => !caused_by_caller(*code),
+            ForwardError::BreakerOpen { .. } | ForwardError::Unsupported { .. } => false,
+        }
+    }
+
+    /// What the caller is told: the tool and what to do, never an executor's address,
+    /// transport or internal error; `reference` (the call's request id) ties it to the log.
+    pub fn caller_message(&self, reference: &str) -> String {
+        match self {
+            ForwardError::BreakerOpen { tool } => format!(
+                "{tool} is failing; calls are refused for a few seconds (circuit breaker open)"
+            ),
+            ForwardError::Timeout { tool, timeout_ms } => {
+                format!("{tool} did not answer within {timeout_ms} ms")
+            }
+            ForwardError::Unreachable { tool, .. } => {
+                format!("{tool} is unavailable right now; retry shortly (reference {reference})")
+            }
+            ForwardError::Failed {
+                tool,
+                code,
+                message,
+                ..
+            } if caused_by_caller(*code) => format!("{tool} refused the call: {message}"),
+            ForwardError::Failed { tool, .. } | ForwardError::Unsupported { tool, .. } => {
+                format!("{tool} failed with an internal error (reference {reference})")
+            }
+        }
+    }
+
+    fn outcome(&self) -> &'static str {
+        match self {
+            ForwardError::Timeout { .. } => "timeout",
+            ForwardError::Unreachable { .. } => "unreachable",
+            ForwardError::BreakerOpen { .. } => "breaker_open",
+            ForwardError::Failed { code, .. } if caused_by_caller(*code) => "refused",
+            ForwardError::Failed { .. } | ForwardError::Unsupported { .. } => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
 enum BreakerState {
     Closed { failures: u32 },
     Open { until: Instant },
     HalfOpen,
+}
+
+impl BreakerState {
+    /// Admits a call or refuses it; a half-open breaker admits one probe.
+    fn admit(&mut self) -> bool {
+        match *self {
+            BreakerState::Closed { .. } => true,
+            BreakerState::Open { until } if Instant::now() >= until => {
+                *self = BreakerState::HalfOpen;
+                true
+            }
+            BreakerState::Open { .. } | BreakerState::HalfOpen => false,
+        }
+    }
+
+    fn value(self) -> f64 {
+        match self {
+            BreakerState::Closed { .. } => 0.0,
+            BreakerState::HalfOpen => 1.0,
+            BreakerState::Open { .. } => 2.0,
+        }
+    }
+}
+
+/// The breakers of one (executor, tool).
+#[derive(Debug)]
+struct Breakers {
+    shared: BreakerState,
+    /// Tenants among the shared breaker's current run of failures (two are enough).
+    failing_tenants: Vec<String>,
+    /// Tenants whose own breaker is not closed with zero failures.
+    tenants: HashMap<String, BreakerState>,
+}
+
+impl Breakers {
+    fn new() -> Breakers {
+        Breakers {
+            shared: BreakerState::Closed { failures: 0 },
+            failing_tenants: Vec::new(),
+            tenants: HashMap::new(),
+        }
+    }
+
+    fn admit(&mut self, tenant: &str) -> bool {
+        if !self.shared.admit() {
+            return false;
+        }
+        match self.tenants.get_mut(tenant) {
+            Some(own) => own.admit(),
+            None => true,
+        }
+    }
+
+    fn succeeded(&mut self, tenant: &str) {
+        self.shared = BreakerState::Closed { failures: 0 };
+        self.failing_tenants.clear();
+        self.tenants.remove(tenant);
+    }
+
+    /// Records a failure; returns whether the shared breaker opened now.
+    fn failed(&mut self, tenant: &str, settings: &BreakerSettings) -> bool {
+        let open = || BreakerState::Open {
+            until: Instant::now() + settings.cooldown,
+        };
+        let own = self
+            .tenants
+            .entry(tenant.to_owned())
+            .or_insert(BreakerState::Closed { failures: 0 });
+        *own = match *own {
+            BreakerState::Closed { failures } if failures + 1 < settings.failures => {
+                BreakerState::Closed {
+                    failures: failures + 1,
+                }
+            }
+            _ => open(),
+        };
+        if !self.failing_tenants.iter().any(|t| t == tenant) && self.failing_tenants.len() < 2 {
+            self.failing_tenants.push(tenant.to_owned());
+        }
+        let was_open = matches!(self.shared, BreakerState::Open { .. });
+        self.shared = match self.shared {
+            BreakerState::Closed { failures }
+                if failures + 1 < settings.failures || self.failing_tenants.len() < 2 =>
+            {
+                BreakerState::Closed {
+                    failures: failures + 1,
+                }
+            }
+            _ => open(),
+        };
+        !was_open && matches!(self.shared, BreakerState::Open { .. })
+    }
+}
+
+/// Concurrency slots and breakers of one (executor, tool).
+#[derive(Debug)]
+struct Gate {
+    permits: Arc<Semaphore>,
+    breakers: Mutex<Breakers>,
 }
 
 struct Handle {
@@ -101,7 +306,10 @@ struct Handle {
     client: Option<ExecutorClient<Channel>>,
     upstream: Option<Arc<crate::upstream::Upstream>>,
     permits: Arc<Semaphore>,
-    breaker: Mutex<BreakerState>,
+    tools: Mutex<HashMap<String, Arc<Gate>>>,
+    tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
+    tool_share: usize,
+    tenant_share: usize,
 }
 
 /// The executors an edge calls.
@@ -116,71 +324,51 @@ impl std::fmt::Debug for Executors {
     }
 }
 
-/// Breaker state values for the metrics gauge.
-fn state_value(state: &BreakerState) -> f64 {
-    match state {
-        BreakerState::Closed { .. } => 0.0,
-        BreakerState::HalfOpen => 1.0,
-        BreakerState::Open { .. } => 2.0,
-    }
+/// `percent` of `total`, at least one.
+fn share(total: u32, percent: u32) -> usize {
+    let total = total as usize;
+    (total * percent as usize)
+        .div_ceil(100)
+        .clamp(1, total.max(1))
 }
+
+/// Most idle per-tenant slot sets kept per executor before the idle ones are dropped.
+const TENANT_SLOTS_KEPT: usize = 1024;
 
 // === impl Handle ===
 
 impl Handle {
-    /// Admits a call or refuses it (open breaker). A half-open breaker admits one probe.
-    fn admit(&self) -> bool {
-        let mut state = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
-        match *state {
-            BreakerState::Closed { .. } => true,
-            BreakerState::Open { until } if Instant::now() >= until => {
-                *state = BreakerState::HalfOpen;
-                tracing::info!(executor = %self.info.name, "circuit breaker half-open: probing");
-                true
-            }
-            BreakerState::Open { .. } | BreakerState::HalfOpen => false,
-        }
+    fn gate(&self, tool: &str) -> Arc<Gate> {
+        let mut tools = self.tools.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(tools.entry(tool.to_owned()).or_insert_with(|| {
+            Arc::new(Gate {
+                permits: Arc::new(Semaphore::new(self.tool_share)),
+                breakers: Mutex::new(Breakers::new()),
+            })
+        }))
     }
 
-    fn record(&self, ok: bool, settings: &BreakerSettings) {
-        let mut state = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
-        let next = match (&*state, ok) {
-            (_, true) => BreakerState::Closed { failures: 0 },
-            (BreakerState::Closed { failures }, false) if failures + 1 < settings.failures => {
-                BreakerState::Closed {
-                    failures: failures + 1,
-                }
-            }
-            (
-                BreakerState::Closed { .. } | BreakerState::HalfOpen | BreakerState::Open { .. },
-                false,
-            ) => BreakerState::Open {
-                until: Instant::now() + settings.cooldown,
-            },
-        };
-        if matches!(next, BreakerState::Open { .. }) && !matches!(*state, BreakerState::Open { .. })
-        {
-            tracing::warn!(executor = %self.info.name, "circuit breaker open");
+    fn tenant_slots(&self, tenant: &str) -> Arc<Semaphore> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        if tenants.len() > TENANT_SLOTS_KEPT {
+            let full = self.tenant_share;
+            tenants.retain(|_, slots| {
+                Arc::strong_count(slots) > 1 || slots.available_permits() < full
+            });
         }
-        if matches!(next, BreakerState::Closed { .. }) && matches!(*state, BreakerState::HalfOpen) {
-            tracing::info!(executor = %self.info.name, "circuit breaker closed");
-        }
-        metrics::gauge!("tp_edge_breaker_state", "executor" => self.info.name.clone())
-            .set(state_value(&next));
-        *state = next;
+        Arc::clone(
+            tenants
+                .entry(tenant.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.tenant_share))),
+        )
     }
 }
 
-/// Whether a failure says something about the executor's health (as opposed to the call).
-fn counts_against_executor(error: &ForwardError) -> bool {
-    match error {
-        ForwardError::Timeout { .. } | ForwardError::Unreachable { .. } => true,
-        ForwardError::Failed { code, .. } => matches!(
-            code,
-            Code::Internal | Code::Unavailable | Code::Unknown | Code::DataLoss
-        ),
-        ForwardError::BreakerOpen(_) | ForwardError::Unsupported(_) => false,
-    }
+/// The three slots a call holds while it runs.
+struct Slots {
+    _tenant: OwnedSemaphorePermit,
+    _tool: OwnedSemaphorePermit,
+    _executor: OwnedSemaphorePermit,
 }
 
 // === impl Executors ===
@@ -194,7 +382,7 @@ impl Executors {
         }
     }
 
-    fn handle(&self, info: &Executor) -> Result<Arc<Handle>, ForwardError> {
+    fn handle(&self, info: &Executor, tool: &str) -> Result<Arc<Handle>, ForwardError> {
         let mut handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(handle) = handles.get(&info.name)
             && handle.info == *info
@@ -205,6 +393,7 @@ impl Executors {
             ExecutorProtocol::Grpc => {
                 let endpoint = Endpoint::from_shared(info.endpoint.clone())
                     .map_err(|e| ForwardError::Unreachable {
+                        tool: tool.to_owned(),
                         executor: info.name.clone(),
                         message: e.to_string(),
                     })?
@@ -222,23 +411,60 @@ impl Executors {
             }
             ExecutorProtocol::Mcp => (
                 None,
-                Some(Arc::new(crate::upstream::Upstream::new(info.clone()))),
+                Some(Arc::new(crate::upstream::Upstream::new(
+                    info.clone(),
+                    &self.settings.credential_env_prefix,
+                ))),
             ),
         };
         let handle = Arc::new(Handle {
             info: info.clone(),
             client,
             upstream,
-            permits: Arc::new(Semaphore::new(info.max_concurrency as usize)),
-            breaker: Mutex::new(BreakerState::Closed { failures: 0 }),
+            permits: Arc::new(Semaphore::new(info.max_concurrency.max(1) as usize)),
+            tools: Mutex::new(HashMap::new()),
+            tenants: Mutex::new(HashMap::new()),
+            tool_share: share(info.max_concurrency, self.settings.tool_share_percent),
+            tenant_share: share(info.max_concurrency, self.settings.tenant_share_percent),
         });
         handles.insert(info.name.clone(), Arc::clone(&handle));
         Ok(handle)
     }
 
-    /// Calls the executor: waits for a concurrency slot, honours the breaker and the
-    /// deadline (the executor's timeout, capped by `deadline`), relays events through
-    /// `on_event`, retries once on a connect error when `idempotent`.
+    /// Waits (until `deadline`) for a slot of the tenant's share, of the tool's share and of
+    /// the executor, in that order.
+    async fn slots(
+        handle: &Handle,
+        gate: &Gate,
+        tenant: &str,
+        deadline: Instant,
+    ) -> Result<Slots, ()> {
+        let tenant_slots = handle.tenant_slots(tenant);
+        let wait = async {
+            let tenant = tenant_slots.acquire_owned().await.map_err(|_| ())?;
+            let tool = Arc::clone(&gate.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| ())?;
+            let executor = Arc::clone(&handle.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| ())?;
+            Ok(Slots {
+                _tenant: tenant,
+                _tool: tool,
+                _executor: executor,
+            })
+        };
+        tokio::time::timeout_at(deadline.into(), wait)
+            .await
+            .map_err(|_| ())?
+    }
+
+    /// Calls the executor for `request.tool` on behalf of `request.tenant`: honours the
+    /// breakers, waits for concurrency slots, applies the deadline (the executor's timeout,
+    /// capped by `deadline`), relays events through `on_event`, retries once on a connect
+    /// error when `idempotent`.
     pub async fn invoke(
         &self,
         info: &Executor,
@@ -247,25 +473,28 @@ impl Executors {
         idempotent: bool,
         on_event: &mut (dyn FnMut(CallEvent) + Send),
     ) -> Result<Reply, ForwardError> {
-        let handle = self.handle(info)?;
+        let tool = request.tool.clone();
+        let tenant = request.tenant.clone();
+        let handle = self.handle(info, &tool)?;
+        let gate = handle.gate(&tool);
         let executor_deadline = Instant::now() + Duration::from_millis(u64::from(info.timeout_ms));
         let deadline = deadline.min(executor_deadline);
         let timeout_error = || ForwardError::Timeout {
-            executor: info.name.clone(),
+            tool: tool.clone(),
             timeout_ms: u64::from(info.timeout_ms),
         };
-        if !handle.admit() {
+        let admitted = gate
+            .breakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .admit(&tenant);
+        if !admitted {
             metrics::counter!("tp_edge_executor_calls_total", "executor" => info.name.clone(), "outcome" => "breaker_open").increment(1);
-            return Err(ForwardError::BreakerOpen(info.name.clone()));
+            return Err(ForwardError::BreakerOpen { tool });
         }
-        let permit =
-            tokio::time::timeout_at(deadline.into(), Arc::clone(&handle.permits).acquire_owned())
-                .await
-                .map_err(|_| timeout_error())?
-                .map_err(|_| ForwardError::Unreachable {
-                    executor: info.name.clone(),
-                    message: "shutting down".into(),
-                })?;
+        let slots = Self::slots(&handle, &gate, &tenant, deadline)
+            .await
+            .map_err(|()| timeout_error())?;
         let mut attempt = 0;
         // Only an idempotent call may be sent twice; the others are not copied.
         let mut request = Some(request);
@@ -281,13 +510,16 @@ impl Executors {
             };
             let outcome = tokio::time::timeout_at(
                 deadline.into(),
-                call(&handle, this_attempt, deadline, on_event),
+                call(
+                    &handle,
+                    &self.settings.key,
+                    this_attempt,
+                    deadline,
+                    on_event,
+                ),
             )
-            .await;
-            let outcome = match outcome {
-                Ok(outcome) => outcome,
-                Err(_) => Err(timeout_error()),
-            };
+            .await
+            .unwrap_or_else(|_| Err(timeout_error()));
             match outcome {
                 Err(ForwardError::Unreachable { .. })
                     if idempotent && attempt == 1 && Instant::now() < deadline =>
@@ -298,32 +530,52 @@ impl Executors {
                 other => break other,
             }
         };
-        drop(permit);
-        let ok = match &result {
-            Ok(_) => true,
-            Err(error) => !counts_against_executor(error),
-        };
-        handle.record(ok, &self.settings);
-        let outcome = match &result {
-            Ok(r) if r.is_error() => "tool_error",
-            Ok(Reply::InputRequired(_)) => "input_required",
-            Ok(_) => "ok",
-            Err(ForwardError::Timeout { .. }) => "timeout",
-            Err(ForwardError::Unreachable { .. }) => "unreachable",
-            Err(_) => "failed",
-        };
-        metrics::counter!("tp_edge_executor_calls_total", "executor" => info.name.clone(), "outcome" => outcome).increment(1);
+        drop(slots);
+        self.record(&gate, info, &tool, &tenant, &result);
         result
+    }
+
+    fn record(
+        &self,
+        gate: &Gate,
+        info: &Executor,
+        tool: &str,
+        tenant: &str,
+        result: &Result<Reply, ForwardError>,
+    ) {
+        let mut breakers = gate.breakers.lock().unwrap_or_else(|e| e.into_inner());
+        let outcome = match result {
+            Ok(reply) => {
+                breakers.succeeded(tenant);
+                match reply {
+                    r if r.is_error() => "tool_error",
+                    Reply::InputRequired(_) => "input_required",
+                    Reply::Done(_) => "ok",
+                }
+            }
+            Err(error) => {
+                if error.counts_against_executor() && breakers.failed(tenant, &self.settings) {
+                    tracing::warn!(executor = %info.name, tool, "circuit breaker open for every tenant");
+                }
+                error.outcome()
+            }
+        };
+        metrics::gauge!("tp_edge_breaker_state", "executor" => info.name.clone())
+            .set(breakers.shared.value());
+        drop(breakers);
+        metrics::counter!("tp_edge_executor_calls_total", "executor" => info.name.clone(), "outcome" => outcome).increment(1);
     }
 }
 
 async fn call(
     handle: &Handle,
+    key: &ExecutorKey,
     request: pb::InvokeRequest,
     deadline: Instant,
     on_event: &mut (dyn FnMut(CallEvent) + Send),
 ) -> Result<Reply, ForwardError> {
     let name = &handle.info.name;
+    let tool = request.tool.clone();
     let timeout_ms = u64::from(handle.info.timeout_ms);
     if let Some(upstream) = &handle.upstream {
         let arguments = request.arguments.as_ref().and_then(|arguments| {
@@ -338,28 +590,35 @@ async fn call(
             .map(Reply::Done)
             .map_err(|error| match error {
                 crate::upstream::UpstreamError::Unreachable(message) => ForwardError::Unreachable {
+                    tool: tool.clone(),
                     executor: name.clone(),
                     message,
                 },
+                // The upstream's JSON-RPC error for the call: its own answer to the caller.
                 crate::upstream::UpstreamError::Failed(message) => ForwardError::Failed {
+                    tool: tool.clone(),
                     executor: name.clone(),
-                    code: Code::Unknown,
+                    code: Code::InvalidArgument,
                     message,
                 },
             });
     }
     let Some(mut client) = handle.client.clone() else {
-        return Err(ForwardError::Unsupported(name.clone()));
+        return Err(ForwardError::Unsupported {
+            tool,
+            executor: name.clone(),
+        });
     };
     let mut grpc_request = tonic::Request::new(request);
     grpc_request.set_timeout(deadline.saturating_duration_since(Instant::now()));
+    key.sign_request("Invoke", &mut grpc_request);
     let mut stream = client
         .invoke(grpc_request)
         .await
-        .map_err(|status| classify(name, timeout_ms, status))?
+        .map_err(|status| classify(&tool, name, timeout_ms, status))?
         .into_inner();
     while let Some(event) = stream.next().await {
-        let event = event.map_err(|status| classify(name, timeout_ms, status))?;
+        let event = event.map_err(|status| classify(&tool, name, timeout_ms, status))?;
         match event.event {
             Some(pb::invoke_event::Event::Result(result)) => return Ok(Reply::Done(result)),
             Some(pb::invoke_event::Event::InputRequired(input)) => {
@@ -373,27 +632,129 @@ async fn call(
         }
     }
     Err(ForwardError::Failed {
+        tool,
         executor: name.clone(),
         code: Code::Internal,
         message: "the executor ended its stream without a result".into(),
     })
 }
 
-fn classify(executor: &str, timeout_ms: u64, status: tonic::Status) -> ForwardError {
+fn classify(tool: &str, executor: &str, timeout_ms: u64, status: tonic::Status) -> ForwardError {
     match status.code() {
         // Transport failures surface as Unavailable/Unknown before any response.
         Code::Unavailable => ForwardError::Unreachable {
+            tool: tool.to_owned(),
             executor: executor.to_owned(),
             message: status.message().to_owned(),
         },
         Code::DeadlineExceeded | Code::Cancelled => ForwardError::Timeout {
-            executor: executor.to_owned(),
+            tool: tool.to_owned(),
             timeout_ms,
         },
         code => ForwardError::Failed {
+            tool: tool.to_owned(),
             executor: executor.to_owned(),
             code,
             message: status.message().to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> BreakerSettings {
+        BreakerSettings {
+            failures: 3,
+            cooldown: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(1),
+            tenant_share_percent: 50,
+            tool_share_percent: 100,
+            credential_env_prefix: "TOOLPLANE_CRED_".into(),
+            key: ExecutorKey::generate(),
+        }
+    }
+
+    #[test]
+    fn one_tenant_cannot_open_the_shared_breaker() {
+        let settings = settings();
+        let mut breakers = Breakers::new();
+        for _ in 0..100 {
+            breakers.failed("mallory", &settings);
+        }
+        assert!(!breakers.admit("mallory"), "its own breaker is open");
+        assert!(breakers.admit("alice"), "everyone else is still served");
+        assert!(matches!(breakers.shared, BreakerState::Closed { .. }));
+    }
+
+    #[test]
+    fn failures_from_two_tenants_open_it_for_everyone_and_a_success_closes_it() {
+        let settings = settings();
+        let mut breakers = Breakers::new();
+        breakers.failed("alice", &settings);
+        breakers.failed("bob", &settings);
+        assert!(breakers.admit("carol"));
+        assert!(
+            breakers.failed("alice", &settings),
+            "third failure, two tenants: open"
+        );
+        assert!(!breakers.admit("carol"));
+        let mut fresh = Breakers::new();
+        fresh.failed("alice", &settings);
+        fresh.failed("bob", &settings);
+        fresh.succeeded("carol");
+        fresh.failed("alice", &settings);
+        assert!(fresh.admit("carol"), "a success resets the run of failures");
+    }
+
+    #[test]
+    fn input_errors_never_count_and_callers_never_see_internals() {
+        for code in [
+            Code::InvalidArgument,
+            Code::PermissionDenied,
+            Code::NotFound,
+        ] {
+            let error = ForwardError::Failed {
+                tool: "t".into(),
+                executor: "wiki".into(),
+                code,
+                message: "bad action".into(),
+            };
+            assert!(!error.counts_against_executor());
+            assert_eq!(error.caller_message("r1"), "t refused the call: bad action");
+        }
+        let internal = ForwardError::Failed {
+            tool: "t".into(),
+            executor: "wiki".into(),
+            code: Code::Internal,
+            message: "failed to decode Protobuf message: recursion limit reached".into(),
+        };
+        assert!(internal.counts_against_executor());
+        let unreachable = ForwardError::Unreachable {
+            tool: "t".into(),
+            executor: "wiki".into(),
+            message: "transport error: tcp connect error: 10.0.0.5:50052".into(),
+        };
+        for error in [internal, unreachable] {
+            let shown = error.caller_message("r1");
+            assert!(
+                !shown.contains("wiki")
+                    && !shown.contains("10.0.0.5")
+                    && !shown.contains("Protobuf")
+                    && !shown.contains("transport"),
+                "{shown}"
+            );
+            assert!(shown.contains("r1"));
+        }
+    }
+
+    #[test]
+    fn shares_are_at_least_one_and_at_most_the_whole() {
+        assert_eq!(share(64, 50), 32);
+        assert_eq!(share(1, 50), 1);
+        assert_eq!(share(3, 50), 2);
+        assert_eq!(share(16, 100), 16);
+        assert_eq!(share(0, 100), 1);
     }
 }

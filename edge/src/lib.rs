@@ -34,13 +34,18 @@ pub use state::EdgeState;
 /// A running edge.
 #[derive(Debug)]
 pub struct Edge {
-    /// The bound address.
+    /// The bound address (MCP, health).
     pub addr: SocketAddr,
+    /// The admin listener's address (`/metrics`, health), when one is configured.
+    pub admin_addr: Option<SocketAddr>,
     /// Its state.
     pub state: Arc<EdgeState>,
     /// The server task.
     pub task: JoinHandle<anyhow::Result<()>>,
 }
+
+/// How long a stopping edge lets in-flight requests finish before it closes their connections.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Binds, starts the background tasks and serves until `shutdown` resolves.
 pub async fn start(
@@ -51,26 +56,57 @@ pub async fn start(
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
+    let admin_listener = match config.admin_listen {
+        Some(admin) => Some(
+            tokio::net::TcpListener::bind(admin)
+                .await
+                .with_context(|| format!("binding the admin listener {admin}"))?,
+        ),
+        None => None,
+    };
+    let admin_addr = admin_listener
+        .as_ref()
+        .map(tokio::net::TcpListener::local_addr)
+        .transpose()?;
     let state = EdgeState::start(config)?;
     let service = app::service(Arc::clone(&state));
     // Shutting down ends long-lived streams (subscriptions, legacy notification streams), so the
     // graceful drain does not wait for clients to hang up.
     let token = state.shutdown.clone();
-    let shutdown = async move {
+    let stopping = token.clone();
+    tokio::spawn(async move {
         shutdown.await;
         token.cancel();
-    };
-    let task = tokio::spawn(async move {
-        // TCP_NODELAY: SSE answers are several small writes (Nagle + delayed ACK = 40 ms).
-        use axum::serve::ListenerExt as _;
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, tower::make::Shared::new(service))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving HTTP")
     });
-    tracing::info!(%addr, "edge listening on http://{addr}/mcp");
-    Ok(Edge { addr, state, task })
+    if let Some(admin_listener) = admin_listener {
+        let admin = app::admin_router(Arc::clone(&state));
+        let stopping = stopping.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(admin_listener, admin)
+                .with_graceful_shutdown(async move { stopping.cancelled().await })
+                .await;
+            if let Err(error) = served {
+                tracing::warn!(%error, "the admin listener stopped");
+            }
+        });
+    }
+    let limits = state.config.http.clone();
+    let task = tokio::spawn(async move {
+        tp_net::serve_http1(
+            listener,
+            service,
+            &limits,
+            async move { stopping.cancelled().await },
+            DRAIN,
+        )
+        .await
+        .context("serving HTTP")
+    });
+    tracing::info!(%addr, admin = ?admin_addr, "edge listening on http://{addr}/mcp");
+    Ok(Edge {
+        addr,
+        admin_addr,
+        state,
+        task,
+    })
 }

@@ -75,7 +75,10 @@ async fn main() -> anyhow::Result<()> {
     let edge = tp_edge::start(config, tp_telemetry::shutdown_signal()).await?;
     if let Some(path) = &args.ready_file {
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{}\n", edge.addr)).context("writing the ready file")?;
+        // The MCP address on the first line, the admin listener's on the second.
+        let admin = edge.admin_addr.map(|a| a.to_string()).unwrap_or_default();
+        std::fs::write(&tmp, format!("{}\n{admin}\n", edge.addr))
+            .context("writing the ready file")?;
         std::fs::rename(&tmp, path).context("writing the ready file")?;
     }
     edge.task.await.context("server task")??;

@@ -76,6 +76,8 @@ pub struct Registry {
     pub rate_limit_per_minute: u32,
     /// The tenant's lint webhook (passed to executors in the call context).
     pub lint_webhook: String,
+    /// The tenant's incarnation (passed to executors in the call context).
+    pub tenant_uid: String,
     body: Arc<Body>,
 }
 
@@ -213,7 +215,9 @@ impl EdgeTool {
     pub fn validator(&self) -> Result<Arc<jsonschema::Validator>, String> {
         self.validator
             .get_or_init(|| {
-                jsonschema::validator_for(&self.resolved.input_schema)
+                // The linear-time pattern engine: no argument can make a pattern backtrack.
+                tp_registry::schema::linear_options()
+                    .build(&self.resolved.input_schema)
                     .map(Arc::new)
                     .map_err(|e| format!("the tool's input schema does not compile: {e}"))
             })
@@ -255,6 +259,7 @@ impl Registry {
             revision: registry.revision,
             rate_limit_per_minute: registry.rate_limit_per_minute,
             lint_webhook: registry.lint_webhook,
+            tenant_uid: registry.tenant_uid,
             body,
         }
     }

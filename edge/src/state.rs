@@ -88,12 +88,17 @@ impl EdgeState {
                 identities: config.cache.l1_identities,
                 l1_ttl: Duration::from_secs(config.cache.l1_ttl_secs),
                 l2_ttl: Duration::from_secs(config.cache.l2_ttl_secs),
+                identity_max_stale: Duration::from_secs(config.cache.identity_max_stale_secs),
             },
         ));
         let executors = Executors::new(BreakerSettings {
             failures: config.executors.breaker_failures,
             cooldown: Duration::from_millis(config.executors.breaker_cooldown_ms),
             connect_timeout: Duration::from_millis(config.executors.connect_timeout_ms),
+            tenant_share_percent: config.executors.tenant_share_percent,
+            tool_share_percent: config.executors.tool_share_percent,
+            credential_env_prefix: config.executors.credential_env_prefix.clone(),
+            key: config.executor_key.clone(),
         });
         let audit = Audit::new(config.audit.buffer, config.audit.enabled);
         let (notices, _) = broadcast::channel(1024);

@@ -189,9 +189,18 @@ impl std::fmt::Debug for Upstream {
 }
 
 /// The credential an executor names, read from this process's environment: `(header, value)`.
-pub fn credential(info: &Executor) -> Result<Option<(String, String)>, String> {
+/// Only variables whose names start with `prefix` (`executors.credential_env_prefix`) may be
+/// read: an admin who can register executors must not be able to make an edge send any of its
+/// other environment variables (its edge token, cloud credentials) to a server they control.
+pub fn credential(info: &Executor, prefix: &str) -> Result<Option<(String, String)>, String> {
     if info.credential_env.is_empty() {
         return Ok(None);
+    }
+    if !info.credential_env.starts_with(prefix) || info.credential_env.len() == prefix.len() {
+        return Err(format!(
+            "MCP executor {:?} names credential_env {:?}, but this edge only sends variables named {prefix}…",
+            info.name, info.credential_env
+        ));
     }
     let value = std::env::var(&info.credential_env).map_err(|_| {
         format!(
@@ -244,10 +253,10 @@ async fn open(
 }
 
 impl Upstream {
-    /// An upstream for `info`, its credential read from this process's environment; nothing
-    /// is opened yet.
-    pub fn new(info: Executor) -> Upstream {
-        let credential = credential(&info);
+    /// An upstream for `info`, its credential read from this process's environment (only
+    /// variables named `prefix…`); nothing is opened yet.
+    pub fn new(info: Executor, prefix: &str) -> Upstream {
+        let credential = credential(&info, prefix);
         Upstream {
             info,
             credential,
@@ -484,19 +493,49 @@ mod tests {
 
     #[test]
     fn the_prefix_is_stripped_only_when_present() {
-        let upstream = Upstream::new(Executor {
-            name: "everything".into(),
+        let upstream = Upstream::new(
+            Executor {
+                name: "everything".into(),
+                endpoint: "http://127.0.0.1:1/mcp".into(),
+                protocol: tp_registry::ExecutorProtocol::Mcp,
+                timeout_ms: 1000,
+                max_concurrency: 1,
+                description: String::new(),
+                tool_prefix: "everything_".into(),
+                credential_env: String::new(),
+                credential_header: String::new(),
+            },
+            "TOOLPLANE_CRED_",
+        );
+        assert_eq!(upstream.upstream_name("everything_echo"), "echo");
+        assert_eq!(upstream.upstream_name("echo"), "echo");
+        assert_eq!(upstream.upstream_name("everything_"), "everything_");
+    }
+
+    #[test]
+    fn only_prefixed_variables_are_sent() {
+        let executor = |env: &str| Executor {
+            name: "x".into(),
             endpoint: "http://127.0.0.1:1/mcp".into(),
             protocol: tp_registry::ExecutorProtocol::Mcp,
             timeout_ms: 1000,
             max_concurrency: 1,
             description: String::new(),
-            tool_prefix: "everything_".into(),
-            credential_env: String::new(),
+            tool_prefix: String::new(),
+            credential_env: env.into(),
             credential_header: String::new(),
-        });
-        assert_eq!(upstream.upstream_name("everything_echo"), "echo");
-        assert_eq!(upstream.upstream_name("echo"), "echo");
-        assert_eq!(upstream.upstream_name("everything_"), "everything_");
+        };
+        // PATH exists in every environment: it must never be readable through an executor.
+        let error = credential(&executor("PATH"), "TOOLPLANE_CRED_").unwrap_err();
+        assert!(error.contains("TOOLPLANE_CRED_"), "{error}");
+        assert!(credential(&executor("TOOLPLANE_CRED_"), "TOOLPLANE_CRED_").is_err());
+        assert_eq!(credential(&executor(""), "TOOLPLANE_CRED_"), Ok(None));
+        // A prefixed name that is not set is an error naming the variable, not its value.
+        let error = credential(
+            &executor("TOOLPLANE_CRED_NOT_SET_ANYWHERE"),
+            "TOOLPLANE_CRED_",
+        )
+        .unwrap_err();
+        assert!(error.contains("TOOLPLANE_CRED_NOT_SET_ANYWHERE"), "{error}");
     }
 }

@@ -2,6 +2,11 @@
 //! revision that changed every registry (catalogue-wide objects) and, per tenant, the last
 //! revision that changed that tenant (its settings or keys). A cached registry or identity
 //! resolved at revision `r` is current iff `r >= required(tenant)`.
+//!
+//! It also remembers, whether or not the watch is caught up, the last revision that changed
+//! each API key and each deleted tenant: a cached identity older than such a change is never
+//! served again, not even as the last known good while the control plane is unreachable
+//! (revocation wins over availability).
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -20,6 +25,10 @@ struct Inner {
     head: u64,
     global: u64,
     tenants: HashMap<String, u64>,
+    /// Key id → the last revision that changed (revoked, deleted, re-issued) the key.
+    keys: HashMap<String, u64>,
+    /// Tenant → the last revision that deleted it.
+    deleted: HashMap<String, u64>,
 }
 
 /// What a change invalidated.
@@ -64,6 +73,14 @@ impl Versions {
         })
     }
 
+    /// Whether something changed key `key_id` or deleted `tenant` after `revision`: an identity
+    /// resolved at `revision` must then not be trusted without asking the control plane again.
+    pub fn key_changed_after(&self, tenant: &str, key_id: &str, revision: u64) -> bool {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        inner.keys.get(key_id).is_some_and(|&r| r > revision)
+            || inner.deleted.get(tenant).is_some_and(|&r| r > revision)
+    }
+
     /// The last revision seen.
     pub fn head(&self) -> u64 {
         self.inner.read().unwrap_or_else(|e| e.into_inner()).head
@@ -88,6 +105,15 @@ impl Versions {
                 inner.global = change.revision;
                 invalidated.all = true;
             } else if !item.tenant.is_empty() {
+                match pb::ObjectKind::try_from(item.kind) {
+                    Ok(pb::ObjectKind::ApiKey) => {
+                        inner.keys.insert(item.key.clone(), change.revision);
+                    }
+                    Ok(pb::ObjectKind::Tenant) if item.op == pb::ChangeOp::Delete as i32 => {
+                        inner.deleted.insert(item.tenant.clone(), change.revision);
+                    }
+                    _ => {}
+                }
                 inner.tenants.insert(item.tenant.clone(), change.revision);
                 if !invalidated.tenants.contains(&item.tenant) {
                     invalidated.tenants.push(item.tenant.clone());
@@ -158,5 +184,24 @@ mod tests {
         assert_eq!(versions.head(), 8);
         versions.set_synced(false);
         assert_eq!(versions.required("acme"), None);
+    }
+
+    #[test]
+    fn key_changes_and_tenant_deletions_are_remembered_while_not_synced() {
+        let versions = Versions::default();
+        let mut revoke = change(4, pb::ObjectKind::ApiKey, "acme");
+        revoke.items[0].key = "key_1".into();
+        versions.apply(&revoke);
+        assert!(versions.key_changed_after("acme", "key_1", 3));
+        assert!(!versions.key_changed_after("acme", "key_1", 4));
+        assert!(!versions.key_changed_after("acme", "key_2", 3));
+        let mut delete = change(9, pb::ObjectKind::Tenant, "globex");
+        delete.items[0].op = pb::ChangeOp::Delete as i32;
+        versions.apply(&delete);
+        assert!(versions.key_changed_after("globex", "key_9", 8));
+        assert!(!versions.key_changed_after("globex", "key_9", 9));
+        // An update of a tenant is not a deletion.
+        versions.apply(&change(10, pb::ObjectKind::Tenant, "acme"));
+        assert!(!versions.key_changed_after("acme", "key_2", 5));
     }
 }

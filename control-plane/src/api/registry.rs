@@ -76,6 +76,7 @@ impl Registry for RegistryService {
             .engine
             .read(|state| {
                 state.authenticate(&digest, now).map(|record| pb::Identity {
+                    confirmed_at_ms: 0,
                     tenant: record.tenant.clone(),
                     role: record.role.clone(),
                     key_id: record.id.clone(),
@@ -117,6 +118,7 @@ impl Registry for RegistryService {
                     rate_limit_per_minute: tenant.rate_limit_per_minute,
                     catalogue_size: u32::try_from(state.live_tool_count()).unwrap_or(u32::MAX),
                     lint_webhook: tenant.lint_webhook.clone().unwrap_or_default(),
+                    tenant_uid: tenant.uid.clone(),
                 })
             })
             .await

@@ -18,12 +18,13 @@ pub const MAX_KEY_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
 #[derive(Debug, Clone)]
 pub struct TenantsService {
     engine: Arc<Engine>,
+    purges: Arc<crate::purge::Purges>,
 }
 
 impl TenantsService {
-    /// Serves the engine's tenants.
-    pub fn new(engine: Arc<Engine>) -> Self {
-        Self { engine }
+    /// Serves the engine's tenants; deletions are purged from executors by `purges`.
+    pub fn new(engine: Arc<Engine>, purges: Arc<crate::purge::Purges>) -> Self {
+        Self { engine, purges }
     }
 
     async fn tenant(&self, id: &str) -> Result<pb::Tenant, Status> {
@@ -50,7 +51,11 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::CreateTenantRequest>,
     ) -> Result<Response<pb::Tenant>, Status> {
-        let tenant = try_tenant(request.into_inner().tenant).map_err(domain)?;
+        let mut tenant = try_tenant(request.into_inner().tenant).map_err(domain)?;
+        // A fresh incarnation: executors keep data per (tenant, uid), so a tenant deleted and
+        // created again never reads what its predecessor left.
+        let uid: [u8; 12] = rand::random();
+        tenant.uid = hex::encode(uid);
         let id = tenant.id.clone();
         self.engine
             .write(|state| Ok((state.create_tenant(tenant.clone())?, ())))
@@ -101,15 +106,25 @@ impl Tenants for TenantsService {
         let written = self
             .engine
             .write(|state| {
+                let uid = state.tenant(&request.id)?.uid.clone();
+                let executors: Vec<(String, String)> = state
+                    .executors
+                    .values()
+                    .filter(|e| e.protocol == tp_registry::ExecutorProtocol::Grpc)
+                    .map(|e| (e.name.clone(), e.endpoint.clone()))
+                    .collect();
                 let changes = state.delete_tenant(&request.id)?;
                 let keys = changes.len().saturating_sub(1);
-                Ok((changes, keys))
+                Ok((changes, (keys, uid, executors)))
             })
             .await
             .map_err(status)?;
+        let (keys, uid, executors) = written.value;
+        // What executors keep for the tenant goes too (retried until each has answered).
+        self.purges.enqueue(&request.id, &uid, executors);
         Ok(Response::new(pb::DeleteTenantResponse {
             revision: written.revision,
-            keys_deleted: u32::try_from(written.value).unwrap_or(u32::MAX),
+            keys_deleted: u32::try_from(keys).unwrap_or(u32::MAX),
         }))
     }
 

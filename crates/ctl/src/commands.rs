@@ -79,6 +79,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Up(args) => return crate::up::up(args).await,
         Command::Export(args) => return crate::transfer::export(args).await,
         Command::Import(args) => return crate::transfer::import(args).await,
+        Command::ExecutorKey(args) => return crate::executor_key::run(&args),
         command => Cli { command, ..cli },
     };
     let admin = Admin::connect(&cli.addr, &token(&cli)?).await?;
@@ -95,7 +96,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Registry(args) => registry(admin, args, json_out).await,
         Command::Usage(args) => usage(admin, args, json_out).await,
         Command::Docs(cmd) => docs(admin, cmd, json_out).await,
-        Command::Up(_) | Command::Export(_) | Command::Import(_) => {
+        Command::Up(_) | Command::Export(_) | Command::Import(_) | Command::ExecutorKey(_) => {
             unreachable!("handled above")
         }
     }
@@ -263,7 +264,8 @@ async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> anyhow::Resul
         }
         ToolsCmd::Register { file } => {
             let def: domain::ToolDef =
-                serde_json::from_str(&read_input(&file)?).context("parsing the tool definition")?;
+                tp_registry::strict::from_json_str(&read_input(&file)?, "the tool definition")
+                    .map_err(anyhow::Error::msg)?;
             let tool = admin
                 .catalog
                 .register_tool(pb::RegisterToolRequest {
@@ -275,7 +277,8 @@ async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> anyhow::Resul
         }
         ToolsCmd::Update { file } => {
             let def: domain::ToolDef =
-                serde_json::from_str(&read_input(&file)?).context("parsing the tool definition")?;
+                tp_registry::strict::from_json_str(&read_input(&file)?, "the tool definition")
+                    .map_err(anyhow::Error::msg)?;
             let tool = admin
                 .catalog
                 .update_tool(pb::UpdateToolRequest {

@@ -3,6 +3,7 @@
 
 mod client;
 mod commands;
+pub mod executor_key;
 pub mod output;
 pub mod transfer;
 pub mod up;
@@ -87,6 +88,10 @@ pub enum Command {
     Export(transfer::ExportArgs),
     /// Load an `export` document into a new, empty store (e.g. SQLite → PostgreSQL).
     Import(transfer::ImportArgs),
+    /// Print the key the fleet's edges sign executor calls with (derived from the edge token),
+    /// for the executors' `--auth-key-file`; a new random one with `--generate`; or the
+    /// signature of a call made by hand with `--sign METHOD JSON`.
+    ExecutorKey(executor_key::ExecutorKeyArgs),
 }
 
 /// `tools ...`

@@ -114,8 +114,25 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<i32> {
 pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))?;
-    let document: Export = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a toolplane export", args.file.display()))?;
+    let document: Export =
+        tp_registry::strict::from_json_str(&text, &format!("{}", args.file.display()))
+            .map_err(|e| anyhow::anyhow!("{e} (not a toolplane export this version reads)"))?;
+    // Tools flatten their definition (serde cannot flag unknown fields through `flatten`):
+    // each tool object is checked again, as written, as a definition.
+    let raw: serde_json::Value = serde_json::from_str(&text)?;
+    for object in raw["objects"].as_array().into_iter().flatten() {
+        if object["kind"] == "tool" {
+            let mut value = object["object"].clone();
+            if let Some(map) = value.as_object_mut() {
+                map.remove("status");
+                map.remove("revision");
+            }
+            let name = value["name"].as_str().unwrap_or_default().to_owned();
+            let _: tp_registry::ToolDef =
+                tp_registry::strict::from_value(value, &format!("tool {name}"))
+                    .map_err(anyhow::Error::msg)?;
+        }
+    }
     if document.format != FORMAT {
         bail!(
             "{} has format {:?}; this toolplanectl reads {FORMAT:?}",

@@ -34,6 +34,9 @@ pub struct UpArgs {
     /// Wiki service listen address (`client_wiki`; pages under `<data-dir>/wiki/{tenant}`).
     #[arg(long, default_value = "127.0.0.1:50052")]
     pub wiki_listen: String,
+    /// The edge's admin listener (`/metrics`); keep it off the network clients reach.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub admin_listen: String,
     /// Redis for the edge's shared cache and rate limits (default: in-process only).
     #[arg(long, env = "TOOLPLANE_REDIS_URL")]
     pub redis_url: Option<String>,
@@ -62,12 +65,22 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
         }
     };
 
+    // 0. The fleet secret (the edge token, kept in the data dir) and the key the edge signs
+    // executor calls with, derived from it: the executors accept only that.
+    let edge_token = tp_control_plane::server::token_file(&args.data_dir.join("edge-token"))?;
+    let executor_key = tp_proto::invoke_auth::ExecutorKey::derive(&edge_token);
+    let executor_auth = tp_proto::invoke_auth::CallerAuth::Keys(vec![executor_key]);
+
     // 1. The demo executor.
     let listener = tokio::net::TcpListener::bind(&args.executor_listen)
         .await
         .with_context(|| format!("binding the demo executor to {}", args.executor_listen))?;
     let executor_addr = listener.local_addr()?;
-    let executor_task = tokio::spawn(tp_demo_executor::serve(listener, stopped()));
+    let executor_task = tokio::spawn(tp_demo_executor::serve(
+        listener,
+        executor_auth.clone(),
+        stopped(),
+    ));
 
     // 1b. The wiki service, with its pages under the data dir.
     let listener = tokio::net::TcpListener::bind(&args.wiki_listen)
@@ -75,8 +88,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("binding the wiki service to {}", args.wiki_listen))?;
     let wiki_addr = listener.local_addr()?;
     let wiki = tp_wiki::WikiService::new(
-        tp_wiki::Wiki::new(tp_wiki::Storage::local(&args.data_dir)?),
+        tp_wiki::Wiki::new(tp_wiki::Storage::local(&args.data_dir)?)
+            .with_index_dir(args.data_dir.join("index")),
         tp_wiki::Fetcher::new(tp_wiki::FetchConfig::default())?,
+        executor_auth,
     );
     let wiki_task = tokio::spawn(tp_wiki::serve(wiki, listener, stopped()));
 
@@ -106,6 +121,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     // 3. One edge.
     let mut figment = tp_edge::config::figment(None)
         .merge(Serialized::default("listen", &args.mcp_listen))
+        .merge(Serialized::default("admin_listen", &args.admin_listen))
         .merge(Serialized::default("control_plane", vec![cp_url.clone()]))
         .merge(Serialized::default(
             "edge_token",

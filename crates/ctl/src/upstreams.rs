@@ -54,7 +54,10 @@ async fn upstream(
     };
     let client = match credential {
         Some(value) => Upstream::with_credential(executor.clone(), Some((header, value))),
-        None => Upstream::new(executor.clone()),
+        None => Upstream::new(
+            executor.clone(),
+            tp_edge::config::DEFAULT_CREDENTIAL_ENV_PREFIX,
+        ),
     };
     Ok((executor, client))
 }

@@ -28,9 +28,10 @@ const WAV_BASE64: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQ
 type Events = Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::InvokeEvent, Status>> + Send>>;
 
 /// The demo executor service.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct DemoExecutor {
     admin: Option<Admin>,
+    auth: tp_proto::invoke_auth::CallerAuth,
 }
 
 /// A control-plane connection with an admin token, for `test_trigger_tool_change` (the
@@ -87,13 +88,6 @@ impl Admin {
             .update_tool(pb::UpdateToolRequest { tool: Some(spec) })
             .await?;
         Ok(description)
-    }
-}
-
-impl DemoExecutor {
-    /// With an admin connection, `test_trigger_tool_change` changes the catalogue.
-    pub fn with_admin(admin: Option<Admin>) -> DemoExecutor {
-        DemoExecutor { admin }
     }
 }
 
@@ -601,6 +595,9 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
             tokio::time::sleep(Duration::from_millis(ms)).await;
             done(vec![text(format!("slept {ms} ms"))], None, false)
         }
+        // Fails with INTERNAL — unless asked to succeed: an executor whose failures depend on
+        // the caller's input (what one tenant could use against the others' breaker).
+        "fail" if arguments["succeed"] == true => done(vec![text("succeeded")], None, false),
         "fail" => {
             let _ = sender
                 .send(Err(Status::internal("the fail tool always fails")))
@@ -634,6 +631,7 @@ impl Executor for DemoExecutor {
         &self,
         request: Request<pb::InvokeRequest>,
     ) -> Result<Response<Self::InvokeStream>, Status> {
+        self.auth.check("Invoke", &request)?;
         let request = request.into_inner();
         if request.tenant.is_empty() || request.tool.is_empty() {
             return Err(Status::invalid_argument("tool and tenant are required"));
@@ -670,14 +668,38 @@ impl Executor for DemoExecutor {
         tokio::spawn(run(request, sender));
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
+
+    async fn purge_tenant(
+        &self,
+        request: Request<pb::PurgeTenantRequest>,
+    ) -> Result<Response<pb::PurgeTenantResponse>, Status> {
+        self.auth.check("PurgeTenant", &request)?;
+        // The demo executor keeps no tenant data.
+        Ok(Response::new(pb::PurgeTenantResponse { deleted: 0 }))
+    }
 }
 
-/// Serves the demo executor (with health) on `listener` until `shutdown`.
+impl DemoExecutor {
+    /// A demo executor that authenticates its callers with `auth`.
+    pub fn new(auth: tp_proto::invoke_auth::CallerAuth) -> DemoExecutor {
+        DemoExecutor { admin: None, auth }
+    }
+
+    /// With a control-plane admin client, `test_trigger_tool_change` changes the catalogue.
+    pub fn with_admin(mut self, admin: Option<Admin>) -> DemoExecutor {
+        self.admin = admin;
+        self
+    }
+}
+
+/// Serves the demo executor (with health) on `listener` until `shutdown`, for callers
+/// authenticated with `auth`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    auth: tp_proto::invoke_auth::CallerAuth,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    serve_with(listener, DemoExecutor::default(), shutdown).await
+    serve_with(listener, DemoExecutor::new(auth), shutdown).await
 }
 
 /// Serves `executor` (with health) on `listener` until `shutdown`.
@@ -692,9 +714,9 @@ pub async fn serve_with(
         .add_service(health)
         .add_service(ExecutorServer::new(executor))
         .serve_with_incoming_shutdown(
-            // TCP_NODELAY: events and the result are small writes; Nagle would hold each one
-            // for the caller's delayed ACK (40 ms).
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            // Connection cap, handshake and idle deadlines, TCP_NODELAY (events and the result
+            // are small writes; Nagle would hold each one for the caller's delayed ACK).
+            tp_net::grpc_incoming(listener, &tp_net::ListenerLimits::default()),
             shutdown,
         )
         .await?;

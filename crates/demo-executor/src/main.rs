@@ -26,6 +26,16 @@ struct Args {
     /// The admin token for --control-plane.
     #[arg(long, requires = "control_plane")]
     admin_token_file: Option<PathBuf>,
+    /// Keys the edges sign calls with (one `tpx_…` per line, re-read when the file changes;
+    /// `toolplanectl executor-key` prints the fleet's). Unsigned calls are refused.
+    #[arg(long, env = "TOOLPLANE_EXECUTOR_AUTH_KEY_FILE")]
+    auth_key_file: Option<PathBuf>,
+    /// The keys themselves (`tpx_…`, comma-separated), when no key file is given.
+    #[arg(long, env = "TOOLPLANE_EXECUTOR_AUTH_KEY", hide_env_values = true)]
+    auth_key: Option<String>,
+    /// Accept unsigned calls (only where nothing but the edges can reach the executor).
+    #[arg(long)]
+    allow_unsigned: bool,
 }
 
 #[tokio::main]
@@ -49,6 +59,12 @@ async fn main() -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let auth = tp_proto::invoke_auth::CallerAuth::from_flags(
+        args.auth_key_file.as_deref(),
+        args.auth_key.as_deref(),
+        args.allow_unsigned,
+    )
+    .map_err(anyhow::Error::msg)?;
     if args.check_config {
         println!("tp-demo-executor: configuration is valid: listen {listen}");
         return Ok(());
@@ -66,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(%addr, "demo executor listening");
     tp_demo_executor::serve_with(
         listener,
-        tp_demo_executor::DemoExecutor::with_admin(admin),
+        tp_demo_executor::DemoExecutor::new(auth).with_admin(admin),
         tp_telemetry::shutdown_signal(),
     )
     .await

@@ -379,6 +379,8 @@ pub fn try_tenant(tenant: Option<pb::Tenant>) -> DomainResult<domain::Tenant> {
         rate_limit_per_minute: tenant.rate_limit_per_minute,
         lint_webhook: non_empty(&tenant.lint_webhook),
         revision: 0,
+        // Chosen by the control plane, never by the caller.
+        uid: String::new(),
     })
 }
 
@@ -398,6 +400,7 @@ impl From<&domain::Tenant> for pb::Tenant {
             rate_limit_per_minute: t.rate_limit_per_minute,
             lint_webhook: t.lint_webhook.clone().unwrap_or_default(),
             revision: t.revision,
+            uid: t.uid.clone(),
         }
     }
 }
@@ -596,7 +599,10 @@ mod tests {
         }
         for tenant in state.tenants.values() {
             let mut back = try_tenant(Some(tenant.into())).unwrap();
+            // The incarnation is the control plane's to choose: never taken from a request.
+            assert_eq!(back.uid, "");
             back.revision = tenant.revision;
+            back.uid = tenant.uid.clone();
             assert_eq!(&back, tenant);
         }
         for adr in state.adrs.values() {

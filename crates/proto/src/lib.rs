@@ -3,6 +3,7 @@
 //! types of `tp-registry`, and the one table mapping error codes to gRPC and HTTP statuses.
 
 pub mod convert;
+pub mod invoke_auth;
 pub mod json;
 pub mod keys;
 pub mod status;

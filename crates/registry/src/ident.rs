@@ -46,7 +46,20 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
             "may contain only A-Z, a-z, 0-9, '_', '.', '-' (found {bad:?})"
         ));
     }
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !alnum(name.chars().next()) || !alnum(name.chars().next_back()) {
+        return Err("must start and end with a letter or a digit".into());
+    }
+    if name.contains("..") {
+        return Err("must not contain \"..\"".into());
+    }
     Ok(())
+}
+
+/// The form under which two tool names collide (`GMAIL` and `gmail` are one name to a model
+/// and to most clients): ASCII lower case.
+pub fn tool_name_key(name: &str) -> String {
+    name.to_ascii_lowercase()
 }
 
 /// Slugs (tenants, providers, roles, executors): `[a-z0-9][a-z0-9_-]{0,62}`.
@@ -155,6 +168,10 @@ mod tests {
         assert!(check_tool_name("has space").is_err());
         assert!(check_tool_name("slash/name").is_err());
         assert!(check_tool_name("ünïcode").is_err());
+        for bad in ["..", ".hidden", "trailing.", "a..b", "-x", "x_"] {
+            assert!(check_tool_name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(tool_name_key("GMAIL"), tool_name_key("gmail"));
     }
 
     #[test]

@@ -13,7 +13,9 @@ pub mod ident;
 pub mod model;
 pub mod policy;
 pub mod resolve;
+pub mod schema;
 pub mod state;
+pub mod strict;
 pub mod tool;
 
 pub use adr::{Adr, AdrStatus};

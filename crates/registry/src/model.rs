@@ -73,6 +73,11 @@ pub struct Tenant {
     /// Revision of the last change.
     #[serde(default)]
     pub revision: u64,
+    /// The tenant's incarnation: fixed when the tenant is created, different for a tenant
+    /// deleted and created again under the same id (executors keep data per incarnation).
+    /// Empty on tenants created before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
 }
 
 /// An API key record. The key itself is never stored; only its SHA-256.
@@ -242,6 +247,7 @@ impl Tenant {
             rate_limit_per_minute: 0,
             lint_webhook: None,
             revision: 0,
+            uid: String::new(),
         }
     }
 

@@ -532,6 +532,21 @@ impl State {
         if self.tools.contains_key(&def.name) {
             return Err(DomainError::already_exists("tool", &def.name));
         }
+        // `GMAIL` beside `gmail` would be two tools to the catalogue and one to a model.
+        let key = crate::ident::tool_name_key(&def.name);
+        if let Some(existing) = self
+            .tools
+            .keys()
+            .find(|name| crate::ident::tool_name_key(name) == key)
+        {
+            return Err(DomainError::invalid(
+                "tool.name",
+                format!(
+                    "{:?} differs from the existing tool {existing:?} only in letter case",
+                    def.name
+                ),
+            ));
+        }
         policy::check_admit(self.policy()?, self.live_tool_count(), &def.name)?;
         Ok(vec![Change::put(Object::Tool(Tool {
             def,
@@ -762,10 +777,17 @@ impl State {
     }
 
     /// Creates a tenant.
+    ///
+    /// The tenant's `uid` (its incarnation) is kept when the caller chose one (the control
+    /// plane's API draws a random one); otherwise it is derived from the revision the tenant is
+    /// created at, which no earlier incarnation of the id can have had.
     pub fn create_tenant(&self, tenant: Tenant) -> DomainResult<Vec<Change>> {
-        let tenant = self.check_tenant(tenant)?;
+        let mut tenant = self.check_tenant(tenant)?;
         if self.tenants.contains_key(&tenant.id) {
             return Err(DomainError::already_exists("tenant", &tenant.id));
+        }
+        if tenant.uid.is_empty() {
+            tenant.uid = format!("r{}", self.revision + 1);
         }
         Ok(vec![Change::put(Object::Tenant(tenant))])
     }
@@ -775,6 +797,8 @@ impl State {
         let existing = self.tenant(&tenant.id)?;
         let mut tenant = self.check_tenant(tenant)?;
         tenant.revision = existing.revision;
+        // The incarnation never changes.
+        tenant.uid = existing.uid.clone();
         Ok(vec![Change::put(Object::Tenant(tenant))])
     }
 

@@ -482,6 +482,8 @@ pub fn check_object_schema(schema: &Value) -> Result<(), String> {
     if let Err(error) = jsonschema::validator_for(schema) {
         return Err(format!("does not compile: {error}"));
     }
+    crate::schema::check_keywords(schema)?;
+    crate::schema::compile_linear(schema)?;
     Ok(())
 }
 

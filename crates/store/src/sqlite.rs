@@ -41,6 +41,21 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the database file and migrates it.
     pub async fn open(path: &Path) -> StoreResult<SqliteStore> {
+        // Created readable by its owner only before SQLite opens it: its WAL and shared-memory
+        // files take the database file's permissions.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+            let created = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path);
+            if created.is_ok() {
+                let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+            }
+        }
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)

@@ -161,7 +161,18 @@ impl ControlPlaneProcess {
         ];
         full.extend(args.iter().cloned());
         let log = data_dir.join(format!("control-plane-{}.log", std::process::id()));
-        let mut process = Process::spawn(&binary("tp-control-plane"), &full, &log, &envs);
+        // Purges are signed with the tests' executor key (which the tests' executors accept).
+        let mut all_envs = envs.clone();
+        if !all_envs
+            .iter()
+            .any(|(k, _)| *k == "TOOLPLANE_CP_AUTH__EXECUTOR_KEY")
+        {
+            all_envs.push((
+                "TOOLPLANE_CP_AUTH__EXECUTOR_KEY",
+                crate::services::executor_key().0.clone(),
+            ));
+        }
+        let mut process = Process::spawn(&binary("tp-control-plane"), &full, &log, &all_envs);
         let addr = wait_ready(&ready, &mut process).await;
         ControlPlaneProcess {
             process,

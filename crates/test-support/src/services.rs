@@ -9,6 +9,24 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::process::{ControlPlaneProcess, Process, wait_ready};
 use crate::{binary, eventually};
 
+/// The key the tests' edges sign executor calls with, and the file the tests' executors read
+/// it from (one per test process).
+pub fn executor_key() -> &'static (String, PathBuf) {
+    static KEY: std::sync::OnceLock<(String, PathBuf, tempfile::TempDir)> =
+        std::sync::OnceLock::new();
+    let (key, path, _) = KEY.get_or_init(|| {
+        let bytes: [u8; 32] = rand::random();
+        let key = format!("tpx_{}", hex::encode(bytes));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("executor-key");
+        std::fs::write(&path, format!("{key}\n")).expect("executor key file");
+        (key, path, dir)
+    });
+    // The tuple without the directory guard (kept alive in the static).
+    static VIEW: std::sync::OnceLock<(String, PathBuf)> = std::sync::OnceLock::new();
+    VIEW.get_or_init(|| (key.clone(), path.clone()))
+}
+
 /// A free TCP port on 127.0.0.1 (bound then released; fine for tests).
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -165,6 +183,13 @@ impl ExecutorProcess {
             "--ready-file".to_owned(),
             ready.display().to_string(),
         ];
+        if !extra
+            .iter()
+            .any(|a| a == "--allow-unsigned" || a == "--auth-key-file")
+        {
+            args.push("--auth-key-file".to_owned());
+            args.push(executor_key().1.display().to_string());
+        }
         args.extend_from_slice(extra);
         let mut process = Process::spawn(
             &binary("tp-demo-executor"),
@@ -208,24 +233,58 @@ pub struct WikiProcess {
 }
 
 impl WikiProcess {
-    /// Starts `tp-wiki`.
+    /// Starts `tp-wiki`, fetching from loopback over plain http allowed (tests serve sources
+    /// locally).
     pub async fn start() -> WikiProcess {
+        Self::start_with(&["--allow-private-urls", "--allow-http"]).await
+    }
+
+    /// Starts `tp-wiki` with the production URL rules (https, public addresses only).
+    pub async fn start_strict() -> WikiProcess {
+        Self::start_with(&[]).await
+    }
+
+    async fn start_with(extra: &[&str]) -> WikiProcess {
         let dir = tempfile::tempdir().expect("tempdir");
-        let ready = dir.path().join("ready");
-        let args = vec![
+        let (process, addr) = Self::spawn(dir.path(), "127.0.0.1:0", extra).await;
+        WikiProcess { process, addr, dir }
+    }
+
+    async fn spawn(dir: &Path, listen: &str, extra: &[&str]) -> (Process, String) {
+        let ready = dir.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut args = vec![
             "--listen".to_owned(),
-            "127.0.0.1:0".to_owned(),
+            listen.to_owned(),
             "--data-dir".to_owned(),
-            dir.path().join("data").display().to_string(),
-            "--allow-private-urls".to_owned(),
-            "--allow-http".to_owned(),
+            dir.join("data").display().to_string(),
+            "--auth-key-file".to_owned(),
+            executor_key().1.display().to_string(),
             "--ready-file".to_owned(),
             ready.display().to_string(),
         ];
-        let mut process =
-            Process::spawn(&binary("tp-wiki"), &args, &dir.path().join("wiki.log"), &[]);
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let mut process = Process::spawn(&binary("tp-wiki"), &args, &dir.join("wiki.log"), &[]);
         let addr = wait_ready(&ready, &mut process).await;
-        WikiProcess { process, addr, dir }
+        (process, addr)
+    }
+
+    /// SIGKILL, then start again on the same data folder and address.
+    pub async fn kill9_and_restart(&mut self) {
+        self.process.kill9().await;
+        let (process, addr) = Self::spawn(
+            self.dir.path(),
+            &self.addr.clone(),
+            &["--allow-private-urls", "--allow-http"],
+        )
+        .await;
+        self.process = process;
+        self.addr = addr;
+    }
+
+    /// The pages folder of `tenant` (`data/wiki/{tenant}`).
+    pub fn tenant_dir(&self, tenant: &str) -> PathBuf {
+        self.dir.path().join("data/wiki").join(tenant)
     }
 
     /// `http://addr`.
@@ -241,6 +300,8 @@ pub struct EdgeProcess {
     pub process: Process,
     /// `127.0.0.1:port`.
     pub addr: String,
+    /// The admin listener (`/metrics`), `127.0.0.1:port`.
+    pub admin_addr: String,
     dir: tempfile::TempDir,
 }
 
@@ -269,7 +330,7 @@ impl EdgeProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let urls: Vec<String> = control_planes.iter().map(|u| format!("{u:?}")).collect();
         let config = format!(
-            "listen = \"127.0.0.1:0\"\ncontrol_plane = [{}]\nedge_token_file = {:?}\nredis_url = {:?}\n\n[watch]\nheartbeat_ms = 200\ndead_after_ms = 1500\nmax_backoff_ms = 500\n\n[audit]\nflush_ms = 200\n\n{extra_toml}\n",
+            "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\ncontrol_plane = [{}]\nedge_token_file = {:?}\nredis_url = {:?}\n\n[watch]\nheartbeat_ms = 200\ndead_after_ms = 1500\nmax_backoff_ms = 500\n\n[audit]\nflush_ms = 200\n\n{extra_toml}\n",
             urls.join(", "),
             cp.data_dir.join("edge-token").display().to_string(),
             redis.unwrap_or(""),
@@ -283,14 +344,39 @@ impl EdgeProcess {
             "--ready-file".to_owned(),
             ready.display().to_string(),
         ];
+        // The tests' executors accept the tests' key; a caller may set its own.
+        let mut envs: Vec<(&str, String)> = envs.to_vec();
+        if !envs
+            .iter()
+            .any(|(k, _)| *k == "TOOLPLANE_EDGE_EXECUTORS__AUTH_KEY")
+            && !extra_toml.contains("auth_key")
+        {
+            envs.push((
+                "TOOLPLANE_EDGE_EXECUTORS__AUTH_KEY",
+                executor_key().0.clone(),
+            ));
+        }
         let mut process = Process::spawn(
             &binary("tp-edge"),
             &args,
             &dir.path().join("edge.log"),
-            envs,
+            &envs,
         );
-        let addr = wait_ready(&ready, &mut process).await;
-        EdgeProcess { process, addr, dir }
+        let ready_text = wait_ready(&ready, &mut process).await;
+        let mut lines = ready_text.lines();
+        let addr = lines.next().unwrap_or_default().trim().to_owned();
+        let admin_addr = lines.next().unwrap_or_default().trim().to_owned();
+        EdgeProcess {
+            process,
+            addr,
+            admin_addr,
+            dir,
+        }
+    }
+
+    /// GET a path of the admin listener (`/metrics`), returning status and body.
+    pub async fn admin_get(&self, path: &str) -> (u16, String) {
+        get(&self.admin_addr, path).await
     }
 
     /// The edge's log so far.
@@ -300,9 +386,13 @@ impl EdgeProcess {
 
     /// GET a path (e.g. `/readyz`), returning status and body.
     pub async fn get(&self, path: &str) -> (u16, String) {
-        let mut stream = tokio::net::TcpStream::connect(&self.addr)
-            .await
-            .expect("connect");
+        get(&self.addr, path).await
+    }
+}
+
+async fn get(addr: &str, path: &str) -> (u16, String) {
+    {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let request =
             format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.expect("write");

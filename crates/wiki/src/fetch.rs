@@ -60,35 +60,25 @@ pub enum FetchError {
     Failed(String),
 }
 
-/// Whether an address is public (not loopback, private, link-local, …).
+/// Whether an address may be fetched: a public unicast address and nothing else.
+///
+/// - IPv4: not in any block of IANA's IPv4 Special-Purpose Address Registry (loopback,
+///   private, shared 100.64/10, link-local, benchmarking 198.18/15, documentation, the 6to4
+///   relay anycast, 0/8, 240/4, broadcast, …), nor multicast.
+/// - IPv6: only global unicast (2000::/3, the IANA IPv6 Address Space registry) is ever public
+///   — which leaves out IPv4-compatible (::/96) and IPv4-mapped addresses, NAT64 (64:ff9b::/96,
+///   64:ff9b:1::/48), discard-only 100::/64, site-local fec0::/10, unique-local, link-local and
+///   multicast — and within it nothing in IANA's IPv6 Special-Purpose Address Registry (Teredo
+///   and the other 2001::/23 assignments, documentation 2001:db8::/32 and 3fff::/20, 6to4
+///   2002::/16, …).
+///
+/// The registries come from the `iprfc` crate's checked-in IANA snapshots (see its
+/// `RFC6890` aggregate), not from a hand list.
 pub fn is_public(ip: IpAddr) -> bool {
+    let special = iprfc::RFC6890.contains(&ip);
     match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_broadcast()
-                || v4.is_documentation()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                || o[0] >= 240)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
-            }
-            let s = v6.segments();
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-                || s[0] == 0x2001 && s[1] == 0x0db8)
-        }
+        IpAddr::V4(v4) => !special && !v4.is_multicast() && !v4.is_broadcast(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xe000) == 0x2000 && !special,
     }
 }
 
@@ -258,7 +248,9 @@ fn literal_refusal(url: &reqwest::Url, allow_private: bool) -> Option<String> {
 
 /// Text and title of an HTML page.
 pub fn from_html(html: &str) -> Fetched {
-    let lower = html.to_lowercase();
+    // ASCII lower case keeps every byte where it was, so offsets found in `lower` slice `html`
+    // on the same boundaries (full Unicode lower case changes lengths: `İ`, `K`).
+    let lower = html.to_ascii_lowercase();
     let title = lower.find("<title").and_then(|start| {
         let open_end = lower[start..].find('>')? + start + 1;
         let close = lower[open_end..].find("</title>")? + open_end;
@@ -329,16 +321,59 @@ mod tests {
             "169.254.169.254",
             "100.64.0.1",
             "0.0.0.0",
+            "198.18.0.1",
+            "198.19.255.254",
+            "192.0.0.8",
+            "192.88.99.1",
+            "240.0.0.1",
+            "255.255.255.255",
+            "224.0.0.1",
             "::1",
+            "::",
             "fe80::1",
             "fd00::1",
             "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::1",
+            "2002:7f00:1::1",
+            "2002:a9fe:a9fe::1",
+            "fec0::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "100::1",
+            "2001:db8::1",
+            "3fff::1",
+            "ff02::1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+        for ip in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "8.8.8.8",
+            "2606:4700::1111",
+            "2a00:1450:4001::1",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    #[test]
+    fn unicode_that_changes_length_when_lowercased_does_not_panic() {
+        for html in [
+            "<html><head><title>İstanbul İİİ</title></head><body><p>İzmir</p><p>K Kelvin</p></body></html>",
+            "İ<TITLE>K</TITLE><p>x</p>",
+            "<p>\u{212A}\u{130}<script>ſ</script>İ</p>",
+            "<title>İ",
+        ] {
+            let page = from_html(html);
+            assert!(!page.text.contains('<'), "{html}: {}", page.text);
+        }
+        let page = from_html("<head><title>İstanbul</title></head><p>İzmir Kelvin</p>");
+        assert_eq!(page.title.as_deref(), Some("İstanbul"));
+        assert_eq!(page.text, "İzmir Kelvin");
     }
 
     #[test]

@@ -3,18 +3,20 @@
 //! an object store (a folder by default) under `wiki/{tenant}/`, ranking is BM25 (tantivy),
 //! and every sentence of an answer cites its page.
 
+pub mod claims;
 pub mod engine;
 pub mod fetch;
+pub mod index;
 pub mod keys;
 pub mod lint;
 pub mod llm;
 pub mod page;
-pub mod search;
 pub mod service;
 pub mod storage;
 pub mod text;
+pub mod work;
 
-pub use engine::{Receipt, Source, Wiki, WikiError};
+pub use engine::{Quotas, Receipt, Source, Wiki, WikiError};
 pub use fetch::{FetchConfig, Fetcher};
 pub use llm::{Llm, LlmConfig};
 pub use service::{WikiService, serve};

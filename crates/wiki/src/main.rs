@@ -15,6 +15,10 @@ struct Args {
     /// Folder holding `wiki/{tenant}/…` (the same data dir as `toolplanectl up`).
     #[arg(long, default_value = ".toolplane")]
     data_dir: PathBuf,
+    /// Folder of the per-tenant search indexes (default `<data-dir>/index`). Local to each
+    /// replica and rebuilt from the pages when missing or behind, so it needs no backup.
+    #[arg(long)]
+    index_dir: Option<PathBuf>,
     /// Keep pages in this S3-compatible bucket (R2, MinIO, S3) instead of the folder;
     /// credentials and region from the standard AWS_* environment variables.
     #[arg(long)]
@@ -44,6 +48,25 @@ struct Args {
     /// USD per 1,000 output tokens (for the cost cap).
     #[arg(long, default_value_t = 0.0006, requires = "llm_url")]
     llm_usd_per_1k_output: f64,
+    /// Keys the edges sign calls with (one `tpx_…` per line, re-read when the file changes;
+    /// `toolplanectl executor-key` prints the fleet's). Unsigned calls are refused.
+    #[arg(long, env = "TOOLPLANE_EXECUTOR_AUTH_KEY_FILE")]
+    auth_key_file: Option<PathBuf>,
+    /// The keys themselves (`tpx_…`, comma-separated), when no key file is given.
+    #[arg(long, env = "TOOLPLANE_EXECUTOR_AUTH_KEY", hide_env_values = true)]
+    auth_key: Option<String>,
+    /// Accept unsigned calls (only where nothing but the edges can reach the wiki).
+    #[arg(long)]
+    allow_unsigned: bool,
+    /// Most pages in one tenant's wiki.
+    #[arg(long, default_value_t = tp_wiki::Quotas::default().max_pages)]
+    max_pages_per_tenant: usize,
+    /// Most bytes of page text in one tenant's wiki.
+    #[arg(long, default_value_t = tp_wiki::Quotas::default().max_bytes)]
+    max_bytes_per_tenant: usize,
+    /// Most entity pages one ingest may create or update.
+    #[arg(long, default_value_t = tp_wiki::Quotas::default().max_entities_per_ingest)]
+    max_entities_per_ingest: usize,
     /// Once listening, write the bound address here.
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -61,6 +84,12 @@ async fn main() -> anyhow::Result<()> {
             args.listen
         )
     })?;
+    let auth = tp_proto::invoke_auth::CallerAuth::from_flags(
+        args.auth_key_file.as_deref(),
+        args.auth_key.as_deref(),
+        args.allow_unsigned,
+    )
+    .map_err(anyhow::Error::msg)?;
     if args.check_config {
         println!(
             "tp-wiki: configuration is valid: listen {listen}, pages in {}, llm {}",
@@ -96,7 +125,17 @@ async fn main() -> anyhow::Result<()> {
         allow_http: args.allow_http,
         ..Default::default()
     })?;
-    let mut wiki = tp_wiki::Wiki::new(storage);
+    let index_dir = args
+        .index_dir
+        .clone()
+        .unwrap_or_else(|| args.data_dir.join("index"));
+    let mut wiki = tp_wiki::Wiki::new(storage)
+        .with_index_dir(index_dir)
+        .with_quotas(tp_wiki::Quotas {
+            max_pages: args.max_pages_per_tenant,
+            max_bytes: args.max_bytes_per_tenant,
+            max_entities_per_ingest: args.max_entities_per_ingest,
+        });
     if let Some(base_url) = &args.llm_url {
         wiki = wiki.with_llm(
             tp_wiki::Llm::new(tp_wiki::LlmConfig {
@@ -111,7 +150,7 @@ async fn main() -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?,
         );
     }
-    let service = tp_wiki::WikiService::new(wiki, fetcher);
+    let service = tp_wiki::WikiService::new(wiki, fetcher, auth);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

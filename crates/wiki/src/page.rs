@@ -156,3 +156,42 @@ mod tests {
         assert!(Page::parse("x.md", "---\ntitle: unquoted\n---\nbody").is_none());
     }
 }
+
+/// A title or summary as it may appear inside a `[[link|label]]` or a one-line Markdown list
+/// item: one line, no link or table syntax, at most 200 characters.
+pub fn label(text: &str) -> String {
+    let mut out: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .map(|c| match c {
+            '[' => '(',
+            ']' => ')',
+            '|' => '/',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .take(200)
+        .collect();
+    // A leading `#`, `>` or list marker would start another block.
+    while out.starts_with(['#', '>', '-', '*', '+']) {
+        out.remove(0);
+    }
+    out.trim().to_owned()
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::label;
+
+    #[test]
+    fn labels_cannot_break_out_of_a_link_or_a_line() {
+        assert_eq!(
+            label("Q3 ]] [[x|y]]\n# Heading | a"),
+            "Q3 )) ((x/y)) # Heading / a"
+        );
+        assert_eq!(label("# title"), "title");
+        assert_eq!(label(&"é".repeat(300)).chars().count(), 200);
+    }
+}

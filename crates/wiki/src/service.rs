@@ -4,7 +4,9 @@
 //! are checked here again (defense in depth, ADR-002): `ingest` and `lint` need `collector`;
 //! `query` is open to `executor` and `collector`, but only a collector may `persist_output`.
 
+use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -23,14 +25,25 @@ type Events = Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::InvokeEvent, St
 pub struct WikiService {
     wiki: Wiki,
     fetcher: Fetcher,
+    auth: tp_proto::invoke_auth::CallerAuth,
+    /// Calls in progress per tenant (at most [`PER_TENANT`] at once).
+    running: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>>,
+    /// The incarnation each tenant's data was last seen to belong to.
+    claimed: Arc<std::sync::Mutex<HashMap<String, String>>>,
 }
+
+/// Calls of one tenant the wiki serves at once; more wait (within their deadline), so one
+/// tenant cannot take every slot of the executor.
+const PER_TENANT: usize = 2;
 
 fn status(error: WikiError) -> Status {
     match error {
         WikiError::Invalid(message) => Status::invalid_argument(message),
         WikiError::Forbidden(message) => Status::permission_denied(message),
         WikiError::Fetch(message) => Status::failed_precondition(message),
+        WikiError::Quota(message) => Status::resource_exhausted(message),
         WikiError::Storage(error) => Status::unavailable(format!("wiki storage: {error}")),
+        WikiError::Internal(message) => Status::internal(message),
     }
 }
 
@@ -74,13 +87,149 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 impl WikiService {
-    /// A service over a wiki, fetching URLs with `fetcher`.
-    pub fn new(wiki: Wiki, fetcher: Fetcher) -> WikiService {
-        WikiService { wiki, fetcher }
+    /// A service over a wiki, fetching URLs with `fetcher`, for callers authenticated with
+    /// `auth`.
+    pub fn new(
+        wiki: Wiki,
+        fetcher: Fetcher,
+        auth: tp_proto::invoke_auth::CallerAuth,
+    ) -> WikiService {
+        WikiService {
+            wiki,
+            fetcher,
+            auth,
+            running: Arc::default(),
+            claimed: Arc::default(),
+        }
+    }
+
+    /// Makes sure the tenant's data belongs to incarnation `uid`: data of a former
+    /// incarnation (a tenant deleted and created again under the same id) is deleted before
+    /// the new one reads or writes anything. The mark is written before the first write (a
+    /// read of a tenant with no data leaves nothing behind). Data without a mark (written
+    /// before marks existed) is adopted.
+    async fn claim(&self, tenant: &str, uid: &str, writing: bool) -> Result<(), Status> {
+        if uid.is_empty() {
+            return Ok(());
+        }
+        let known = self
+            .claimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tenant)
+            .is_some_and(|claimed| claimed == uid);
+        if known {
+            return Ok(());
+        }
+        let storage = self.wiki.storage();
+        let marker = format!("wiki/{tenant}/.tenant");
+        let current = storage.get(&marker).await.map_err(|e| status(e.into()))?;
+        if current.is_none()
+            && !writing
+            && storage
+                .list(&format!("wiki/{tenant}"))
+                .await
+                .map_err(|e| status(e.into()))?
+                .is_empty()
+        {
+            // A read of a tenant with no data: nothing to protect, nothing to write.
+            return Ok(());
+        }
+        if current.as_deref() != Some(uid) {
+            let lease = storage.lock(tenant).await.map_err(|e| status(e.into()))?;
+            // Again under the lease: another call may have claimed it meanwhile.
+            let current = storage.get(&marker).await.map_err(|e| status(e.into()))?;
+            let mark = match current.as_deref() {
+                Some(mark) if mark == uid => true,
+                Some(former) => {
+                    let deleted = storage.purge(&lease).await.map_err(|e| status(e.into()))?;
+                    self.wiki.forget_index(tenant);
+                    tracing::warn!(
+                        tenant,
+                        former,
+                        deleted,
+                        "deleted the data of a former incarnation of the tenant"
+                    );
+                    writing
+                }
+                // No mark: adopt data written before marks existed; mark an empty wiki only
+                // when something is about to be written.
+                None => {
+                    writing
+                        || storage
+                            .list(&format!("wiki/{tenant}"))
+                            .await
+                            .map_err(|e| status(e.into()))?
+                            .iter()
+                            .any(|k| !k.ends_with("/.lock"))
+                }
+            };
+            if mark && current.as_deref() != Some(uid) {
+                storage
+                    .put(&marker, uid)
+                    .await
+                    .map_err(|e| status(e.into()))?;
+            }
+            lease.release().await;
+            if !mark {
+                // Nothing to protect yet; ask again next time.
+                return Ok(());
+            }
+        }
+        self.claimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tenant.to_owned(), uid.to_owned());
+        Ok(())
+    }
+
+    /// Deletes the data of `tenant` when it belongs to incarnation `uid` (or to none, or
+    /// `uid` is empty); data of a later incarnation is kept.
+    pub async fn purge(&self, tenant: &str, uid: &str) -> Result<u64, Status> {
+        if tp_registry::ident::check_slug(tenant).is_err() {
+            return Err(Status::invalid_argument("a valid tenant is required"));
+        }
+        let storage = self.wiki.storage();
+        let lease = storage.lock(tenant).await.map_err(|e| status(e.into()))?;
+        let mark = storage
+            .get(&format!("wiki/{tenant}/.tenant"))
+            .await
+            .map_err(|e| status(e.into()))?;
+        let deleted = match mark.as_deref() {
+            Some(mark) if !uid.is_empty() && mark != uid => 0,
+            _ => {
+                let deleted = storage.purge(&lease).await.map_err(|e| status(e.into()))?;
+                self.wiki.forget_index(tenant);
+                deleted
+            }
+        };
+        lease.release().await;
+        self.claimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tenant);
+        tracing::info!(tenant, deleted, "tenant data purged");
+        Ok(deleted)
+    }
+
+    fn slots(&self, tenant: &str) -> Arc<tokio::sync::Semaphore> {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if running.len() > 4096 {
+            running.retain(|_, slots| Arc::strong_count(slots) > 1);
+        }
+        Arc::clone(
+            running
+                .entry(tenant.to_owned())
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(PER_TENANT))),
+        )
     }
 
     /// Runs one call (what `invoke` streams back as its result).
-    pub async fn call(&self, request: &pb::InvokeRequest) -> Result<Value, Status> {
+    pub async fn call(
+        &self,
+        request: &pb::InvokeRequest,
+        progress: crate::engine::Progress<'_>,
+    ) -> Result<Value, Status> {
         if request.tool != "client_wiki" {
             return Err(Status::not_found(format!(
                 "this executor serves client_wiki, not {:?}",
@@ -116,13 +265,31 @@ impl WikiService {
         }
         let collector = request.role == "collector";
         let tenant = request.tenant.as_str();
+        let uid = request
+            .tenant_context
+            .as_ref()
+            .map(|c| c.tenant_uid.as_str())
+            .unwrap_or_default();
+        // A query writes only when it persists an answer: it marks the wiki afterwards.
+        let writing = match action.as_str() {
+            "ingest" => true,
+            "query" => false,
+            _ => arguments
+                .get("publish_report")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        };
+        self.claim(tenant, uid, writing).await?;
         match action.as_str() {
             "ingest" => {
                 if !collector {
                     return Err(Status::permission_denied("ingest needs the collector role"));
                 }
                 let source = self.source(tenant, &arguments).await?;
-                self.wiki.ingest(tenant, source).await.map_err(status)
+                self.wiki
+                    .ingest_with(tenant, source, progress)
+                    .await
+                    .map_err(status)
             }
             "query" => {
                 let persist = arguments
@@ -141,7 +308,8 @@ impl WikiService {
                     .and_then(Value::as_u64)
                     .unwrap_or(8);
                 let format = str_arg(&arguments, "output_format").unwrap_or("markdown");
-                self.wiki
+                let answer = self
+                    .wiki
                     .query(
                         tenant,
                         question,
@@ -150,7 +318,11 @@ impl WikiService {
                         persist,
                     )
                     .await
-                    .map_err(status)
+                    .map_err(status)?;
+                if !answer["persisted"].is_null() {
+                    self.claim(tenant, uid, true).await?;
+                }
+                Ok(answer)
             }
             _ => {
                 if !collector {
@@ -167,11 +339,12 @@ impl WikiService {
                     .unwrap_or(90);
                 let mut report = self
                     .wiki
-                    .lint(
+                    .lint_with(
                         tenant,
                         scope,
                         publish,
                         u32::try_from(staleness).unwrap_or(u32::MAX),
+                        progress,
                     )
                     .await
                     .map_err(status)?;
@@ -352,19 +525,60 @@ impl Executor for WikiService {
         &self,
         request: Request<pb::InvokeRequest>,
     ) -> Result<Response<Self::InvokeStream>, Status> {
+        self.auth.check("Invoke", &request)?;
         let request = request.into_inner();
         let budget = request
             .deadline_ms
             .checked_sub(now_ms())
             .map_or(Duration::from_secs(120), Duration::from_millis);
-        let value = tokio::time::timeout(budget, self.call(&request))
-            .await
-            .map_err(|_| Status::deadline_exceeded("the wiki call ran past its deadline"))??;
-        tracing::info!(tenant = %request.tenant, role = %request.role, action = %request.action, "client_wiki");
-        let text = summary_text(&value);
-        let (sender, receiver) = tokio::sync::mpsc::channel(1);
-        let _ = sender.send(Ok(result(value, text))).await;
+        let slots = self.slots(&request.tenant);
+        // Events: progress of a long ingest or lint as it happens (the edge relays it to
+        // clients that sent a progressToken), then the result or the error.
+        let (sender, receiver) = tokio::sync::mpsc::channel(16);
+        let service = self.clone();
+        tokio::spawn(async move {
+            let progress_sender = sender.clone();
+            let progress = move |done: f64, total: f64, message: &str| {
+                // Progress is advisory: a full channel (a slow reader) drops it.
+                let _ = progress_sender.try_send(Ok(pb::InvokeEvent {
+                    event: Some(pb::invoke_event::Event::Progress(pb::Progress {
+                        progress: done,
+                        total,
+                        message: message.to_owned(),
+                    })),
+                }));
+            };
+            let work = async {
+                let _slot = slots
+                    .acquire()
+                    .await
+                    .map_err(|_| Status::unavailable("shutting down"))?;
+                service.call(&request, &progress).await
+            };
+            let event = match tokio::time::timeout(budget, work).await {
+                Err(_) => Err(Status::deadline_exceeded(
+                    "the wiki call ran past its deadline",
+                )),
+                Ok(Err(status)) => Err(status),
+                Ok(Ok(value)) => {
+                    tracing::info!(tenant = %request.tenant, role = %request.role, action = %request.action, "client_wiki");
+                    let text = summary_text(&value);
+                    Ok(result(value, text))
+                }
+            };
+            let _ = sender.send(event).await;
+        });
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    async fn purge_tenant(
+        &self,
+        request: Request<pb::PurgeTenantRequest>,
+    ) -> Result<Response<pb::PurgeTenantResponse>, Status> {
+        self.auth.check("PurgeTenant", &request)?;
+        let request = request.into_inner();
+        let deleted = self.purge(&request.tenant, &request.tenant_uid).await?;
+        Ok(Response::new(pb::PurgeTenantResponse { deleted }))
     }
 }
 
@@ -383,12 +597,18 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<ExecutorServer<WikiService>>().await;
+    match service.wiki.storage().recover_all().await {
+        Ok(0) => {}
+        Ok(tenants) => tracing::warn!(tenants, "replayed interrupted wiki writes"),
+        Err(error) => tracing::warn!(%error, "could not replay interrupted wiki writes"),
+    }
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(ExecutorServer::new(service))
         .serve_with_incoming_shutdown(
-            // TCP_NODELAY, as for every Toolplane gRPC server (Nagle + delayed ACK = 40 ms).
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            // Connection cap, handshake and idle deadlines, TCP_NODELAY (as for every
+            // Toolplane gRPC server).
+            tp_net::grpc_incoming(listener, &tp_net::ListenerLimits::default()),
             shutdown,
         )
         .await?;

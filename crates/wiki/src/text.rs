@@ -415,11 +415,34 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
         let mut i = 0;
         while i < tokens.len() {
             let clean = |t: &str| {
-                t.trim_matches(|c: char| !c.is_alphanumeric() && c != '&')
+                let t = t.trim_matches(|c: char| !c.is_alphanumeric() && c != '&' && c != '.');
+                // A sentence's full stop is not part of a name (but `U.S.` keeps its dots).
+                let t = if t.matches('.').count() == 1 {
+                    t.trim_end_matches('.')
+                } else {
+                    t
+                };
+                let t = t.trim_start_matches('.');
+                // Possessives name the owner: "Portugal's capital".
+                t.strip_suffix("'s")
+                    .or_else(|| t.strip_suffix("’s"))
+                    .unwrap_or(t)
                     .to_owned()
             };
             let first = clean(tokens[i]);
             if matches!(first.as_str(), "Dr" | "Mr" | "Mrs" | "Ms" | "Prof" | "Sir") {
+                i += 1;
+                continue;
+            }
+            // A capitalised function word opens no name ("The Lisbon office" names Lisbon).
+            if is_capitalised(&first) && is_stopword(&first.to_lowercase()) {
+                i += 1;
+                continue;
+            }
+            if is_acronym(&first) {
+                let entry = seen.entry(first.clone()).or_insert((0, false));
+                entry.0 += 1;
+                entry.1 |= i > 0;
                 i += 1;
                 continue;
             }
@@ -465,6 +488,27 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Whether a word is a month or day name (capitalised, but not a name of its own).
+pub fn is_calendar(word: &str) -> bool {
+    CALENDAR.contains(&word)
+}
+
+/// Acronyms that are attributes or units, not names.
+const ACRONYM_STOP: &[&str] = &[
+    "GDP", "GNP", "GNI", "PPP", "CEO", "CFO", "CTO", "COO", "USD", "EUR", "GBP", "JPY", "CNY",
+    "UTC", "GMT", "API", "PDF", "FAQ", "AI", "HR", "IT", "PR", "VAT", "KPI", "ROI", "OK", "TV",
+    "EST", "BC", "AD", "AM", "PM", "ID", "NA", "II", "III", "IV",
+];
+
+/// An acronym used as a name: 2–6 capital letters, dots allowed (`U.S.`, `NATO`).
+fn is_acronym(word: &str) -> bool {
+    let letters: String = word.chars().filter(|c| c.is_alphabetic()).collect();
+    (2..=6).contains(&letters.chars().count())
+        && letters.chars().all(char::is_uppercase)
+        && word.chars().all(|c| c.is_alphabetic() || c == '.')
+        && !ACRONYM_STOP.contains(&letters.as_str())
+}
+
 fn is_capitalised(word: &str) -> bool {
     let mut chars = word.chars();
     chars.next().is_some_and(char::is_uppercase)
@@ -472,6 +516,40 @@ fn is_capitalised(word: &str) -> bool {
         && word
             .chars()
             .all(|c| c.is_alphanumeric() || c == '&' || c == '-' || c == '\'')
+}
+
+/// The initials of a name's capitalised words (`United States` → `us`), for acronyms.
+fn initials(name: &str) -> String {
+    name.split_whitespace()
+        .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
+        .filter_map(|w| w.chars().next())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Names that stand for another name of the list — acronyms (`U.S.`, `US` for
+/// `United States`) — as (alias, canonical) pairs; the canonical is the longest form.
+pub fn aliases(names: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for alias in names {
+        let compact = crate::claims::key(alias).replace(' ', "");
+        let is_acronym = alias
+            .chars()
+            .filter(|c| c.is_alphabetic())
+            .all(char::is_uppercase)
+            && (2..=6).contains(&compact.len());
+        if !is_acronym {
+            continue;
+        }
+        if let Some(canonical) = names
+            .iter()
+            .filter(|n| *n != alias && n.split_whitespace().count() >= 2)
+            .find(|n| initials(n) == compact)
+        {
+            out.push((alias.clone(), canonical.clone()));
+        }
+    }
+    out
 }
 
 /// A URL- and file-safe slug: lowercase ASCII letters, digits and `-`, at most 64 characters.
@@ -528,6 +606,26 @@ mod tests {
         assert!(e.contains(&"Jane Smith".to_owned()), "{e:?}");
         assert!(e.contains(&"Berlin".to_owned()), "{e:?}");
         assert!(!e.contains(&"The".to_owned()), "{e:?}");
+    }
+
+    #[test]
+    fn no_sentence_initial_fragments_and_acronyms_are_aliases() {
+        let s = sentences(
+            "The Lisbon office leads sales. In Lisbon, Portugal's capital, the U.S. embassy opened. The United States sent a delegation.",
+        );
+        let e = entities(&s);
+        assert!(
+            !e.iter()
+                .any(|n| n.starts_with("The ") || n.starts_with("In ")),
+            "{e:?}"
+        );
+        assert!(e.contains(&"Lisbon".to_owned()), "{e:?}");
+        assert!(e.contains(&"Portugal".to_owned()), "{e:?}");
+        let pairs = aliases(&e);
+        assert!(
+            pairs.contains(&("U.S.".to_owned(), "United States".to_owned())),
+            "{e:?} {pairs:?}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 #![allow(deprecated)]
 
 pub mod ask;
+pub mod bounds;
 mod content;
 mod cursor;
 pub mod fast;
@@ -34,7 +35,7 @@ use tp_proto::pb;
 
 use crate::cache::{Identity, LookupError};
 use crate::disclosure::{self, MetaTool};
-use crate::forward::{CallEvent, ForwardError, Reply};
+use crate::forward::{CallEvent, Reply};
 use crate::registry::{EdgeTool, Registry};
 use crate::state::EdgeState;
 
@@ -274,10 +275,18 @@ impl McpHandler {
             ));
         }
         let arguments = Value::Object(arguments.unwrap_or_default());
-        let action = match validate(tool, &arguments) {
+        let action = match check_action(tool, &arguments) {
             Ok(action) => action,
             Err(error) => {
                 self.audit(identity, name, "", pb::CallOutcome::Rejected, started);
+                return Err(error);
+            }
+        };
+        let timeout = std::time::Duration::from_millis(self.state.config.mcp.validation_timeout_ms);
+        let arguments = match validate_schema(tool, arguments, timeout).await {
+            Ok(arguments) => arguments,
+            Err(error) => {
+                self.audit(identity, name, &action, pb::CallOutcome::Rejected, started);
                 return Err(error);
             }
         };
@@ -384,11 +393,19 @@ impl McpHandler {
             state,
             binding,
         } = invocation;
+        let request_id = request_id();
         let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
+            tracing::warn!(
+                tenant = %identity.tenant,
+                tool = %tool.resolved.name,
+                executor = %tool.resolved.executor,
+                request_id,
+                "the tool routes to an executor that is not configured"
+            );
             return Outcome::error(
                 format!(
-                    "tool {} routes to executor {:?}, which is not configured",
-                    tool.resolved.name, tool.resolved.executor
+                    "{} is not available (reference {request_id})",
+                    tool.resolved.name
                 ),
                 pb::CallOutcome::ExecutorError,
             );
@@ -404,10 +421,11 @@ impl McpHandler {
                 arguments: tp_proto::json::to_struct(&arguments),
                 tenant: identity.tenant.clone(),
                 role: identity.role.clone(),
-                request_id: request_id(),
+                request_id: request_id.clone(),
                 deadline_ms,
                 tenant_context: Some(pb::TenantContext {
                     lint_webhook: registry.lint_webhook.clone(),
+                    tenant_uid: registry.tenant_uid.clone(),
                 }),
                 input_responses,
                 state,
@@ -469,10 +487,24 @@ impl McpHandler {
             Ok(Ok(Reply::InputRequired(input))) => {
                 self.input_required(tool, &executor.name, input, binding, ctx)
             }
-            Ok(Err(error)) => Outcome {
-                result: forward_error(&error).into(),
-                audit: pb::CallOutcome::ExecutorError,
-            },
+            Ok(Err(error)) => {
+                if error.counts_against_executor() {
+                    tracing::warn!(
+                        tenant = %identity.tenant,
+                        tool = %tool.resolved.name,
+                        request_id,
+                        %error,
+                        "executor call failed"
+                    );
+                }
+                Outcome {
+                    result: CallToolResult::error(vec![ContentBlock::text(
+                        error.caller_message(&request_id),
+                    )])
+                    .into(),
+                    audit: pb::CallOutcome::ExecutorError,
+                }
+            }
         }
     }
 
@@ -864,52 +896,109 @@ async fn relay(
     }
 }
 
-fn forward_error(error: &ForwardError) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+/// The action of a polymorphic tool, checked against the role's allowed actions ("" for plain
+/// tools). A forbidden action fails exactly like one that does not exist, and the caller's
+/// value is not echoed.
+fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String, ErrorData> {
+    let Some(set) = &tool.resolved.actions else {
+        return Ok(String::new());
+    };
+    let requested = arguments
+        .get(&set.discriminator)
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !set.allowed.iter().any(|a| a == requested) {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "invalid arguments for {}: {} must be one of {:?}",
+                tool.resolved.name, set.discriminator, set.allowed
+            ),
+            Some(
+                json!({ "errors": [{ "path": format!("/{}", set.discriminator), "message": "unknown action" }] }),
+            ),
+        ));
+    }
+    Ok(requested.to_owned())
 }
 
-/// Checks the action of a polymorphic tool against the role's allowed actions, then the
-/// arguments against the (role-projected) schema. Returns the action ("" for plain tools).
-fn validate(tool: &EdgeTool, arguments: &Value) -> Result<String, ErrorData> {
-    let mut action = String::new();
-    if let Some(set) = &tool.resolved.actions {
-        let requested = arguments
-            .get(&set.discriminator)
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !set.allowed.iter().any(|a| a == requested) {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "invalid arguments for {}: {} must be one of {:?} (got {:?})",
-                    tool.resolved.name, set.discriminator, set.allowed, requested
-                ),
-                Some(
-                    json!({ "errors": [{ "path": format!("/{}", set.discriminator), "message": "unknown action" }] }),
-                ),
-            ));
-        }
-        action = requested.to_owned();
-    }
-    let validator = tool
-        .validator()
-        .map_err(|message| ErrorData::internal_error(message, None))?;
-    let errors: Vec<(String, String)> = validator
+/// Arguments at least this large (bytes of JSON) are validated on the blocking pool, with
+/// `mcp.validation_timeout_ms`, instead of on the request's thread.
+const INLINE_VALIDATION_BYTES: usize = 16 * 1024;
+
+/// Longest message reported for one validation error.
+const MAX_ERROR_MESSAGE: usize = 200;
+
+/// The schema errors of `arguments`: path and message, with the caller's values masked (they
+/// are not echoed back, nor logged).
+fn schema_errors(validator: &jsonschema::Validator, arguments: &Value) -> Vec<(String, String)> {
+    validator
         .iter_errors(arguments)
         .take(MAX_REPORTED_ERRORS)
         .map(|error| {
             let path = error.instance_path().to_string();
+            let mut message = error.masked_with("the value").to_string();
+            if message.len() > MAX_ERROR_MESSAGE {
+                let mut cut = MAX_ERROR_MESSAGE;
+                while !message.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                message.truncate(cut);
+                message.push('…');
+            }
             (
                 if path.is_empty() {
                     "/".to_owned()
                 } else {
                     path
                 },
-                error.to_string(),
+                message,
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Validates the arguments against the tool's (role-projected) schema, with the linear-time
+/// pattern engine; large arguments are validated off the request threads within `timeout`.
+/// Returns the arguments back.
+async fn validate_schema(
+    tool: &EdgeTool,
+    arguments: Value,
+    timeout: std::time::Duration,
+) -> Result<Value, ErrorData> {
+    let validator = tool
+        .validator()
+        .map_err(|message| ErrorData::internal_error(message, None))?;
+    let (arguments, errors) = if bounds::size(&arguments) < INLINE_VALIDATION_BYTES {
+        let errors = schema_errors(&validator, &arguments);
+        (arguments, errors)
+    } else {
+        let job = tokio::task::spawn_blocking(move || {
+            let errors = schema_errors(&validator, &arguments);
+            (arguments, errors)
+        });
+        match tokio::time::timeout(timeout, job).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(_)) => {
+                return Err(ErrorData::internal_error(
+                    "validating the arguments failed",
+                    None,
+                ));
+            }
+            Err(_) => {
+                metrics::counter!("tp_edge_validation_timeouts_total").increment(1);
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "invalid arguments for {}: validating them took longer than {} ms",
+                        tool.resolved.name,
+                        timeout.as_millis()
+                    ),
+                    None,
+                ));
+            }
+        }
+    };
     if errors.is_empty() {
-        return Ok(action);
+        return Ok(arguments);
     }
     let summary = errors
         .iter()

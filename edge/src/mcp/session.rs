@@ -124,6 +124,7 @@ mod tests {
             key_id: key_id.into(),
             expires_at: 0,
             revision: 1,
+            confirmed_at_ms: 0,
         }
     }
 

@@ -1,0 +1,245 @@
+//! Accept loops that apply [`ListenerLimits`].
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::{Guarded, ListenerLimits, TimedBody};
+
+/// How long an accept error (out of file descriptors, say) pauses the loop.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+fn refused(listener: &'static str) {
+    metrics::counter!("tp_net_connections_refused_total", "listener" => listener).increment(1);
+}
+
+/// Serves HTTP/1 on `listener` with `service` until `shutdown` resolves, then stops accepting
+/// and lets open connections finish their requests for up to `drain` before returning.
+///
+/// Every connection holds a slot of `limits.max_connections`; every request's body is a
+/// [`TimedBody`]; every connection must send request heads within
+/// `limits.header_read_timeout_ms`; after `limits.max_requests_per_connection` requests the
+/// answer says `Connection: close`.
+pub async fn serve_http1<S, B>(
+    listener: TcpListener,
+    service: S,
+    limits: &ListenerLimits,
+    shutdown: impl Future<Output = ()> + Send,
+    drain: Duration,
+) -> std::io::Result<()>
+where
+    S: tower::Service<
+            http::Request<TimedBody<Incoming>>,
+            Response = http::Response<B>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let header_timeout = limits.header_read_timeout();
+    let body_timeout = limits.body_read_timeout();
+    let max_requests = limits.max_requests_per_connection;
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(error) => {
+                tracing::warn!(%error, "accepting a connection failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            refused("http");
+            drop(tcp);
+            continue;
+        };
+        // TCP_NODELAY: SSE answers are several small writes (Nagle + delayed ACK = 40 ms).
+        let _ = tcp.set_nodelay(true);
+        let io = TokioIo::new(Guarded::new(tcp, Some(slot), None, None));
+        let served = Arc::new(AtomicU32::new(0));
+        let service = service.clone();
+        let per_request = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            use tower::ServiceExt as _;
+            let count = served.fetch_add(1, Ordering::Relaxed) + 1;
+            let request = request.map(|body| TimedBody::new(body, body_timeout));
+            let service = service.clone();
+            async move {
+                let mut response = service.oneshot(request).await?;
+                if count >= max_requests {
+                    response.headers_mut().insert(
+                        http::header::CONNECTION,
+                        http::HeaderValue::from_static("close"),
+                    );
+                }
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .keep_alive(true)
+            .serve_connection(io, per_request);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(drain) => {
+            tracing::warn!(?drain, "connections still open after the drain timeout; closing them");
+        }
+    }
+    Ok(())
+}
+
+/// Accepted connections for tonic's `serve_with_incoming_shutdown`: each holds a slot of
+/// `limits.max_connections` (beyond, connections are closed as they are accepted), must send
+/// its first bytes within `limits.header_read_timeout_ms`, and is closed after
+/// `limits.idle_timeout_ms` without a byte either way. TCP_NODELAY on every socket.
+pub fn grpc_incoming(
+    listener: TcpListener,
+    limits: &ListenerLimits,
+) -> impl futures::Stream<Item = Result<Guarded<TcpStream>, std::io::Error>> + Send + 'static {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let first_byte = limits.header_read_timeout();
+    let idle = limits.idle_timeout();
+    futures::stream::unfold((listener, slots), move |(listener, slots)| async move {
+        loop {
+            let tcp = match listener.accept().await {
+                Ok((tcp, _)) => tcp,
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            };
+            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                refused("grpc");
+                drop(tcp);
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            let guarded = Guarded::new(tcp, Some(slot), Some(first_byte), Some(idle));
+            return Some((Ok(guarded), (listener, slots)));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    fn ok_service() -> impl tower::Service<
+        http::Request<TimedBody<Incoming>>,
+        Response = http::Response<http_body_util::Full<Bytes>>,
+        Error = Infallible,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static {
+        tower::service_fn(|request: http::Request<TimedBody<Incoming>>| async move {
+            use http_body_util::BodyExt as _;
+            let status = match request.into_body().collect().await {
+                Ok(_) => http::StatusCode::OK,
+                Err(error) if crate::body::is_body_timeout(error.as_ref()) => {
+                    http::StatusCode::REQUEST_TIMEOUT
+                }
+                Err(_) => http::StatusCode::BAD_REQUEST,
+            };
+            Ok::<_, Infallible>(
+                http::Response::builder()
+                    .status(status)
+                    .body(http_body_util::Full::new(Bytes::from_static(b"ok")))
+                    .unwrap_or_default(),
+            )
+        })
+    }
+
+    async fn start(limits: ListenerLimits) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            serve_http1(
+                listener,
+                ok_service(),
+                &limits,
+                std::future::pending(),
+                Duration::from_secs(1),
+            )
+            .await
+        });
+        addr
+    }
+
+    async fn read_all(stream: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn slow_heads_and_slow_bodies_are_cut_and_the_cap_holds() {
+        let addr = start(ListenerLimits {
+            max_connections: 2,
+            header_read_timeout_ms: 300,
+            body_read_timeout_ms: 300,
+            max_requests_per_connection: 2,
+            ..Default::default()
+        })
+        .await;
+        // A head that never ends: the connection is closed.
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"POST / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let _ = read_all(&mut slow).await;
+        assert!(started.elapsed() < Duration::from_secs(3));
+        // A body that never ends: 408.
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+            .await
+            .unwrap();
+        let answer = read_all(&mut slow).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        // Keep-alive limit: the second answer closes the connection.
+        let mut fine = TcpStream::connect(addr).await.unwrap();
+        fine.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = read_all(&mut fine).await;
+        assert_eq!(answer.matches("HTTP/1.1 200").count(), 2, "{answer}");
+        assert!(answer.to_ascii_lowercase().contains("connection: close"));
+        // The cap: two idle connections hold both slots; a third is closed at once.
+        let _a = TcpStream::connect(addr).await.unwrap();
+        let _b = TcpStream::connect(addr).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        let _ = third.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let answer = read_all(&mut third).await;
+        assert!(answer.is_empty(), "{answer}");
+    }
+}

@@ -1,0 +1,511 @@
+//! Executors authenticate the caller of their `Executor` service: every call carries, in the
+//! `x-toolplane-signature` metadata, an HMAC-SHA256 over the method, a timestamp and the
+//! SHA-256 of the request's protobuf encoding, under a key every edge of a fleet (and the
+//! control plane, for purges) holds. An executor verifies it against the keys in its key file
+//! and refuses anything else with `UNAUTHENTICATED` — so the trusted call context (tenant,
+//! role, arguments) cannot be forged by whoever reaches the executor's port.
+//!
+//! - The key is derived from the fleet secret (the edge token) unless configured explicitly:
+//!   `HMAC-SHA256(edge_token, "toolplane/executor-auth/v1")`, written `tpx_<64 hex>`. It cannot
+//!   be turned back into the edge token, so an executor cannot act as an edge.
+//! - Rotation: executors accept every key listed in their key file (one per line, re-read when
+//!   it changes): add the new key there, move the edges to it, then remove the old one.
+//! - The signature binds the whole request (prost's encoding is deterministic: fields in tag
+//!   order, map entries sorted by key), so neither the context nor the arguments can be
+//!   changed; it is valid for [`MAX_SKEW`] around its timestamp, which bounds replays.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use hmac::{KeyInit, Mac};
+use prost::Message;
+
+/// The metadata key of the signature.
+pub const SIGNATURE_METADATA: &str = "x-toolplane-signature";
+/// Prefix of an executor key's text form.
+pub const KEY_PREFIX: &str = "tpx_";
+/// How far a signature's timestamp may be from the executor's clock.
+pub const MAX_SKEW: Duration = Duration::from_secs(300);
+/// Label of the key derivation from the edge token.
+const DERIVATION: &[u8] = b"toolplane/executor-auth/v1";
+
+type HmacSha256 = hmac::Hmac<sha2_11::Sha256>;
+
+fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    let mut mac = HmacSha256::new_from_slice(key).unwrap_or_else(|_| {
+        // HMAC takes keys of any length.
+        unreachable!("HMAC accepts any key length")
+    });
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// A key that signs (edges, the control plane) or verifies (executors) executor calls.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ExecutorKey {
+    key: [u8; 32],
+    kid: String,
+}
+
+impl std::fmt::Debug for ExecutorKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorKey")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a call was refused (all `UNAUTHENTICATED`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// No signature.
+    #[error("the call is not signed (x-toolplane-signature missing)")]
+    Missing,
+    /// Not `v1;kid=…;t=…;sig=…`.
+    #[error("the call's signature is malformed")]
+    Malformed,
+    /// Signed with a key this executor does not hold.
+    #[error("the call is signed with an unknown key")]
+    UnknownKey,
+    /// The timestamp is too far from now.
+    #[error("the call's signature is outside the allowed time window")]
+    Stale,
+    /// The signature does not match the request.
+    #[error("the call's signature does not match")]
+    Mismatch,
+}
+
+impl From<VerifyError> for tonic::Status {
+    fn from(error: VerifyError) -> tonic::Status {
+        tonic::Status::unauthenticated(error.to_string())
+    }
+}
+
+impl ExecutorKey {
+    fn from_bytes(key: [u8; 32]) -> ExecutorKey {
+        use sha2_11::Digest as _;
+        let kid = hex::encode(&sha2_11::Sha256::digest(key)[..4]);
+        ExecutorKey { key, kid }
+    }
+
+    /// The key every edge holding `edge_token` derives.
+    pub fn derive(edge_token: &str) -> ExecutorKey {
+        ExecutorKey::from_bytes(hmac(edge_token.as_bytes(), &[DERIVATION]))
+    }
+
+    /// A random key (for operators who want one unrelated to the edge token).
+    pub fn generate() -> ExecutorKey {
+        ExecutorKey::from_bytes(rand::random())
+    }
+
+    /// Parses `tpx_<64 hex>`.
+    pub fn parse(text: &str) -> Result<ExecutorKey, String> {
+        let hex_part = text
+            .trim()
+            .strip_prefix(KEY_PREFIX)
+            .ok_or_else(|| format!("an executor key looks like {KEY_PREFIX}<64 hex digits>"))?;
+        let mut key = [0u8; 32];
+        hex::decode_to_slice(hex_part, &mut key)
+            .map_err(|_| format!("an executor key looks like {KEY_PREFIX}<64 hex digits>"))?;
+        Ok(ExecutorKey::from_bytes(key))
+    }
+
+    /// The text form, `tpx_<64 hex>`.
+    pub fn encode(&self) -> String {
+        format!("{KEY_PREFIX}{}", hex::encode(self.key))
+    }
+
+    /// A short public id of the key (in signatures and logs).
+    pub fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    fn mac(&self, method: &str, at_ms: u64, digest: &[u8]) -> [u8; 32] {
+        hmac(
+            &self.key,
+            &[
+                b"toolplane-executor-call/v1\n",
+                method.as_bytes(),
+                b"\n",
+                at_ms.to_string().as_bytes(),
+                b"\n",
+                digest,
+            ],
+        )
+    }
+
+    /// The signature of a call of `method` (e.g. `Invoke`) with `request`, made now.
+    pub fn sign(&self, method: &str, request: &impl Message) -> String {
+        self.sign_at(method, request, now_ms())
+    }
+
+    /// [`ExecutorKey::sign`] at a given time.
+    pub fn sign_at(&self, method: &str, request: &impl Message, at_ms: u64) -> String {
+        let digest = request_digest(request);
+        format!(
+            "v1;kid={};t={at_ms};sig={}",
+            self.kid,
+            hex::encode(self.mac(method, at_ms, &digest))
+        )
+    }
+
+    /// Adds the signature of `request` to a tonic request's metadata.
+    pub fn sign_request<T: Message>(&self, method: &str, request: &mut tonic::Request<T>) {
+        let signature = self.sign(method, request.get_ref());
+        if let Ok(value) = signature.parse() {
+            request.metadata_mut().insert(SIGNATURE_METADATA, value);
+        }
+    }
+}
+
+fn request_digest(request: &impl Message) -> [u8; 32] {
+    use sha2_11::Digest as _;
+    sha2_11::Sha256::digest(request.encode_to_vec()).into()
+}
+
+/// Verifies `signature` (the metadata value) for a call of `method` with `request` at `now_ms`
+/// against `keys`.
+pub fn verify(
+    keys: &[ExecutorKey],
+    method: &str,
+    signature: Option<&str>,
+    request: &impl Message,
+    now_ms: u64,
+) -> Result<(), VerifyError> {
+    let signature = signature.ok_or(VerifyError::Missing)?;
+    let mut kid = None;
+    let mut at = None;
+    let mut sig = None;
+    let mut parts = signature.split(';');
+    if parts.next() != Some("v1") {
+        return Err(VerifyError::Malformed);
+    }
+    for part in parts {
+        match part.split_once('=') {
+            Some(("kid", value)) => kid = Some(value),
+            Some(("t", value)) => at = value.parse::<u64>().ok(),
+            Some(("sig", value)) => {
+                let mut bytes = [0u8; 32];
+                hex::decode_to_slice(value, &mut bytes).map_err(|_| VerifyError::Malformed)?;
+                sig = Some(bytes);
+            }
+            _ => return Err(VerifyError::Malformed),
+        }
+    }
+    let (Some(kid), Some(at), Some(sig)) = (kid, at, sig) else {
+        return Err(VerifyError::Malformed);
+    };
+    let key = keys
+        .iter()
+        .find(|k| k.kid == kid)
+        .ok_or(VerifyError::UnknownKey)?;
+    let skew = u64::try_from(MAX_SKEW.as_millis()).unwrap_or(u64::MAX);
+    if at.abs_diff(now_ms) > skew {
+        return Err(VerifyError::Stale);
+    }
+    let digest = request_digest(request);
+    let mut mac = HmacSha256::new_from_slice(&key.key).map_err(|_| VerifyError::Mismatch)?;
+    for part in [
+        b"toolplane-executor-call/v1\n".as_slice(),
+        method.as_bytes(),
+        b"\n",
+        at.to_string().as_bytes(),
+        b"\n",
+        &digest,
+    ] {
+        mac.update(part);
+    }
+    // Constant-time comparison.
+    mac.verify_slice(&sig).map_err(|_| VerifyError::Mismatch)
+}
+
+/// The keys an executor accepts, read from a file (one `tpx_…` key per line, `#` comments) and
+/// read again when the file changes, so keys rotate without a restart.
+#[derive(Debug)]
+pub struct KeyFile {
+    path: PathBuf,
+    state: Mutex<KeyFileState>,
+}
+
+#[derive(Debug)]
+struct KeyFileState {
+    keys: Vec<ExecutorKey>,
+    modified: Option<SystemTime>,
+    checked: Instant,
+}
+
+/// How often the key file's modification time is looked at.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Parses a key file's text.
+pub fn parse_keys(text: &str) -> Result<Vec<ExecutorKey>, String> {
+    let keys = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(ExecutorKey::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    if keys.is_empty() {
+        return Err("the key file holds no key".into());
+    }
+    Ok(keys)
+}
+
+impl KeyFile {
+    /// Reads `path` (it must hold at least one key).
+    pub fn open(path: &Path) -> Result<KeyFile, String> {
+        let (keys, modified) = Self::read(path)?;
+        Ok(KeyFile {
+            path: path.to_path_buf(),
+            state: Mutex::new(KeyFileState {
+                keys,
+                modified,
+                checked: Instant::now(),
+            }),
+        })
+    }
+
+    fn read(path: &Path) -> Result<(Vec<ExecutorKey>, Option<SystemTime>), String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading the key file {}: {e}", path.display()))?;
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let keys = parse_keys(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok((keys, modified))
+    }
+
+    /// The keys in force (the file is read again when it changed; a file that became
+    /// unreadable or empty keeps the previous keys, and says so in the log).
+    pub fn keys(&self) -> Vec<ExecutorKey> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.checked.elapsed() >= RECHECK {
+            state.checked = Instant::now();
+            let modified = std::fs::metadata(&self.path)
+                .and_then(|m| m.modified())
+                .ok();
+            if modified != state.modified {
+                match Self::read(&self.path) {
+                    Ok((keys, modified)) => {
+                        tracing::info!(
+                            keys = keys.len(),
+                            path = %self.path.display(),
+                            "executor keys reloaded"
+                        );
+                        state.keys = keys;
+                        state.modified = modified;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "executor key file unusable; keeping the previous keys");
+                        state.modified = modified;
+                    }
+                }
+            }
+        }
+        state.keys.clone()
+    }
+
+    /// Verifies a tonic request's signature for `method`.
+    pub fn verify<T: Message>(
+        &self,
+        method: &str,
+        request: &tonic::Request<T>,
+    ) -> Result<(), tonic::Status> {
+        let signature = request
+            .metadata()
+            .get(SIGNATURE_METADATA)
+            .and_then(|v| v.to_str().ok());
+        verify(&self.keys(), method, signature, request.get_ref(), now_ms()).map_err(|error| {
+            metrics::counter!("tp_executor_calls_refused_total").increment(1);
+            tonic::Status::from(error)
+        })
+    }
+}
+
+/// How an executor authenticates the callers of its `Executor` service.
+#[derive(Debug, Clone)]
+pub enum CallerAuth {
+    /// Keys from a file, read again when it changes (production).
+    File(std::sync::Arc<KeyFile>),
+    /// Fixed keys (in-process launchers such as `toolplanectl up`).
+    Keys(Vec<ExecutorKey>),
+    /// No check at all: only for an executor reachable by nothing but its edges, when the
+    /// operator says so explicitly (`--allow-unsigned`).
+    Unsigned,
+}
+
+impl CallerAuth {
+    /// Refuses (`UNAUTHENTICATED`) a call of `method` whose signature does not verify.
+    pub fn check<T: Message>(
+        &self,
+        method: &str,
+        request: &tonic::Request<T>,
+    ) -> Result<(), tonic::Status> {
+        match self {
+            CallerAuth::File(file) => file.verify(method, request),
+            CallerAuth::Keys(keys) => {
+                let signature = request
+                    .metadata()
+                    .get(SIGNATURE_METADATA)
+                    .and_then(|v| v.to_str().ok());
+                verify(keys, method, signature, request.get_ref(), now_ms()).map_err(|error| {
+                    metrics::counter!("tp_executor_calls_refused_total").increment(1);
+                    tonic::Status::from(error)
+                })
+            }
+            CallerAuth::Unsigned => Ok(()),
+        }
+    }
+
+    /// From an executor binary's flags: `--auth-key-file` (preferred: re-read when it
+    /// changes), `--auth-key` (keys in the text, e.g. from a secret in the environment), or
+    /// `--allow-unsigned`; none of them is an error that says how to get a key.
+    pub fn from_flags(
+        key_file: Option<&Path>,
+        keys: Option<&str>,
+        allow_unsigned: bool,
+    ) -> Result<CallerAuth, String> {
+        match (key_file, keys, allow_unsigned) {
+            (Some(path), _, _) => Ok(CallerAuth::File(std::sync::Arc::new(KeyFile::open(path)?))),
+            (None, Some(text), _) => Ok(CallerAuth::Keys(parse_keys(
+                &text.replace([',', ' '], "\n"),
+            )?)),
+            (None, None, true) => Ok(CallerAuth::Unsigned),
+            (None, None, false) => Err(
+                "--auth-key-file or --auth-key is required: the executor must check that calls come from the fleet's edges (`toolplanectl executor-key` prints the key the edges sign with; --allow-unsigned turns the check off)".into(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb;
+
+    fn request(tenant: &str) -> pb::InvokeRequest {
+        pb::InvokeRequest {
+            tool: "client_wiki".into(),
+            tenant: tenant.into(),
+            role: "collector".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn hmac_matches_rfc_4231_case_2() {
+        let mac = hmac(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
+        assert_eq!(
+            hex::encode(mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn a_signed_call_verifies_and_nothing_else_does() {
+        let key = ExecutorKey::derive("an-edge-token-long-enough");
+        let other = ExecutorKey::generate();
+        let now = 1_800_000_000_000;
+        let good = key.sign_at("Invoke", &request("acme"), now);
+        assert_eq!(
+            verify(
+                &[other.clone(), key.clone()],
+                "Invoke",
+                Some(&good),
+                &request("acme"),
+                now
+            ),
+            Ok(())
+        );
+        // Another tenant in the body, another method, another key, a stale or missing one.
+        assert_eq!(
+            verify(
+                std::slice::from_ref(&key),
+                "Invoke",
+                Some(&good),
+                &request("globex"),
+                now
+            ),
+            Err(VerifyError::Mismatch)
+        );
+        assert_eq!(
+            verify(
+                std::slice::from_ref(&key),
+                "PurgeTenant",
+                Some(&good),
+                &request("acme"),
+                now
+            ),
+            Err(VerifyError::Mismatch)
+        );
+        assert_eq!(
+            verify(&[other], "Invoke", Some(&good), &request("acme"), now),
+            Err(VerifyError::UnknownKey)
+        );
+        let late = now + u64::try_from(MAX_SKEW.as_millis()).unwrap() + 1;
+        assert_eq!(
+            verify(
+                std::slice::from_ref(&key),
+                "Invoke",
+                Some(&good),
+                &request("acme"),
+                late
+            ),
+            Err(VerifyError::Stale)
+        );
+        assert_eq!(
+            verify(
+                std::slice::from_ref(&key),
+                "Invoke",
+                None,
+                &request("acme"),
+                now
+            ),
+            Err(VerifyError::Missing)
+        );
+        for bad in [
+            "",
+            "v2;kid=x;t=1;sig=00",
+            "v1;kid=x",
+            "v1;kid=x;t=1;sig=zz",
+            "v1;what=1",
+        ] {
+            assert!(
+                verify(
+                    std::slice::from_ref(&key),
+                    "Invoke",
+                    Some(bad),
+                    &request("acme"),
+                    now
+                )
+                .is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_round_trip_and_derivation_is_stable() {
+        let key = ExecutorKey::derive("token-one-long-enough");
+        assert_eq!(ExecutorKey::parse(&key.encode()).unwrap(), key);
+        assert_eq!(ExecutorKey::derive("token-one-long-enough"), key);
+        assert_ne!(ExecutorKey::derive("token-two-long-enough"), key);
+        assert!(ExecutorKey::parse("tpx_12").is_err());
+        assert!(ExecutorKey::parse("nope").is_err());
+        let text = format!(
+            "# current\n{}\n\n{}\n",
+            key.encode(),
+            ExecutorKey::generate().encode()
+        );
+        assert_eq!(parse_keys(&text).unwrap().len(), 2);
+        assert!(parse_keys("# nothing\n").is_err());
+    }
+}

@@ -1,0 +1,942 @@
+//! Claims: (entity, attribute, value, unit, date, source sentence) facts read from sentences
+//! such as "The population of Portugal is 10,467,366 (2024 est.)", "Portugal's capital is
+//! Lisbon.", "Acme Corp has 1,200 employees.", fact lines ("Population: 10,467,366 (2024 est.)")
+//! about a document's subject, and Markdown tables of figures.
+//!
+//! Values are normalised (thousands separators, `million`/`billion`, `$4.2M`, percentages,
+//! `sq km`) so that two sources stating one figure differently agree; attributes are
+//! normalised phrases (`total area` → `area`, `inhabitants` → `population`), so questions and
+//! sentences meet on the same key. Dates are the vintage a sentence states — `(2024 est.)`,
+//! `in 2024`, `as of July 2023`, a `2021 census` — else the source's own date.
+
+use serde::{Deserialize, Serialize};
+
+/// One fact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The entity as written (display form).
+    pub entity: String,
+    /// Its normalised key (see [`key`]).
+    pub key: String,
+    /// The normalised attribute (`population`, `area`, `capital`, …).
+    pub attribute: String,
+    /// The value as written in the source (`10,467,366`, `Lisbon`).
+    pub value: String,
+    /// The value as a number, for numeric claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<f64>,
+    /// The unit (`km²`, `%`, `USD`, `years`), empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit: String,
+    /// The vintage as `YYYYMMDD` (`YYYY0000` when only the year is known; 0 unknown).
+    #[serde(default)]
+    pub date: u32,
+    /// Index of the source sentence (its `^sN` block id).
+    pub sentence: usize,
+}
+
+/// The normalised key of an entity name: lower case, no leading article, no possessive, no
+/// dots (so `U.S.` and `US` meet), single spaces.
+pub fn key(name: &str) -> String {
+    let lower = name.to_lowercase();
+    let mut words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace())
+        .filter(|w| !w.is_empty())
+        .collect();
+    while words
+        .first()
+        .is_some_and(|w| matches!(*w, "the" | "a" | "an"))
+        && words.len() > 1
+    {
+        words.remove(0);
+    }
+    let joined = words.join(" ");
+    let joined = joined
+        .trim_end_matches("'s")
+        .trim_end_matches("’s")
+        .replace(['.', ','], "");
+    joined
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '&')
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Synonyms of attribute words and phrases, to their normal form.
+const SYNONYMS: &[(&str, &str)] = &[
+    ("inhabitants", "population"),
+    ("residents", "population"),
+    ("people", "population"),
+    ("total population", "population"),
+    ("estimated population", "population"),
+    ("population size", "population"),
+    ("total area", "area"),
+    ("surface area", "area"),
+    ("size", "area"),
+    ("gross domestic product", "gdp"),
+    ("capital city", "capital"),
+    ("headcount", "employees"),
+    ("staff", "employees"),
+    ("workforce", "employees"),
+    ("number of employees", "employees"),
+    ("chief executive", "ceo"),
+    ("chief executive officer", "ceo"),
+    ("head office", "headquarters"),
+    ("hq", "headquarters"),
+    ("annual revenue", "revenue"),
+    ("sales", "revenue"),
+    ("turnover", "revenue"),
+    ("founding year", "founded"),
+    ("year founded", "founded"),
+    ("date of founding", "founded"),
+    ("official language", "language"),
+    ("official languages", "language"),
+    ("languages", "language"),
+    ("currency code", "currency"),
+    ("life expectancy at birth", "life expectancy"),
+    ("unemployment", "unemployment rate"),
+    ("inflation", "inflation rate"),
+    ("population growth", "population growth rate"),
+];
+
+/// Words that never begin an attribute phrase (they are the sentence's grammar).
+const NOT_ATTRIBUTE: &[&str] = &[
+    "it", "this", "that", "which", "who", "there", "he", "she", "they", "we", "its", "their",
+    "his", "her", "one", "part", "most", "some", "all", "each", "city", "country", "company",
+    "town", "member", "home", "name", "result", "case", "end", "start", "rest", "number",
+];
+
+/// The normal form of an attribute phrase: lower case, no article, synonyms applied, a plain
+/// plural of the last word made singular (`employees` stays: it is its own attribute).
+pub fn attribute(phrase: &str) -> Option<String> {
+    let lower = phrase.to_lowercase();
+    let mut words: Vec<&str> = lower
+        .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    while words.first().is_some_and(|w| {
+        matches!(
+            *w,
+            "the" | "a" | "an" | "its" | "their" | "estimated" | "current"
+        )
+    }) {
+        words.remove(0);
+    }
+    if words.is_empty() || words.len() > 5 || NOT_ATTRIBUTE.contains(&words[0]) {
+        return None;
+    }
+    if words.iter().any(|w| w.chars().all(|c| c.is_ascii_digit())) {
+        return None;
+    }
+    let phrase = words.join(" ");
+    if let Some((_, normal)) = SYNONYMS.iter().find(|(from, _)| *from == phrase) {
+        return Some((*normal).to_owned());
+    }
+    Some(phrase)
+}
+
+/// Multipliers written after a number.
+const SCALES: &[(&str, f64)] = &[
+    ("thousand", 1e3),
+    ("million", 1e6),
+    ("millions", 1e6),
+    ("billion", 1e9),
+    ("billions", 1e9),
+    ("trillion", 1e12),
+    ("mn", 1e6),
+    ("bn", 1e9),
+];
+
+/// Units written after a number, to their normal form.
+const UNITS: &[(&str, &str)] = &[
+    ("sq km", "km²"),
+    ("sq. km", "km²"),
+    ("square kilometres", "km²"),
+    ("square kilometers", "km²"),
+    ("km2", "km²"),
+    ("km²", "km²"),
+    ("sq mi", "mi²"),
+    ("square miles", "mi²"),
+    ("km", "km"),
+    ("kilometres", "km"),
+    ("kilometers", "km"),
+    ("m", "m"),
+    ("metres", "m"),
+    ("meters", "m"),
+    ("percent", "%"),
+    ("per cent", "%"),
+    ("%", "%"),
+    ("years", "years"),
+    ("year", "years"),
+    ("people", ""),
+    ("inhabitants", ""),
+    ("employees", ""),
+    ("usd", "USD"),
+    ("dollars", "USD"),
+    ("eur", "EUR"),
+    ("euros", "EUR"),
+    ("deaths/1,000 population", "per 1,000"),
+    ("births/1,000 population", "per 1,000"),
+];
+
+/// A numeric value at the start of `text`: (value as written, number, unit, rest).
+pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
+    let trimmed = text.trim_start();
+    let mut chars = trimmed.char_indices().peekable();
+    let mut currency = "";
+    let mut start = 0;
+    if let Some(&(_, c)) = chars.peek()
+        && matches!(c, '$' | '€' | '£')
+    {
+        currency = match c {
+            '$' => "USD",
+            '€' => "EUR",
+            _ => "GBP",
+        };
+        chars.next();
+        start = c.len_utf8();
+    }
+    let mut end = start;
+    let mut digits = String::new();
+    let mut seen_digit = false;
+    for (i, c) in trimmed[start..].char_indices() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            seen_digit = true;
+            end = start + i + 1;
+        } else if c == ',' && seen_digit {
+            // Thousands separator only when three digits follow.
+            let after: String = trimmed[start + i + 1..].chars().take(4).collect();
+            let three = after.chars().take(3).all(|c| c.is_ascii_digit())
+                && after.chars().nth(3).is_none_or(|c| !c.is_ascii_digit());
+            if !three {
+                break;
+            }
+        } else if c == '.' && seen_digit {
+            let next = trimmed[start + i + 1..].chars().next();
+            if next.is_some_and(|c| c.is_ascii_digit()) {
+                digits.push('.');
+            } else {
+                break;
+            }
+        } else if c == '-' && !seen_digit && digits.is_empty() && currency.is_empty() {
+            digits.push('-');
+        } else {
+            break;
+        }
+    }
+    if !seen_digit {
+        return None;
+    }
+    let mut value: f64 = digits.parse().ok()?;
+    let mut rest = &trimmed[end..];
+    let mut written = trimmed[..end].to_owned();
+    // A suffix glued to the number: 4.2M, 3bn, 12%.
+    let glued: String = rest
+        .chars()
+        .take_while(|c| c.is_alphabetic() || *c == '%')
+        .collect();
+    let mut unit = currency.to_owned();
+    let glued_lower = glued.to_lowercase();
+    // `M` is a million (4.2M); a lower-case `m` is a million after a currency ($4.2m) and
+    // metres otherwise (1,200m).
+    let million = glued == "M" || (glued_lower == "m" && !currency.is_empty());
+    match glued_lower.as_str() {
+        "k" => value *= 1e3,
+        _ if million => value *= 1e6,
+        "mn" => value *= 1e6,
+        "b" | "bn" => value *= 1e9,
+        "%" => unit = "%".into(),
+        _ => {}
+    }
+    if matches!(glued_lower.as_str(), "k" | "mn" | "b" | "bn" | "%") || million {
+        written.push_str(&glued);
+        rest = &rest[glued.len()..];
+    }
+    // A scale word: 10.5 million.
+    let lower_rest = rest.trim_start().to_lowercase();
+    for (word, scale) in SCALES {
+        if lower_rest.starts_with(word)
+            && lower_rest[word.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric())
+        {
+            value *= scale;
+            let skip = rest.len() - rest.trim_start().len() + word.len();
+            written.push_str(&rest[..skip]);
+            rest = &rest[skip..];
+            break;
+        }
+    }
+    let lower_rest = rest.trim_start().to_lowercase();
+    for (word, normal) in UNITS {
+        if lower_rest.starts_with(word)
+            && lower_rest[word.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric())
+        {
+            if !normal.is_empty() {
+                unit = (*normal).to_owned();
+            }
+            let skip = rest.len() - rest.trim_start().len() + word.len();
+            written.push_str(&rest[..skip]);
+            rest = &rest[skip..];
+            break;
+        }
+    }
+    Some((written.trim().to_owned(), value, unit, rest))
+}
+
+/// A year 1800–2100 as a word.
+fn year(word: &str) -> Option<u32> {
+    let digits: String = word.chars().filter(char::is_ascii_digit).collect();
+    if digits.len() != 4 || word.chars().filter(|c| c.is_alphabetic()).count() > 0 {
+        return None;
+    }
+    let year: u32 = digits.parse().ok()?;
+    (1800..=2100).contains(&year).then_some(year)
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// The vintage a sentence states for its figures: `(2024 est.)`, `in 2024`, `as of July 2023`,
+/// `2021 census`, `(2019)`; the latest when several. `YYYYMMDD`, 0 when none.
+pub fn stated_date(sentence: &str) -> u32 {
+    let lower = sentence.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',' | ';' | '[' | ']'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut best = 0u32;
+    for (i, word) in words.iter().enumerate() {
+        let Some(y) = year(word.trim_end_matches('.')) else {
+            continue;
+        };
+        let before = i.checked_sub(1).map(|j| words[j]).unwrap_or_default();
+        let after = words.get(i + 1).copied().unwrap_or_default();
+        // "founded in 1999", "born in 1950": the year of an event, not of the figures.
+        let event = i
+            .checked_sub(2)
+            .map(|j| words[j])
+            .is_some_and(|w| EVENT_VERBS.contains(&w) || before == "since")
+            || EVENT_VERBS.contains(&before);
+        if event {
+            continue;
+        }
+        let dated = matches!(
+            before,
+            "in" | "of" | "since" | "during" | "for" | "by" | "year"
+        ) || matches!(
+            after.trim_end_matches('.'),
+            "est" | "estimate" | "census" | "data" | "figures" | "survey"
+        ) || sentence.contains(&format!("({y})"))
+            || sentence.contains(&format!("({y} est"))
+            || MONTHS.contains(&before);
+        if !dated {
+            continue;
+        }
+        let month = MONTHS
+            .iter()
+            .position(|m| *m == before)
+            .map_or(0, |m| u32::try_from(m).unwrap_or(0) + 1);
+        let date = y * 10_000 + month * 100;
+        best = best.max(date);
+    }
+    best
+}
+
+/// Attributes whose value is a year: compared exactly.
+const YEAR_ATTRIBUTES: &[&str] = &["founded", "independence", "born", "died"];
+
+/// Verbs whose year is an event's, not a vintage of figures.
+const EVENT_VERBS: &[&str] = &[
+    "founded",
+    "established",
+    "born",
+    "built",
+    "opened",
+    "created",
+    "incorporated",
+    "formed",
+    "launched",
+    "died",
+    "acquired",
+    "joined",
+    "became",
+    "independence",
+    "independent",
+    "merged",
+    "completed",
+    "introduced",
+    "adopted",
+    "signed",
+    "elected",
+    "started",
+    "began",
+];
+
+/// Verbs between an attribute phrase and its value.
+const COPULAS: &[&str] = &[
+    "is estimated at",
+    "was estimated at",
+    "is estimated to be",
+    "was estimated to be",
+    "stands at",
+    "stood at",
+    "amounts to",
+    "amounted to",
+    "totals",
+    "totaled",
+    "totalled",
+    "reached",
+    "reaches",
+    "was about",
+    "is about",
+    "is roughly",
+    "was roughly",
+    "is around",
+    "was around",
+    "is",
+    "was",
+    "are",
+    "were",
+    "of",
+    ":",
+    "=",
+];
+
+/// A value after a copula: a number (with unit), or a short proper name for attributes such as
+/// `capital`.
+fn value_after(text: &str) -> Option<(String, Option<f64>, String)> {
+    let text = text.trim_start();
+    let text = text
+        .strip_prefix("about ")
+        .or_else(|| text.strip_prefix("approximately "))
+        .or_else(|| text.strip_prefix("roughly "))
+        .or_else(|| text.strip_prefix("around "))
+        .or_else(|| text.strip_prefix("nearly "))
+        .or_else(|| text.strip_prefix("over "))
+        .or_else(|| text.strip_prefix("some "))
+        .unwrap_or(text);
+    if let Some((written, value, unit, _)) = number(text) {
+        return Some((written, Some(value), unit));
+    }
+    // A proper name: capitalised words (and `de`, `of`, `and` inside).
+    let mut words = Vec::new();
+    for word in text.split_whitespace() {
+        let clean = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '\'');
+        let capital = clean.chars().next().is_some_and(char::is_uppercase);
+        if capital
+            || (!words.is_empty()
+                && matches!(clean, "de" | "of" | "and" | "da" | "do" | "la" | "el"))
+        {
+            words.push(clean.to_owned());
+            if word.ends_with([',', '.', ';', ':', ')']) {
+                break;
+            }
+        } else {
+            break;
+        }
+    }
+    while words
+        .last()
+        .is_some_and(|w| matches!(w.as_str(), "de" | "of" | "and" | "da" | "do" | "la" | "el"))
+    {
+        words.pop();
+    }
+    if words.is_empty() || words.len() > 6 {
+        return None;
+    }
+    Some((words.join(" "), None, String::new()))
+}
+
+/// Finds `name` (or one of its aliases) in `lower` (the lower-cased sentence): its byte range.
+fn find_names(lower: &str, names: &[String]) -> Vec<(usize, usize, usize)> {
+    let mut found: Vec<(usize, usize, usize)> = Vec::new();
+    for (n, name) in names.iter().enumerate() {
+        let needle = name.to_ascii_lowercase();
+        if needle.is_empty() {
+            continue;
+        }
+        for (at, _) in lower.match_indices(&needle) {
+            let end = at + needle.len();
+            let before_ok = lower[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric());
+            let after_ok = lower[end..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric());
+            if before_ok && after_ok {
+                found.push((at, end, n));
+            }
+        }
+    }
+    // Longest first, then drop those inside a longer one; in sentence order.
+    found.sort_by(|a, b| (b.1 - b.0).cmp(&(a.1 - a.0)).then(a.0.cmp(&b.0)));
+    let mut kept: Vec<(usize, usize, usize)> = Vec::new();
+    for candidate in found {
+        if !kept.iter().any(|k| candidate.0 < k.1 && k.0 < candidate.1) {
+            kept.push(candidate);
+        }
+    }
+    kept.sort_by_key(|k| k.0);
+    kept
+}
+
+/// The claims of one sentence, about the entities named in it (`entities`: display names) or,
+/// for fact lines without a named subject, about `subject`. `fallback_date` is the source's own
+/// date, used when the sentence states none.
+pub fn extract(
+    sentence: &str,
+    index: usize,
+    entities: &[String],
+    subject: Option<&str>,
+    fallback_date: u32,
+) -> Vec<Claim> {
+    // ASCII lower case keeps byte offsets, so positions found in `lower` slice `sentence`.
+    let lower = sentence.to_ascii_lowercase();
+    let date = match stated_date(sentence) {
+        0 => fallback_date,
+        d => d,
+    };
+    let mut out: Vec<Claim> = Vec::new();
+    let push = |out: &mut Vec<Claim>,
+                entity: &str,
+                attribute: String,
+                value: (String, Option<f64>, String)| {
+        if out
+            .iter()
+            .any(|c| c.key == key(entity) && c.attribute == attribute)
+        {
+            return;
+        }
+        out.push(Claim {
+            entity: entity.to_owned(),
+            key: key(entity),
+            attribute,
+            value: value.0,
+            number: value.1,
+            unit: value.2,
+            date,
+            sentence: index,
+        });
+    };
+    for (start, end, n) in find_names(&lower, entities) {
+        let entity = &entities[n];
+        let mut before = lower[..start].trim_end();
+        // "of the United States": the article belongs to the name.
+        for article in [" the", " a", " an"] {
+            if let Some(stripped) = before.strip_suffix(article) {
+                before = stripped;
+                break;
+            }
+        }
+        let after = lower[end..].trim_start();
+        let after_original = sentence[end..].trim_start();
+        // "the ATTRIBUTE of ENTITY is VALUE", "ATTRIBUTE of ENTITY: VALUE".
+        if let Some(head) = before
+            .strip_suffix(" of")
+            .or_else(|| before.strip_suffix(" in"))
+        {
+            let phrase = head
+                .rsplit(|c: char| matches!(c, ',' | ';' | '.' | ':'))
+                .next()
+                .unwrap_or(head);
+            let phrase_words: Vec<&str> = phrase.split_whitespace().collect();
+            // The attribute is the last noun phrase: at most four words after "the".
+            let from = phrase_words
+                .iter()
+                .rposition(|w| matches!(*w, "the" | "a" | "an"))
+                .map_or(phrase_words.len().saturating_sub(3), |p| p + 1);
+            let candidate = phrase_words[from..].join(" ");
+            if let Some(attribute) = attribute(&candidate)
+                && let Some(value) = copula_value(after, after_original)
+            {
+                push(&mut out, entity, attribute, value);
+            }
+        }
+        // "ENTITY's ATTRIBUTE is VALUE".
+        if after.starts_with("'s ") || after.starts_with("’s ") {
+            let skip = after.find(' ').map_or(after.len(), |i| i + 1);
+            let rest = &after[skip..];
+            let rest_original = &after_original[after_original
+                .find(' ')
+                .map_or(after_original.len(), |i| i + 1)..];
+            if let Some((phrase, value)) = phrase_then_value(rest, rest_original)
+                && let Some(attribute) = attribute(&phrase)
+            {
+                push(&mut out, entity, attribute, value);
+            }
+        }
+        // "ENTITY has a ATTRIBUTE of VALUE", "ENTITY had an estimated ATTRIBUTE of VALUE".
+        for verb in ["has an ", "has a ", "had an ", "had a ", "has ", "had "] {
+            if let Some(rest) = after.strip_prefix(verb) {
+                let offset = after.len() - rest.len();
+                let rest_original = &after_original[offset.min(after_original.len())..];
+                if let Some(of) = rest.find(" of ") {
+                    let phrase = &rest[..of];
+                    if let Some(attribute) = attribute(phrase)
+                        && let Some(value) = value_after(&rest_original[of + 4..])
+                    {
+                        push(&mut out, entity, attribute, value);
+                    }
+                } else if let Some((written, number, unit, _)) = number(rest_original) {
+                    // "Acme Corp has 1,200 employees.": the noun after the figure.
+                    let noun: String = rest_original
+                        .split_whitespace()
+                        .skip_while(|w| {
+                            w.starts_with(|c: char| {
+                                c.is_ascii_digit() || matches!(c, '$' | '€' | '£')
+                            })
+                        })
+                        .skip_while(|w| SCALES.iter().any(|(s, _)| w.eq_ignore_ascii_case(s)))
+                        .next()
+                        .unwrap_or_default()
+                        .trim_matches(|c: char| !c.is_alphanumeric())
+                        .to_lowercase();
+                    if let Some(attribute) = attribute(&noun) {
+                        push(&mut out, entity, attribute, (written, Some(number), unit));
+                    }
+                }
+                break;
+            }
+        }
+        // "ENTITY covers/spans VALUE", "ENTITY was founded in YEAR".
+        for (verb, attr) in [
+            ("covers an area of ", "area"),
+            ("covers ", "area"),
+            ("spans ", "area"),
+            ("was founded in ", "founded"),
+            ("was established in ", "founded"),
+            ("employs ", "employees"),
+        ] {
+            if let Some(rest) = after.strip_prefix(verb) {
+                let offset = after.len() - rest.len();
+                if let Some((written, number, unit, _)) =
+                    number(&after_original[offset.min(after_original.len())..])
+                {
+                    push(
+                        &mut out,
+                        entity,
+                        attr.to_owned(),
+                        (written, Some(number), unit),
+                    );
+                }
+                break;
+            }
+        }
+    }
+    // A fact line about the document's subject: "Population: 10,467,366 (2024 est.)".
+    if out.is_empty()
+        && let Some(subject) = subject
+        && let Some((head, tail)) = sentence.split_once(':')
+        && head.split_whitespace().count() <= 5
+        && let Some(attribute) = attribute(head)
+        && let Some(value) = value_after(tail)
+    {
+        push(&mut out, subject, attribute, value);
+    }
+    out
+}
+
+/// The value after a copula at the start of `lower` / `original` (same text, two cases).
+fn copula_value(lower: &str, original: &str) -> Option<(String, Option<f64>, String)> {
+    for copula in COPULAS {
+        if let Some(rest) = lower.strip_prefix(copula)
+            && (copula.ends_with(':') || rest.starts_with(' '))
+        {
+            let offset = lower.len() - rest.len();
+            return value_after(&original[offset.min(original.len())..]);
+        }
+    }
+    None
+}
+
+/// "ATTRIBUTE is VALUE" at the start of a text: the phrase and the value.
+fn phrase_then_value(
+    lower: &str,
+    original: &str,
+) -> Option<(String, (String, Option<f64>, String))> {
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    for (i, word) in words.iter().enumerate().take(6) {
+        if matches!(
+            *word,
+            "is" | "was" | "stands" | "stood" | "reached" | "totals" | "totaled" | "amounts"
+        ) {
+            let phrase = words[..i].join(" ");
+            let at = lower.find(&format!(" {word} "))?;
+            let value = copula_value(&lower[at + 1..], &original[(at + 1).min(original.len())..])?;
+            return Some((phrase, value));
+        }
+    }
+    None
+}
+
+/// The claims of a Markdown table whose first column names entities and whose header names
+/// attributes: `| Country | Population | Area (sq km) |`.
+pub fn from_table(lines: &[&str], first_index: usize, fallback_date: u32) -> Vec<Claim> {
+    let rows: Vec<Vec<String>> = lines
+        .iter()
+        .filter(|l| l.trim_start().starts_with('|'))
+        .map(|l| {
+            l.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect();
+    let Some(header) = rows.first() else {
+        return Vec::new();
+    };
+    let date = match stated_date(&header.join(" ")) {
+        0 => fallback_date,
+        d => d,
+    };
+    let mut out = Vec::new();
+    for (r, row) in rows.iter().enumerate().skip(1) {
+        if row
+            .iter()
+            .all(|c| c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
+        {
+            continue;
+        }
+        let Some(entity) = row.first().filter(|e| !e.is_empty()) else {
+            continue;
+        };
+        for (column, cell) in row.iter().enumerate().skip(1) {
+            let Some(head) = header.get(column) else {
+                continue;
+            };
+            // "Area (sq km)": the unit in parentheses.
+            let (name, unit_hint) = match head.split_once('(') {
+                Some((name, rest)) => (name.trim(), rest.trim_end_matches(')').trim()),
+                None => (head.as_str(), ""),
+            };
+            let Some(attribute) = attribute(name) else {
+                continue;
+            };
+            if let Some((written, number, mut unit, _)) = number(cell) {
+                if unit.is_empty() {
+                    unit = UNITS
+                        .iter()
+                        .find(|(w, _)| unit_hint.eq_ignore_ascii_case(w))
+                        .map(|(_, n)| (*n).to_owned())
+                        .unwrap_or_default();
+                }
+                out.push(Claim {
+                    entity: entity.clone(),
+                    key: key(entity),
+                    attribute,
+                    value: written,
+                    number: Some(number),
+                    unit,
+                    date,
+                    sentence: first_index + r,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether two values of one attribute disagree beyond tolerance: numbers more than 0.5 %
+/// apart (or in different units), texts different once normalised.
+pub fn disagree(a: &Claim, b: &Claim) -> bool {
+    match (a.number, b.number) {
+        (Some(x), Some(y)) => {
+            if a.unit != b.unit && !a.unit.is_empty() && !b.unit.is_empty() {
+                return false;
+            }
+            // Years and counts of whole things are exact; measured figures have a tolerance.
+            if YEAR_ATTRIBUTES.contains(&a.attribute.as_str()) {
+                return x != y;
+            }
+            let scale = x.abs().max(y.abs()).max(1e-9);
+            (x - y).abs() / scale > 0.005
+        }
+        (None, None) => key(&a.value) != key(&b.value),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn sentences_of_many_shapes_give_their_claim() {
+        let e = names(&["Portugal", "Acme Corp", "United States"]);
+        let cases = [
+            (
+                "The population of Portugal is 10,467,366 (2024 est.).",
+                "population",
+                Some(10_467_366.0),
+                20_240_000,
+            ),
+            ("Portugal's capital is Lisbon.", "capital", None, 0),
+            (
+                "Portugal has an area of 92,090 sq km.",
+                "area",
+                Some(92_090.0),
+                0,
+            ),
+            (
+                "In 2019, the GDP of Portugal was $239.5 billion.",
+                "gdp",
+                Some(239.5e9),
+                20_190_000,
+            ),
+            (
+                "Acme Corp has 1,200 employees.",
+                "employees",
+                Some(1200.0),
+                0,
+            ),
+            (
+                "Acme Corp was founded in 1999 by Jane Smith.",
+                "founded",
+                Some(1999.0),
+                0,
+            ),
+            (
+                "The total area of the United States is 9,833,517 square kilometres.",
+                "area",
+                Some(9_833_517.0),
+                0,
+            ),
+            (
+                "The United States had an estimated population of 331 million as of July 2021.",
+                "population",
+                Some(331e6),
+                20_210_700,
+            ),
+        ];
+        for (sentence, attribute, number, date) in cases {
+            let claims = extract(sentence, 3, &e, None, 0);
+            let claim = claims
+                .iter()
+                .find(|c| c.attribute == attribute)
+                .unwrap_or_else(|| panic!("{sentence}: {claims:?}"));
+            assert_eq!(claim.number, number, "{sentence}");
+            assert_eq!(claim.date, date, "{sentence}");
+            assert_eq!(claim.sentence, 3);
+        }
+        let capital = &extract("Portugal's capital is Lisbon.", 0, &e, None, 0)[0];
+        assert_eq!(capital.value, "Lisbon");
+    }
+
+    #[test]
+    fn fact_lines_belong_to_the_subject_and_tables_to_their_rows() {
+        let claims = extract(
+            "Population: 10,467,366 (2024 est.)",
+            0,
+            &[],
+            Some("Portugal"),
+            0,
+        );
+        assert_eq!(claims[0].entity, "Portugal");
+        assert_eq!(claims[0].attribute, "population");
+        assert_eq!(claims[0].date, 20_240_000);
+        let table = [
+            "| Country | Population | Area (sq km) |",
+            "|---|---|---|",
+            "| Portugal | 10,467,366 | 92,090 |",
+            "| Spain | 47.5 million | 505,370 |",
+        ];
+        let claims = from_table(&table, 10, 20_240_000);
+        assert_eq!(claims.len(), 4);
+        let spain = claims
+            .iter()
+            .find(|c| c.entity == "Spain" && c.attribute == "population")
+            .unwrap();
+        assert_eq!(spain.number, Some(47.5e6));
+        let area = claims
+            .iter()
+            .find(|c| c.entity == "Portugal" && c.attribute == "area")
+            .unwrap();
+        assert_eq!(area.unit, "km²");
+    }
+
+    #[test]
+    fn numbers_and_units_normalise() {
+        for (text, value, unit) in [
+            ("10,467,366 people", 10_467_366.0, ""),
+            ("4.2M", 4.2e6, ""),
+            ("1,200m", 1200.0, "m"),
+            ("$4.2M in revenue", 4.2e6, "USD"),
+            ("€3bn", 3e9, "EUR"),
+            ("12.5%", 12.5, "%"),
+            ("92,090 sq km", 92_090.0, "km²"),
+            ("1.5 million", 1.5e6, ""),
+            ("-0.3 percent", -0.3, "%"),
+        ] {
+            let (_, n, u, _) = number(text).unwrap_or_else(|| panic!("{text}"));
+            assert!(
+                (n - value).abs() < 1e-6 * value.abs().max(1.0),
+                "{text}: {n}"
+            );
+            assert_eq!(u, unit, "{text}");
+        }
+        assert!(number("hello").is_none());
+        assert_eq!(number("1,2,3").unwrap().1, 1.0);
+    }
+
+    #[test]
+    fn keys_merge_spellings() {
+        assert_eq!(key("The United States"), "united states");
+        assert_eq!(key("U.S."), "us");
+        assert_eq!(key("Acme's"), "acme");
+        assert_eq!(attribute("total area").as_deref(), Some("area"));
+        assert_eq!(attribute("inhabitants").as_deref(), Some("population"));
+        assert_eq!(attribute("it"), None);
+    }
+
+    #[test]
+    fn disagreement_has_a_tolerance() {
+        let claim = |n: f64| Claim {
+            entity: "X".into(),
+            key: "x".into(),
+            attribute: "population".into(),
+            value: n.to_string(),
+            number: Some(n),
+            unit: String::new(),
+            date: 0,
+            sentence: 0,
+        };
+        assert!(!disagree(&claim(10_000_000.0), &claim(10_010_000.0)));
+        assert!(disagree(&claim(10_000_000.0), &claim(11_000_000.0)));
+        let founded = |year: f64| Claim {
+            attribute: "founded".into(),
+            ..claim(year)
+        };
+        assert!(
+            disagree(&founded(1999.0), &founded(2001.0)),
+            "years are exact"
+        );
+        assert!(!disagree(&founded(1999.0), &founded(1999.0)));
+    }
+}

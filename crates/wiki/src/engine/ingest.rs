@@ -1,0 +1,549 @@
+//! Ingest: a source becomes a source page (summary, entities, concepts, claims, every sentence
+//! citable), updates to the pages of the entities and concepts it names, an index entry, a log
+//! line, the next revision — all in one commit — and the search index at that revision.
+//! Only the pages the source touches are read, whatever the size of the wiki.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::pages::{entity_claim, keys_in, page_aliases, source_body, write_facts};
+use super::{Progress, Receipt, Source, Wiki, WikiError, WikiResult, hash, root};
+use crate::claims::{self, Claim, key};
+use crate::page::Page;
+use crate::storage::Batch;
+use crate::text;
+
+/// Sentences in a source summary.
+const SUMMARY_SENTENCES: usize = 3;
+/// Concept pages made per source.
+const CONCEPTS_PER_SOURCE: usize = 5;
+/// Dated mentions an entity or concept page keeps per source.
+const MENTIONS_PER_SOURCE: usize = 3;
+
+/// What ingest reads from a source's text (computed off the request threads).
+#[derive(Debug)]
+pub(crate) struct Analysis {
+    pub doc_type: String,
+    pub sentences: Vec<String>,
+    pub summary: Vec<(usize, String)>,
+    pub entities: Vec<String>,
+    pub aliases: Vec<(String, String)>,
+    pub concepts: Vec<String>,
+    pub claims: Vec<Claim>,
+    pub date: u32,
+    /// The entity the document is about, when it has one (its passages concern it even
+    /// where they say "the company" or "the country").
+    pub subject: Option<String>,
+}
+
+/// The subject of a document: the entity its label names, else the one its first sentence
+/// opens with, else the one it names most (twice at least).
+fn subject(label: &str, entities: &[String], sentences: &[String]) -> Option<String> {
+    if let Some(named) = entities
+        .iter()
+        .filter(|e| super::pages::mentions(label, e))
+        .max_by_key(|e| e.len())
+    {
+        return Some(named.clone());
+    }
+    if let Some(first) = sentences.first() {
+        let opening = first
+            .trim_start()
+            .strip_prefix("The ")
+            .unwrap_or_else(|| first.trim_start());
+        if let Some(opener) = entities
+            .iter()
+            .filter(|e| opening.starts_with(e.as_str()))
+            .max_by_key(|e| e.len())
+        {
+            return Some(opener.clone());
+        }
+    }
+    entities
+        .iter()
+        .map(|e| {
+            (
+                sentences
+                    .iter()
+                    .filter(|s| super::pages::mentions(s, e))
+                    .count(),
+                e,
+            )
+        })
+        .filter(|(count, _)| *count >= 2)
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)))
+        .map(|(_, e)| e.clone())
+}
+
+pub(crate) fn analyse(text: &str, label: &str, doc_type: &str, max_entities: usize) -> Analysis {
+    let doc_type = if doc_type.is_empty() || doc_type == "auto" {
+        text::classify(text).to_owned()
+    } else {
+        doc_type.to_owned()
+    };
+    let sentences = text::sentences(text);
+    let summary = text::summary(&sentences, SUMMARY_SENTENCES);
+    let mut entities = text::entities(&sentences);
+    // A label such as "Portugal (2024 edition)" names the document's subject even when the text
+    // calls it "the country".
+    for name in text::entities(&[label.to_owned()]) {
+        if !entities.contains(&name) && name.split_whitespace().count() <= 4 {
+            entities.push(name);
+        }
+    }
+    let aliases = text::aliases(&entities);
+    // Acronyms of another name are aliases, not entities of their own.
+    entities.retain(|e| !aliases.iter().any(|(alias, _)| alias == e));
+    let subject = subject(label, &entities, &sentences);
+    // The date of the document: the latest it states for its figures.
+    let date = sentences
+        .iter()
+        .map(|s| claims::stated_date(s))
+        .max()
+        .unwrap_or(0);
+    let mut found: Vec<Claim> = Vec::new();
+    let names: Vec<String> = entities
+        .iter()
+        .cloned()
+        .chain(aliases.iter().map(|(alias, _)| alias.clone()))
+        .collect();
+    let canonical = |name: &str| -> String {
+        aliases
+            .iter()
+            .find(|(alias, _)| alias == name)
+            .map_or_else(|| name.to_owned(), |(_, c)| c.clone())
+    };
+    let mut i = 0;
+    while i < sentences.len() {
+        // Tables: consecutive rows that start with `|`.
+        if sentences[i].trim_start().starts_with('|') {
+            let rows: Vec<&str> = sentences[i..]
+                .iter()
+                .take_while(|s| s.trim_start().starts_with('|'))
+                .flat_map(|s| s.lines())
+                .collect();
+            found.extend(claims::from_table(&rows, i, date));
+            i += sentences[i..]
+                .iter()
+                .take_while(|s| s.trim_start().starts_with('|'))
+                .count();
+            continue;
+        }
+        for mut claim in claims::extract(&sentences[i], i, &names, subject.as_deref(), date) {
+            claim.entity = canonical(&claim.entity);
+            claim.key = key(&claim.entity);
+            found.push(claim);
+        }
+        i += 1;
+    }
+    // Entities of claims first (they need a page), then the most mentioned, within the cap.
+    let mut ranked: Vec<String> = Vec::new();
+    for claim in &found {
+        if !ranked.contains(&claim.entity) && entities.contains(&claim.entity) {
+            ranked.push(claim.entity.clone());
+        }
+    }
+    let mut by_mentions: Vec<(usize, &String)> = entities
+        .iter()
+        .map(|e| {
+            (
+                sentences
+                    .iter()
+                    .filter(|s| super::pages::mentions(s, e))
+                    .count(),
+                e,
+            )
+        })
+        .collect();
+    by_mentions.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    for (_, e) in by_mentions {
+        if !ranked.contains(e) {
+            ranked.push(e.clone());
+        }
+    }
+    ranked.truncate(max_entities);
+    let kept: BTreeSet<String> = ranked.iter().cloned().collect();
+    found.retain(|c| kept.contains(&c.entity));
+    let mut entities: Vec<String> = ranked;
+    entities.sort();
+    let aliases: Vec<(String, String)> = aliases
+        .into_iter()
+        .filter(|(_, canonical)| kept.contains(canonical))
+        .collect();
+    // Concepts are topics, not the names already kept as entities.
+    let entity_words: BTreeSet<String> = entities.iter().flat_map(|e| text::words(e)).collect();
+    let concepts: Vec<String> = text::key_phrases(text, CONCEPTS_PER_SOURCE * 3)
+        .into_iter()
+        .filter(|phrase| !phrase.split(' ').any(|w| entity_words.contains(w)))
+        .take(CONCEPTS_PER_SOURCE)
+        .collect();
+    Analysis {
+        doc_type,
+        sentences,
+        summary,
+        entities,
+        aliases,
+        concepts,
+        claims: found,
+        date,
+        subject: subject.filter(|s| kept.contains(s)),
+    }
+}
+
+impl Wiki {
+    /// Ingests a source (see [`Wiki::ingest_with`]).
+    pub async fn ingest(&self, tenant: &str, source: Source) -> WikiResult<Value> {
+        self.ingest_with(tenant, source, &super::no_progress).await
+    }
+
+    /// Ingests a source: stores the raw text (content-hash id), writes the source page,
+    /// creates or updates entity and concept pages, updates the index and the log — one commit
+    /// — and the search index. The same source twice changes nothing.
+    pub async fn ingest_with(
+        &self,
+        tenant: &str,
+        source: Source,
+        progress: Progress<'_>,
+    ) -> WikiResult<Value> {
+        if source.text.trim().is_empty() {
+            return Err(WikiError::Invalid("the source has no text".into()));
+        }
+        if source.text.chars().count() > super::MAX_TEXT {
+            return Err(WikiError::Invalid(format!(
+                "the source is over {} characters",
+                super::MAX_TEXT
+            )));
+        }
+        progress(0.0, 4.0, "reading the source");
+        let id = hash(&source.text);
+        let raw_key = format!("{}/raw/{id}.txt", root(tenant));
+        let marker_key = format!("{}/raw/{id}.json", root(tenant));
+        // The model call (if any) happens before taking the tenant's lock, and only for a
+        // source not stored yet: replays cost nothing.
+        let known = self.storage.get(&marker_key).await?;
+        let llm = match &self.llm {
+            Some(llm) if known.is_none() => Some(
+                llm.summarise(&source.text, source.model.as_deref(), source.cost_cap_usd)
+                    .await,
+            ),
+            _ => None,
+        };
+        let analysis = {
+            let (text, label, doc_type) = (
+                source.text.clone(),
+                source.label.clone(),
+                source.doc_type.clone(),
+            );
+            let max_entities = self.quotas.max_entities_per_ingest;
+            crate::work::cpu(move || analyse(&text, &label, &doc_type, max_entities)).await?
+        };
+        progress(1.0, 4.0, "analysed: writing pages");
+        let lease = self.storage.lock(tenant).await?;
+        let index = self.fresh_index(tenant).await?;
+        let today = self.today();
+        let mut batch = Batch::default();
+        // The source page: the one this text was stored under, else a free slug.
+        let known_path = self
+            .storage
+            .get(&marker_key)
+            .await?
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v["page"].as_str().map(str::to_owned));
+        let path = match known_path {
+            Some(path) => path,
+            None => {
+                let base = text::slug(&source.label);
+                let mut path = format!("sources/{base}.md");
+                if self.read_page(tenant, &batch, &path).await?.is_some() {
+                    path = format!("sources/{base}-{}.md", &id[..6]);
+                }
+                path
+            }
+        };
+        let new_source = self.read_page(tenant, &batch, &path).await?.is_none();
+        if new_source {
+            // Quotas: pages of the tenant, bytes of its sources.
+            let pages = index.page_count()?;
+            let adding = 1 + analysis.entities.len() + analysis.concepts.len();
+            if pages + adding > self.quotas.max_pages {
+                return Err(WikiError::Quota(format!(
+                    "the tenant's wiki holds {pages} pages; this source would pass the limit of {}",
+                    self.quotas.max_pages
+                )));
+            }
+            let usage_key = format!("{}/.usage", root(tenant));
+            let stored: usize = self
+                .storage
+                .get(&usage_key)
+                .await?
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0);
+            if stored + source.text.len() > self.quotas.max_bytes {
+                return Err(WikiError::Quota(format!(
+                    "the tenant's wiki holds {stored} bytes of sources; this one would pass the limit of {}",
+                    self.quotas.max_bytes
+                )));
+            }
+            batch.put(usage_key, (stored + source.text.len()).to_string());
+            batch.put(raw_key, source.text.clone());
+            batch.put(marker_key, json!({"page": path}).to_string());
+        }
+        let link = path.trim_end_matches(".md").to_owned();
+        let mut page = match self.read_page(tenant, &batch, &path).await? {
+            Some(page) => page,
+            None => Page::new(path.clone(), &source.label, "source", &today),
+        };
+        let first_ingest = page.get("id").is_empty();
+        if first_ingest {
+            page.meta.insert("id".into(), json!(id));
+            page.meta
+                .insert("doc_type".into(), json!(analysis.doc_type));
+            page.meta
+                .insert("raw".into(), json!(format!("raw/{id}.txt")));
+            page.meta.insert(
+                "summary".into(),
+                json!(
+                    analysis
+                        .summary
+                        .first()
+                        .map(|(_, s)| s.clone())
+                        .unwrap_or_default()
+                ),
+            );
+            page.meta
+                .insert("entities".into(), json!(analysis.entities));
+            page.meta.insert(
+                "aliases".into(),
+                json!(
+                    analysis
+                        .aliases
+                        .iter()
+                        .map(|(a, c)| [a, c])
+                        .collect::<Vec<_>>()
+                ),
+            );
+            page.meta
+                .insert("concepts".into(), json!(analysis.concepts));
+            page.meta.insert("claims".into(), json!(analysis.claims));
+            page.meta.insert("date".into(), json!(analysis.date));
+            match &analysis.subject {
+                Some(subject) => page.meta.insert("subject".into(), json!(subject)),
+                None => page.meta.remove("subject"),
+            };
+            if let Some(origin) = &source.origin {
+                page.meta.insert("origin".into(), json!(origin));
+            }
+            page.body = source_body(
+                &source.label,
+                &link,
+                &analysis.summary,
+                &analysis.entities,
+                &analysis.concepts,
+                &analysis.claims,
+                &analysis.sentences,
+            );
+            if let Some(crate::llm::LlmOutcome::Summary { text, model, .. }) = &llm {
+                page.meta.insert("llm_summary".into(), json!(text));
+                page.body = page.body.replacen(
+                    "\n## Text\n",
+                    &format!("\n## Summary by {model}\n{text}\n\n## Text\n"),
+                    1,
+                );
+            }
+        }
+        let mut receipts: Vec<Receipt> = Vec::new();
+        let mut changed: Vec<Page> = Vec::new();
+        if self
+            .write_page(tenant, &page, &mut receipts, &mut batch)
+            .await?
+        {
+            changed.push(page.clone());
+        }
+        let aliases = page_aliases(&page);
+        let entities = page.list("entities");
+        let concepts = page.list("concepts");
+        let claims = super::pages::page_claims(&page);
+        let sentences = &analysis.sentences;
+        for (kind, names) in [("entities", &entities), ("concepts", &concepts)] {
+            for name in names {
+                let slug = text::slug(name);
+                let target = format!("{kind}/{slug}.md");
+                let mut entry = match self.read_page(tenant, &batch, &target).await? {
+                    Some(entry) => entry,
+                    None => {
+                        let mut p = Page::new(
+                            target.clone(),
+                            name,
+                            if kind == "entities" {
+                                "entity"
+                            } else {
+                                "concept"
+                            },
+                            &today,
+                        );
+                        p.meta.insert("aliases".into(), json!([]));
+                        p.meta.insert("sources".into(), json!([]));
+                        p.body = format!("# {}\n\n## Mentions\n", crate::page::label(name));
+                        p
+                    }
+                };
+                let mut sources = entry.list("sources");
+                let mut touched = false;
+                if !sources.contains(&link) {
+                    sources.push(link.clone());
+                    sources.sort();
+                    entry.meta.insert("sources".into(), json!(sources));
+                    touched = true;
+                }
+                if kind == "entities" {
+                    // Aliases of the name, and the claims about it.
+                    let mut known: Vec<String> = entry.list("aliases");
+                    for (alias, canonical) in &aliases {
+                        if canonical == name && !known.contains(alias) {
+                            known.push(alias.clone());
+                            touched = true;
+                        }
+                    }
+                    known.sort();
+                    entry.meta.insert("aliases".into(), json!(known));
+                    let mut kept: Vec<Value> = entry
+                        .meta
+                        .get("claims")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    for claim in claims.iter().filter(|c| c.key == key(name)) {
+                        let value = entity_claim(claim, &link);
+                        if !kept.contains(&value) {
+                            kept.push(value);
+                            touched = true;
+                        }
+                    }
+                    if !kept.is_empty() {
+                        entry.meta.insert("claims".into(), json!(kept));
+                    }
+                }
+                let names_of_entry: Vec<String> = std::iter::once(name.clone())
+                    .chain(entry.list("aliases"))
+                    .collect();
+                for (i, sentence) in sentences
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| names_of_entry.iter().any(|n| super::pages::mentions(s, n)))
+                    .take(MENTIONS_PER_SOURCE)
+                {
+                    let marker = format!("[[{link}#^s{i}]]");
+                    if !entry.body.contains(&marker) {
+                        entry
+                            .body
+                            .push_str(&format!("- [{today}] {marker}: {sentence}\n"));
+                        touched = true;
+                    }
+                }
+                if touched {
+                    entry.meta.insert("updated".into(), json!(today));
+                    if kind == "entities" {
+                        write_facts(&mut entry);
+                    }
+                    let facts = super::pages::page_claims(&entry).len();
+                    let summary = if facts > 0 {
+                        format!(
+                            "Mentioned in {} source(s); {facts} fact(s).",
+                            entry.list("sources").len()
+                        )
+                    } else {
+                        format!("Mentioned in {} source(s).", entry.list("sources").len())
+                    };
+                    entry.meta.insert("summary".into(), json!(summary));
+                }
+                if self
+                    .write_page(tenant, &entry, &mut receipts, &mut batch)
+                    .await?
+                {
+                    changed.push(entry);
+                }
+            }
+        }
+        progress(2.0, 4.0, "pages written: updating the index");
+        let all_unchanged = changed.is_empty();
+        if !all_unchanged {
+            let catalogue = index.catalogue()?;
+            batch.put(
+                format!("{}/wiki/index.md", root(tenant)),
+                Wiki::render_index(catalogue, &changed),
+            );
+            self.append_log(tenant, "ingest", &source.label, &mut batch)
+                .await?;
+            self.commit(tenant, &lease, &index, batch, changed, Vec::new())
+                .await?;
+        }
+        lease.release().await;
+        progress(4.0, 4.0, "done");
+        let summary: Vec<Value> = analysis
+            .summary
+            .iter()
+            .map(|(i, s)| json!({"sentence": s, "cite": format!("[[{link}#^s{i}]]")}))
+            .collect();
+        let keys_mentioned = analysis
+            .sentences
+            .iter()
+            .flat_map(|s| keys_in(s, &entities, &aliases))
+            .collect::<BTreeSet<_>>()
+            .len();
+        Ok(json!({
+            "source": format!("wiki/{path}"),
+            "raw": format!("raw/{id}.txt"),
+            "doc_type": page.get("doc_type"),
+            "summary": summary,
+            "entities": entities,
+            "aliases": aliases.iter().map(|(a, c)| json!({"alias": a, "of": c})).collect::<Vec<_>>(),
+            "concepts": concepts,
+            "claims": claims.len(),
+            "entities_mentioned": keys_mentioned,
+            "date": super::pages::show_date(super::pages::page_date(&page)),
+            "pages": receipts,
+            "idempotent_replay": all_unchanged,
+            "engine": if matches!(llm, Some(crate::llm::LlmOutcome::Summary { .. })) { "llm" } else { "deterministic" },
+            "llm": match &llm {
+                Some(crate::llm::LlmOutcome::Summary { text, model, prompt_tokens, completion_tokens, cost_usd }) => json!({
+                    "summary": text, "model": model, "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens, "cost_usd": cost_usd,
+                }),
+                Some(crate::llm::LlmOutcome::Fallback(reason)) => json!({"fallback": reason}),
+                None => Value::Null,
+            },
+            "cost_usd": match &llm {
+                Some(crate::llm::LlmOutcome::Summary { cost_usd, .. }) => *cost_usd,
+                _ => 0.0,
+            },
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_memo_gives_its_entities_and_the_claims_of_its_sentences() {
+        let memo = "The board of Acme Corp met in Berlin on 3 October. Jane Smith presented the Q3 results. \
+Acme Corp was founded in 1999 by Jane Smith. Hiring will focus on data engineering in the Berlin office.";
+        let analysis = analyse(memo, "Q3 board memo", "auto", 40);
+        assert_eq!(
+            analysis.entities,
+            ["Acme Corp", "Berlin", "Jane Smith"],
+            "{analysis:?}"
+        );
+        let founded: Vec<&Claim> = analysis
+            .claims
+            .iter()
+            .filter(|c| c.attribute == "founded")
+            .collect();
+        assert_eq!(founded.len(), 1, "{analysis:?}");
+        assert_eq!(founded[0].entity, "Acme Corp");
+        assert_eq!(founded[0].number, Some(1999.0));
+        // A founding year is the value of a claim, not the date of the document.
+        assert_eq!(analysis.date, 0);
+    }
+}

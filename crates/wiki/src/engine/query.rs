@@ -1,0 +1,394 @@
+//! Query: an answer whose every sentence is a cited sentence of a source — the newest claim for
+//! a question about one attribute of one entity, the best-matching sentences otherwise — or a
+//! refusal that cites nothing, when the question names something the wiki has no page for, or
+//! nothing in it supports the question's terms. A question about one entity is answered only
+//! from sentences that name that entity.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Value, json};
+
+use super::question::{self, Question};
+use super::{Wiki, WikiError, WikiResult, root};
+use crate::index::{FoundClaim, Passage, TenantIndex};
+use crate::page::Page;
+use crate::storage::Batch;
+use crate::text;
+
+/// Sentences in an answer.
+const ANSWER_SENTENCES: usize = 5;
+/// Passages considered for a general answer.
+const CANDIDATES: usize = 40;
+
+/// What an answer is made of: sentence, citation, title of its page, the page's path.
+type Chosen = (String, String, String, String);
+
+/// Why a question is refused, or the sentences that answer it.
+enum Outcome {
+    Refused(String),
+    Answer {
+        chosen: Vec<Chosen>,
+        fact: Option<Value>,
+        ranked: Vec<(String, f64)>,
+    },
+}
+
+/// Refusal text when nothing in the wiki supports the question.
+const NOTHING: &str = "The wiki has nothing that answers this question yet. Ingest a source that covers it, then ask again.";
+
+fn source_of(cite: &str) -> String {
+    cite.trim_start_matches("[[")
+        .split('#')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches("]]")
+        .to_owned()
+}
+
+/// The answer from claims: the newest value first (with its date), then any other value other
+/// sources give (older, or disagreeing), each cited.
+fn from_claims(claims: &[FoundClaim], attribute: &str) -> Option<(Vec<Chosen>, Value)> {
+    let newest = claims.first()?;
+    let mut chosen: Vec<Chosen> = vec![(
+        newest.text.clone(),
+        newest.cite.clone(),
+        String::new(),
+        source_of(&newest.cite),
+    )];
+    let mut values: Vec<String> = vec![newest.claim.value.clone()];
+    for other in claims.iter().skip(1) {
+        if chosen.len() >= 3 {
+            break;
+        }
+        if values.contains(&other.claim.value) || chosen.iter().any(|c| c.0 == other.text) {
+            continue;
+        }
+        values.push(other.claim.value.clone());
+        chosen.push((
+            other.text.clone(),
+            other.cite.clone(),
+            String::new(),
+            source_of(&other.cite),
+        ));
+    }
+    let fact = json!({
+        "entity": newest.claim.entity,
+        "attribute": attribute,
+        "value": newest.claim.value,
+        "unit": newest.claim.unit,
+        "date": super::pages::show_date(newest.claim.date),
+        "cite": newest.cite,
+        "other_values": claims.len() - 1,
+    });
+    Some((chosen, fact))
+}
+
+/// The claims of `attribute` (or the closest attribute the wiki holds) for entity `key`.
+fn claims_for(index: &TenantIndex, key: &str, attribute: &str) -> WikiResult<Vec<FoundClaim>> {
+    let found = index.claims(key, attribute)?;
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    // "total population" asked, "population" held (or the reverse): the closest by words.
+    let wanted: BTreeSet<String> = text::term_set(attribute);
+    let closest = index
+        .attributes_of(key)?
+        .into_iter()
+        .map(|a| {
+            let have = text::term_set(&a);
+            let shared = wanted.intersection(&have).count();
+            (shared, a)
+        })
+        .filter(|(shared, _)| *shared > 0)
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.len().cmp(&a.1.len())));
+    match closest {
+        Some((_, attribute)) => Ok(index.claims(key, &attribute)?),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The best sentences among `passages` for the question's terms.
+fn from_passages(
+    index: &TenantIndex,
+    question: &str,
+    passages: Vec<Passage>,
+    names: &[String],
+) -> Outcome {
+    // Content terms, stemmed as the index stems them ("investing" meets "investment").
+    let stems = |text: &str| -> BTreeSet<String> {
+        index
+            .tokens(&text::terms(text).join(" "))
+            .into_iter()
+            .collect()
+    };
+    // The terms that must be supported: the question's content terms other than the names'
+    // (those are what the passages were chosen by).
+    let name_terms: BTreeSet<String> = names.iter().flat_map(|n| stems(n)).collect();
+    let terms: BTreeSet<String> = stems(question)
+        .into_iter()
+        .filter(|t| !name_terms.contains(t))
+        .collect();
+    let needed = terms.len().div_ceil(3).max(usize::from(!terms.is_empty()));
+    let newest = passages.iter().map(|p| p.date).max().unwrap_or(0);
+    let mut scored: Vec<(f64, Passage)> = Vec::new();
+    let mut covered: BTreeSet<String> = BTreeSet::new();
+    for passage in passages {
+        let sentence_terms = stems(&passage.text);
+        let shared: Vec<String> = terms.intersection(&sentence_terms).cloned().collect();
+        if shared.len() < needed {
+            continue;
+        }
+        covered.extend(shared.iter().cloned());
+        let length = sentence_terms.len().max(1) as f64;
+        // Newer sources first among equally good sentences.
+        let recency = if newest > 0 && passage.date == newest {
+            0.05
+        } else {
+            0.0
+        };
+        let score = shared.len() as f64 / length.sqrt() + f64::from(passage.score) * 0.01 + recency;
+        scored.push((score, passage));
+    }
+    if scored.is_empty() || covered.len() < terms.len().div_ceil(2) {
+        return Outcome::Refused(NOTHING.to_owned());
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cite.cmp(&b.1.cite)));
+    let mut ranked_pages: Vec<(String, f64)> = Vec::new();
+    for (score, passage) in &scored {
+        let link = passage.path.trim_end_matches(".md").to_owned();
+        if !ranked_pages.iter().any(|(p, _)| *p == link) {
+            ranked_pages.push((link, *score));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let chosen: Vec<Chosen> = scored
+        .into_iter()
+        .filter(|(_, p)| seen.insert(p.text.clone()))
+        .take(ANSWER_SENTENCES)
+        .map(|(_, p)| {
+            let page = p.path.trim_end_matches(".md").to_owned();
+            (p.text, p.cite, p.title, page)
+        })
+        .collect();
+    Outcome::Answer {
+        chosen,
+        fact: None,
+        ranked: ranked_pages,
+    }
+}
+
+/// Decides the answer of `question`.
+fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
+    let known: Vec<&question::Name> = question.names.iter().filter(|n| n.key.is_some()).collect();
+    let unknown: Vec<&question::Name> = question.names.iter().filter(|n| n.key.is_none()).collect();
+    let keys: Vec<String> = known.iter().filter_map(|n| n.key.clone()).collect();
+    // A name with no page may still be written in sources (an entity past a per-ingest cap):
+    // such names filter by their text.
+    let mut written: Vec<String> = Vec::new();
+    for name in &unknown {
+        let tokens = index.tokens(&name.text);
+        let mentioned = index
+            .passages(&tokens, &[], 20)?
+            .into_iter()
+            .any(|p| super::pages::mentions(&p.text, &name.text));
+        if mentioned {
+            written.push(name.text.clone());
+        } else if keys.is_empty() {
+            return Ok(Outcome::Refused(format!(
+                "The wiki has no page about {} and no source that mentions it, so it cannot answer this question. Ingest a source about it, then ask again.",
+                name.text
+            )));
+        }
+    }
+    // One attribute of one entity: the newest claim.
+    if let (Some(attribute), [key]) = (&question.attribute, keys.as_slice()) {
+        let claims = claims_for(index, key, attribute)?;
+        if let Some((chosen, fact)) = from_claims(&claims, attribute) {
+            let ranked = chosen
+                .iter()
+                .map(|c| (c.3.clone(), 1.0))
+                .collect::<Vec<_>>();
+            return Ok(Outcome::Answer {
+                chosen,
+                fact: Some(fact),
+                ranked,
+            });
+        }
+    }
+    let tokens = index.tokens(&question.text);
+    let mut passages = index.passages(&tokens, &keys, CANDIDATES)?;
+    if !written.is_empty() {
+        passages.retain(|p| {
+            written.iter().any(|w| super::pages::mentions(&p.text, w))
+                || !keys.is_empty() && p.keys.iter().any(|k| keys.contains(k))
+        });
+    }
+    let names: Vec<String> = question.names.iter().map(|n| n.text.clone()).collect();
+    Ok(from_passages(index, &question.text, passages, &names))
+}
+
+fn render(format: &str, chosen: &[Chosen]) -> String {
+    match format {
+        "comparison_table" => {
+            let mut out = String::from("| Page | Finding | Source |\n|---|---|---|\n");
+            for (sentence, cite, title, page) in chosen {
+                let title = if title.is_empty() { page } else { title };
+                out.push_str(&format!(
+                    "| {} | {} | {cite} |\n",
+                    title.replace('|', "\\|"),
+                    sentence.replace('|', "\\|")
+                ));
+            }
+            out
+        }
+        "summary_with_sources" => {
+            let mut numbers: HashMap<&String, usize> = HashMap::new();
+            let mut sources: Vec<&String> = Vec::new();
+            let mut paragraph = Vec::new();
+            for (sentence, cite, _, _) in chosen {
+                let n = *numbers.entry(cite).or_insert_with(|| {
+                    sources.push(cite);
+                    sources.len()
+                });
+                paragraph.push(format!("{sentence} [{n}]"));
+            }
+            let mut out = paragraph.join(" ");
+            out.push_str("\n\nSources:\n");
+            for (i, cite) in sources.iter().enumerate() {
+                out.push_str(&format!("[{}] {cite}\n", i + 1));
+            }
+            out
+        }
+        _ => chosen
+            .iter()
+            .map(|(sentence, cite, _, _)| format!("- {sentence} {cite}\n"))
+            .collect(),
+    }
+}
+
+impl Wiki {
+    /// Answers a question from the wiki with a citation on every sentence, or refuses.
+    pub async fn query(
+        &self,
+        tenant: &str,
+        question: &str,
+        max_pages: usize,
+        format: &str,
+        persist: bool,
+    ) -> WikiResult<Value> {
+        if question.trim().is_empty() || question.chars().count() > super::MAX_QUESTION {
+            return Err(WikiError::Invalid(format!(
+                "question must be 1 to {} characters",
+                super::MAX_QUESTION
+            )));
+        }
+        if !(1..=20).contains(&max_pages) {
+            return Err(WikiError::Invalid(
+                "max_pages must be between 1 and 20".into(),
+            ));
+        }
+        if !["markdown", "comparison_table", "summary_with_sources"].contains(&format) {
+            return Err(WikiError::Invalid(format!(
+                "unknown output_format {format:?}"
+            )));
+        }
+        let index = self.fresh_index(tenant).await?;
+        let analysed = question::analyse(question, &index);
+        let outcome = answer(&index, &analysed)?;
+        let (answered, text, chosen, fact, ranked, refusal) = match outcome {
+            Outcome::Refused(reason) => (
+                false,
+                reason.clone(),
+                Vec::new(),
+                Value::Null,
+                Vec::new(),
+                Some(reason),
+            ),
+            Outcome::Answer {
+                chosen,
+                fact,
+                ranked,
+            } => {
+                let text = render(format, &chosen);
+                (
+                    true,
+                    text,
+                    chosen,
+                    fact.unwrap_or(Value::Null),
+                    ranked,
+                    None,
+                )
+            }
+        };
+        let citations: Vec<&String> = chosen.iter().map(|c| &c.1).collect();
+        let mut persisted = Value::Null;
+        if persist && answered {
+            persisted = json!(self.persist(tenant, question, &text, &chosen).await?);
+        }
+        let pages: Vec<Value> = ranked
+            .iter()
+            .take(max_pages)
+            .map(|(p, s)| json!({"path": format!("wiki/{p}.md"), "score": (s * 1000.0).round() / 1000.0}))
+            .collect();
+        Ok(json!({
+            "answered": answered,
+            "answer": text,
+            "format": format,
+            "citations": citations,
+            "fact": fact,
+            "refusal": refusal,
+            "names": analysed.names.iter().map(|n| json!({"name": n.text, "known": n.key.is_some()})).collect::<Vec<_>>(),
+            "pages": pages,
+            "persisted": persisted,
+            "cost_usd": 0.0,
+        }))
+    }
+
+    /// Files an answer under `outputs/`.
+    async fn persist(
+        &self,
+        tenant: &str,
+        question: &str,
+        answer: &str,
+        chosen: &[Chosen],
+    ) -> WikiResult<String> {
+        let lease = self.storage.lock(tenant).await?;
+        let index = self.fresh_index(tenant).await?;
+        let today = self.today();
+        let path = format!("outputs/{}.md", text::slug(question));
+        let mut page = Page::new(path.clone(), question, "output", &today);
+        page.meta.insert("question".into(), json!(question));
+        page.meta.insert(
+            "summary".into(),
+            json!(chosen.first().map(|c| c.0.clone()).unwrap_or_default()),
+        );
+        page.meta.insert(
+            "sources".into(),
+            json!(
+                chosen
+                    .iter()
+                    .map(|c| source_of(&c.1))
+                    .collect::<BTreeSet<_>>()
+            ),
+        );
+        page.meta.insert("aliases".into(), json!([]));
+        page.body = format!("# {}\n\n{answer}\n", crate::page::label(question));
+        let mut receipts = Vec::new();
+        let mut batch = Batch::default();
+        if self
+            .write_page(tenant, &page, &mut receipts, &mut batch)
+            .await?
+        {
+            batch.put(
+                format!("{}/wiki/index.md", root(tenant)),
+                Wiki::render_index(index.catalogue()?, std::slice::from_ref(&page)),
+            );
+            self.append_log(tenant, "query", question, &mut batch)
+                .await?;
+            self.commit(tenant, &lease, &index, batch, vec![page], Vec::new())
+                .await?;
+        }
+        lease.release().await;
+        Ok(format!("wiki/{path}"))
+    }
+}

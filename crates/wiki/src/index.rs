@@ -1,0 +1,806 @@
+//! The persistent per-tenant search index: tantivy, one directory per tenant
+//! (`<index-dir>/{tenant}/`, in memory for in-memory stores), updated at every write of the
+//! tenant's pages. Pages stay the source of truth: the index records the revision of the pages
+//! it reflects (`wiki/{tenant}/.rev` in the store), and an index that is missing, unreadable or
+//! behind is rebuilt from the pages before it answers.
+//!
+//! Three kinds of documents, all filed under the path of the page they come from:
+//! - `page`: every page's title, aliases and summary, its folder, and the entity keys it names
+//!   (what a question's names resolve against, and the catalogue `index.md` is written from);
+//! - `passage`: every sentence of a source, with its citation and the entity keys it mentions;
+//! - `claim`: every claim (entity, attribute, value, unit, date) with its sentence and citation.
+//!
+//! A query costs one index lookup, whatever the number of pages.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    FAST, Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    Value as _,
+};
+use tantivy::tokenizer::TokenStream as _;
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+/// Index errors.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// tantivy failed.
+    #[error("search index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    /// The index directory could not be used.
+    #[error("search index directory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Result alias.
+pub type IndexResult<T> = Result<T, IndexError>;
+
+/// One document to index.
+#[derive(Debug, Clone)]
+pub enum Doc {
+    /// A page.
+    Page {
+        /// Path under `wiki/` (`entities/portugal.md`).
+        path: String,
+        /// Title.
+        title: String,
+        /// Summary (one line).
+        summary: String,
+        /// Aliases and other names, space-separated (searchable).
+        names: String,
+        /// Entity keys the page stands for (its title's and its aliases' keys).
+        keys: Vec<String>,
+    },
+    /// A sentence of a source.
+    Passage {
+        /// The source page's path.
+        path: String,
+        /// The source's title.
+        title: String,
+        /// `[[sources/x#^s3]]`.
+        cite: String,
+        /// The sentence.
+        text: String,
+        /// Keys of the entities it mentions.
+        keys: Vec<String>,
+        /// The source's date (`YYYYMMDD`, 0 unknown).
+        date: u64,
+    },
+    /// A claim.
+    Claim {
+        /// The source page's path.
+        path: String,
+        /// `[[sources/x#^s3]]`.
+        cite: String,
+        /// The sentence.
+        text: String,
+        /// The claim.
+        claim: crate::claims::Claim,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    kind: Field,
+    path: Field,
+    folder: Field,
+    title: Field,
+    text: Field,
+    names: Field,
+    summary: Field,
+    cite: Field,
+    key: Field,
+    attribute: Field,
+    value: Field,
+    number: Field,
+    unit: Field,
+    date: Field,
+    entity: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let stemmed = TextOptions::default()
+        .set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("en_stem")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+        .set_stored();
+    let fields = Fields {
+        kind: builder.add_text_field("kind", STRING | STORED),
+        path: builder.add_text_field("path", STRING | STORED),
+        folder: builder.add_text_field("folder", STRING | STORED),
+        title: builder.add_text_field("title", stemmed.clone()),
+        text: builder.add_text_field("text", stemmed.clone()),
+        names: builder.add_text_field("names", stemmed),
+        summary: builder.add_text_field("summary", STORED),
+        cite: builder.add_text_field("cite", STORED),
+        key: builder.add_text_field("key", STRING | STORED),
+        attribute: builder.add_text_field("attribute", STRING | STORED),
+        value: builder.add_text_field("value", STORED),
+        number: builder.add_f64_field("number", STORED),
+        unit: builder.add_text_field("unit", STORED),
+        date: builder.add_u64_field("date", STORED | FAST),
+        entity: builder.add_text_field("entity", STORED),
+    };
+    (builder.build(), fields)
+}
+
+/// A passage found for a question.
+#[derive(Debug, Clone)]
+pub struct Passage {
+    /// The source page.
+    pub path: String,
+    /// Its title.
+    pub title: String,
+    /// The citation.
+    pub cite: String,
+    /// The sentence.
+    pub text: String,
+    /// BM25 score.
+    pub score: f32,
+    /// Entity keys it mentions.
+    pub keys: Vec<String>,
+    /// The source's date.
+    pub date: u64,
+}
+
+/// A claim found in the index, with where it was read.
+#[derive(Debug, Clone)]
+pub struct FoundClaim {
+    /// The source page.
+    pub path: String,
+    /// The citation.
+    pub cite: String,
+    /// The sentence.
+    pub text: String,
+    /// The claim.
+    pub claim: crate::claims::Claim,
+}
+
+/// A page of the catalogue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogEntry {
+    /// Path under `wiki/`.
+    pub path: String,
+    /// Title.
+    pub title: String,
+    /// Summary.
+    pub summary: String,
+}
+
+/// The index of one tenant.
+pub struct TenantIndex {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    rev: AtomicU64,
+    rev_file: Option<PathBuf>,
+    writer: Mutex<()>,
+}
+
+impl std::fmt::Debug for TenantIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantIndex")
+            .field("rev", &self.rev.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every tenant's index, opened on first use and kept while in use (at most [`OPEN`] at once).
+#[derive(Debug, Clone)]
+pub struct Indexes {
+    root: Option<PathBuf>,
+    open: Arc<Mutex<HashMap<String, Arc<TenantIndex>>>>,
+}
+
+/// Tenant indexes kept open.
+const OPEN: usize = 256;
+
+fn str_of(doc: &TantivyDocument, field: Field) -> String {
+    doc.get_first(field)
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn strs_of(doc: &TantivyDocument, field: Field) -> Vec<String> {
+    doc.get_all(field)
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+impl Indexes {
+    /// Indexes under `root` (one directory per tenant).
+    pub fn on_disk(root: PathBuf) -> Indexes {
+        Indexes {
+            root: Some(root),
+            open: Arc::default(),
+        }
+    }
+
+    /// Indexes in memory (for in-memory stores: tests, benchmarks).
+    pub fn in_memory() -> Indexes {
+        Indexes {
+            root: None,
+            open: Arc::default(),
+        }
+    }
+
+    /// The index of `tenant`, opened (or created empty) on first use. An index that cannot be
+    /// opened is thrown away and created empty; its revision is then 0, so it is rebuilt.
+    pub fn tenant(&self, tenant: &str) -> IndexResult<Arc<TenantIndex>> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(index) = open.get(tenant) {
+            return Ok(Arc::clone(index));
+        }
+        if open.len() >= OPEN {
+            open.retain(|_, index| Arc::strong_count(index) > 1);
+        }
+        let index = Arc::new(self.open_tenant(tenant)?);
+        open.insert(tenant.to_owned(), Arc::clone(&index));
+        Ok(index)
+    }
+
+    fn open_tenant(&self, tenant: &str) -> IndexResult<TenantIndex> {
+        let (schema, fields) = schema();
+        let Some(root) = &self.root else {
+            return TenantIndex::new(Index::create_in_ram(schema), fields, None);
+        };
+        let dir = root.join(tenant);
+        let rev_file = dir.join("toolplane.rev");
+        let opened = std::fs::create_dir_all(&dir)
+            .map_err(IndexError::from)
+            .and_then(|()| {
+                let directory = tantivy::directory::MmapDirectory::open(&dir)
+                    .map_err(|e| IndexError::Tantivy(e.into()))?;
+                Ok(Index::open_or_create(directory, schema.clone())?)
+            });
+        match opened {
+            Ok(index) => TenantIndex::new(index, fields, Some(rev_file)),
+            Err(error) => {
+                tracing::warn!(tenant, %error, "search index unreadable; rebuilding it from the pages");
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir_all(&dir)?;
+                let index = Index::create_in_dir(&dir, schema)?;
+                TenantIndex::new(index, fields, Some(rev_file))
+            }
+        }
+    }
+
+    /// Forgets and deletes the index of `tenant`.
+    pub fn drop_tenant(&self, tenant: &str) {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tenant);
+        if let Some(root) = &self.root {
+            let _ = std::fs::remove_dir_all(root.join(tenant));
+        }
+    }
+}
+
+impl TenantIndex {
+    fn new(index: Index, fields: Fields, rev_file: Option<PathBuf>) -> IndexResult<TenantIndex> {
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let rev = rev_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        Ok(TenantIndex {
+            index,
+            reader,
+            fields,
+            rev: AtomicU64::new(rev),
+            rev_file,
+            writer: Mutex::new(()),
+        })
+    }
+
+    /// The revision of the pages the index reflects.
+    pub fn rev(&self) -> u64 {
+        self.rev.load(Ordering::Acquire)
+    }
+
+    fn writer(&self) -> IndexResult<IndexWriter<TantivyDocument>> {
+        Ok(self.index.writer_with_num_threads(1, 15_000_000)?)
+    }
+
+    fn document(&self, doc: Doc) -> TantivyDocument {
+        let f = self.fields;
+        let mut out = TantivyDocument::default();
+        match doc {
+            Doc::Page {
+                path,
+                title,
+                summary,
+                names,
+                keys,
+            } => {
+                out.add_text(f.kind, "page");
+                out.add_text(f.folder, path.split('/').next().unwrap_or_default());
+                out.add_text(f.path, &path);
+                out.add_text(f.title, &title);
+                out.add_text(f.names, &names);
+                out.add_text(f.summary, &summary);
+                for key in keys {
+                    out.add_text(f.key, &key);
+                }
+            }
+            Doc::Passage {
+                path,
+                title,
+                cite,
+                text,
+                keys,
+                date,
+            } => {
+                out.add_text(f.kind, "passage");
+                out.add_text(f.path, &path);
+                out.add_text(f.title, &title);
+                out.add_text(f.cite, &cite);
+                out.add_text(f.text, &text);
+                out.add_u64(f.date, date);
+                for key in keys {
+                    out.add_text(f.key, &key);
+                }
+            }
+            Doc::Claim {
+                path,
+                cite,
+                text,
+                claim,
+            } => {
+                out.add_text(f.kind, "claim");
+                out.add_text(f.path, &path);
+                out.add_text(f.cite, &cite);
+                out.add_text(f.text, &text);
+                out.add_text(f.key, &claim.key);
+                out.add_text(f.entity, &claim.entity);
+                out.add_text(f.attribute, &claim.attribute);
+                out.add_text(f.value, &claim.value);
+                if let Some(number) = claim.number {
+                    out.add_f64(f.number, number);
+                }
+                out.add_text(f.unit, &claim.unit);
+                out.add_u64(f.date, u64::from(claim.date));
+            }
+        }
+        out
+    }
+
+    /// Replaces every document filed under `paths` with `docs`, and records `rev`.
+    pub fn apply(&self, paths: &[String], docs: Vec<Doc>, rev: u64) -> IndexResult<()> {
+        let _serial = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut writer = self.writer()?;
+        for path in paths {
+            writer.delete_term(Term::from_field_text(self.fields.path, path));
+        }
+        for doc in docs {
+            writer.add_document(self.document(doc))?;
+        }
+        writer.commit()?;
+        self.reader.reload()?;
+        self.set_rev(rev)
+    }
+
+    /// Replaces the whole index with `docs` at `rev` (a rebuild from the pages).
+    pub fn rebuild(&self, docs: Vec<Doc>, rev: u64) -> IndexResult<()> {
+        let _serial = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut writer = self.writer()?;
+        writer.delete_all_documents()?;
+        for doc in docs {
+            writer.add_document(self.document(doc))?;
+        }
+        writer.commit()?;
+        self.reader.reload()?;
+        self.set_rev(rev)
+    }
+
+    fn set_rev(&self, rev: u64) -> IndexResult<()> {
+        if let Some(file) = &self.rev_file {
+            let tmp = file.with_extension("tmp");
+            std::fs::write(&tmp, rev.to_string())?;
+            std::fs::rename(&tmp, file)?;
+        }
+        self.rev.store(rev, Ordering::Release);
+        Ok(())
+    }
+
+    /// The stemmed tokens of `text`, as the index's text fields hold them.
+    pub fn tokens(&self, text: &str) -> Vec<String> {
+        let Some(mut analyzer) = self.index.tokenizers().get("en_stem") else {
+            return Vec::new();
+        };
+        let mut stream = analyzer.token_stream(text);
+        let mut out = Vec::new();
+        while stream.advance() {
+            let token = stream.token().text.clone();
+            if !out.contains(&token) {
+                out.push(token);
+            }
+        }
+        out
+    }
+
+    fn kind(&self, kind: &str) -> Box<dyn Query> {
+        Box::new(TermQuery::new(
+            Term::from_field_text(self.fields.kind, kind),
+            IndexRecordOption::Basic,
+        ))
+    }
+
+    fn any_key(&self, keys: &[String]) -> Box<dyn Query> {
+        Box::new(BooleanQuery::new(
+            keys.iter()
+                .map(|k| {
+                    (
+                        Occur::Should,
+                        Box::new(TermQuery::new(
+                            Term::from_field_text(self.fields.key, k),
+                            IndexRecordOption::Basic,
+                        )) as Box<dyn Query>,
+                    )
+                })
+                .collect(),
+        ))
+    }
+
+    fn words_query(&self, tokens: &[String], with_names: bool) -> Box<dyn Query> {
+        let f = self.fields;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for token in tokens {
+            let term = |field: Field| -> Box<dyn Query> {
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, token),
+                    IndexRecordOption::WithFreqs,
+                ))
+            };
+            clauses.push((Occur::Should, term(f.text)));
+            clauses.push((Occur::Should, Box::new(BoostQuery::new(term(f.title), 1.5))));
+            if with_names {
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(term(f.names), 2.0))));
+            }
+        }
+        Box::new(BooleanQuery::new(clauses))
+    }
+
+    /// The best passages for `tokens` (stemmed, see [`TenantIndex::tokens`]), only among those
+    /// mentioning one of `keys` when any are given.
+    pub fn passages(
+        &self,
+        tokens: &[String],
+        keys: &[String],
+        limit: usize,
+    ) -> IndexResult<Vec<Passage>> {
+        if tokens.is_empty() && keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut clauses = vec![(Occur::Must, self.kind("passage"))];
+        if !tokens.is_empty() {
+            clauses.push((Occur::Must, self.words_query(tokens, false)));
+        }
+        if !keys.is_empty() {
+            clauses.push((Occur::Must, self.any_key(keys)));
+        }
+        let searcher = self.reader.searcher();
+        let top = searcher.search(
+            &BooleanQuery::new(clauses),
+            &TopDocs::with_limit(limit).order_by_score(),
+        )?;
+        let f = self.fields;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            out.push(Passage {
+                path: str_of(&doc, f.path),
+                title: str_of(&doc, f.title),
+                cite: str_of(&doc, f.cite),
+                text: str_of(&doc, f.text),
+                score,
+                keys: strs_of(&doc, f.key),
+                date: doc.get_first(f.date).and_then(|v| v.as_u64()).unwrap_or(0),
+            });
+        }
+        Ok(out)
+    }
+
+    fn claims_where(
+        &self,
+        clauses: Vec<(Occur, Box<dyn Query>)>,
+        limit: usize,
+    ) -> IndexResult<Vec<FoundClaim>> {
+        let searcher = self.reader.searcher();
+        let top = searcher.search(
+            &BooleanQuery::new(clauses),
+            &TopDocs::with_limit(limit).order_by_score(),
+        )?;
+        let f = self.fields;
+        let mut out = Vec::with_capacity(top.len());
+        for (_, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            out.push(FoundClaim {
+                path: str_of(&doc, f.path),
+                cite: str_of(&doc, f.cite),
+                text: str_of(&doc, f.text),
+                claim: crate::claims::Claim {
+                    entity: str_of(&doc, f.entity),
+                    key: str_of(&doc, f.key),
+                    attribute: str_of(&doc, f.attribute),
+                    value: str_of(&doc, f.value),
+                    number: doc.get_first(f.number).and_then(|v| v.as_f64()),
+                    unit: str_of(&doc, f.unit),
+                    date: doc
+                        .get_first(f.date)
+                        .and_then(|v| v.as_u64())
+                        .and_then(|d| u32::try_from(d).ok())
+                        .unwrap_or(0),
+                    sentence: 0,
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// The claims of one attribute of one entity, newest first.
+    pub fn claims(&self, key: &str, attribute: &str) -> IndexResult<Vec<FoundClaim>> {
+        let term = |field: Field, text: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, text),
+                IndexRecordOption::Basic,
+            ))
+        };
+        let mut found = self.claims_where(
+            vec![
+                (Occur::Must, self.kind("claim")),
+                (Occur::Must, term(self.fields.key, key)),
+                (Occur::Must, term(self.fields.attribute, attribute)),
+            ],
+            200,
+        )?;
+        found.sort_by(|a, b| b.claim.date.cmp(&a.claim.date).then(a.cite.cmp(&b.cite)));
+        Ok(found)
+    }
+
+    /// The attributes the index holds claims of, for an entity.
+    pub fn attributes_of(&self, key: &str) -> IndexResult<Vec<String>> {
+        let term: Box<dyn Query> = Box::new(TermQuery::new(
+            Term::from_field_text(self.fields.key, key),
+            IndexRecordOption::Basic,
+        ));
+        let mut attributes: Vec<String> = self
+            .claims_where(
+                vec![(Occur::Must, self.kind("claim")), (Occur::Must, term)],
+                1000,
+            )?
+            .into_iter()
+            .map(|c| c.claim.attribute)
+            .collect();
+        attributes.sort();
+        attributes.dedup();
+        Ok(attributes)
+    }
+
+    /// Every claim (for lint).
+    pub fn all_claims(&self) -> IndexResult<Vec<FoundClaim>> {
+        let count = usize::try_from(self.reader.searcher().num_docs()).unwrap_or(usize::MAX);
+        self.claims_where(vec![(Occur::Must, self.kind("claim"))], count.max(1))
+    }
+
+    /// Whether a page stands for entity `key` (an entity page, or a concept page by its
+    /// title): the page's path.
+    pub fn page_for_key(&self, key: &str) -> IndexResult<Option<String>> {
+        let query = BooleanQuery::new(vec![
+            (Occur::Must, self.kind("page")),
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(self.fields.key, key),
+                    IndexRecordOption::Basic,
+                )) as Box<dyn Query>,
+            ),
+        ]);
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(4).order_by_score())?;
+        let mut paths = Vec::new();
+        for (_, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            paths.push(str_of(&doc, self.fields.path));
+        }
+        // An entity page before a concept or source page of the same name.
+        paths.sort_by_key(|p| (!p.starts_with("entities/"), p.clone()));
+        Ok(paths.into_iter().next())
+    }
+
+    /// Entity pages one of whose names holds every word of `words` (lower-case, whole words):
+    /// "Northwind" finds "Northwind Logistics". Paths and keys, best match first.
+    pub fn entities_with_words(&self, words: &[String]) -> IndexResult<Vec<(String, Vec<String>)>> {
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tokens = self.tokens(&words.join(" "));
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = BooleanQuery::new(vec![
+            (Occur::Must, self.kind("page")),
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_text(self.fields.folder, "entities"),
+                    IndexRecordOption::Basic,
+                )) as Box<dyn Query>,
+            ),
+            (Occur::Must, self.words_query(&tokens, true)),
+        ]);
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(16).order_by_score())?;
+        let mut out = Vec::new();
+        for (_, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            let keys = strs_of(&doc, self.fields.key);
+            let holds = keys.iter().any(|key| {
+                let key_words: Vec<&str> = key.split(' ').collect();
+                words.iter().all(|w| key_words.contains(&w.as_str()))
+            });
+            if holds {
+                out.push((str_of(&doc, self.fields.path), keys));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The pages whose titles or names best match `tokens`.
+    pub fn pages(&self, tokens: &[String], limit: usize) -> IndexResult<Vec<(String, f32)>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = BooleanQuery::new(vec![
+            (Occur::Must, self.kind("page")),
+            (Occur::Must, self.words_query(tokens, true)),
+        ]);
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            out.push((str_of(&doc, self.fields.path), score));
+        }
+        Ok(out)
+    }
+
+    /// Every page: path, title and summary, in path order (what `index.md` lists).
+    pub fn catalogue(&self) -> IndexResult<Vec<CatalogEntry>> {
+        let searcher = self.reader.searcher();
+        let count = usize::try_from(searcher.num_docs())
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let top = searcher.search(
+            self.kind("page").as_ref(),
+            &TopDocs::with_limit(count).order_by_score(),
+        )?;
+        let f = self.fields;
+        let mut out = Vec::with_capacity(top.len());
+        for (_, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            out.push(CatalogEntry {
+                path: str_of(&doc, f.path),
+                title: str_of(&doc, f.title),
+                summary: str_of(&doc, f.summary),
+            });
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out.dedup_by(|a, b| a.path == b.path);
+        Ok(out)
+    }
+
+    /// Pages in the index.
+    pub fn page_count(&self) -> IndexResult<usize> {
+        let searcher = self.reader.searcher();
+        Ok(searcher.search(self.kind("page").as_ref(), &tantivy::collector::Count)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claims::Claim;
+
+    fn claim(value: f64, date: u32) -> Claim {
+        Claim {
+            entity: "Portugal".into(),
+            key: "portugal".into(),
+            attribute: "population".into(),
+            value: value.to_string(),
+            number: Some(value),
+            unit: String::new(),
+            date,
+            sentence: 0,
+        }
+    }
+
+    #[test]
+    fn documents_are_found_replaced_and_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let indexes = Indexes::on_disk(dir.path().to_path_buf());
+        let index = indexes.tenant("acme").unwrap();
+        let docs = vec![
+            Doc::Page {
+                path: "entities/portugal.md".into(),
+                title: "Portugal".into(),
+                summary: "A country.".into(),
+                names: "Portugal Portuguese Republic".into(),
+                keys: vec!["portugal".into(), "portuguese republic".into()],
+            },
+            Doc::Passage {
+                path: "sources/factbook-2010.md".into(),
+                title: "Factbook 2010".into(),
+                cite: "[[sources/factbook-2010#^s0]]".into(),
+                text: "Portugal joined the European Union in 1986.".into(),
+                keys: vec!["portugal".into()],
+                date: 2010_0000,
+            },
+            Doc::Claim {
+                path: "sources/factbook-2010.md".into(),
+                cite: "[[sources/factbook-2010#^s1]]".into(),
+                text: "The population of Portugal is 10,735,765.".into(),
+                claim: claim(10_735_765.0, 2010_0000),
+            },
+            Doc::Claim {
+                path: "sources/factbook-2024.md".into(),
+                cite: "[[sources/factbook-2024#^s1]]".into(),
+                text: "The population of Portugal is 10,467,366.".into(),
+                claim: claim(10_467_366.0, 2024_0000),
+            },
+        ];
+        index.apply(&[], docs, 3).unwrap();
+        let tokens = index.tokens("When did Portugal join the union?");
+        let found = index.passages(&tokens, &["portugal".into()], 5).unwrap();
+        assert_eq!(found[0].cite, "[[sources/factbook-2010#^s0]]");
+        let claims = index.claims("portugal", "population").unwrap();
+        assert_eq!(claims[0].claim.date, 2024_0000, "newest first");
+        assert_eq!(
+            index
+                .page_for_key("portuguese republic")
+                .unwrap()
+                .as_deref(),
+            Some("entities/portugal.md")
+        );
+        assert_eq!(index.catalogue().unwrap().len(), 1);
+        // Replacing one source's documents leaves the other's.
+        index
+            .apply(&["sources/factbook-2010.md".into()], Vec::new(), 4)
+            .unwrap();
+        assert_eq!(index.claims("portugal", "population").unwrap().len(), 1);
+        assert!(index.passages(&tokens, &[], 5).unwrap().is_empty());
+        drop(index);
+        // Reopened from disk: the documents and the revision are there.
+        let reopened = Indexes::on_disk(dir.path().to_path_buf())
+            .tenant("acme")
+            .unwrap();
+        assert_eq!(reopened.rev(), 4);
+        assert_eq!(reopened.claims("portugal", "population").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_corrupt_index_is_replaced_by_an_empty_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("acme")).unwrap();
+        std::fs::write(dir.path().join("acme/meta.json"), "not json").unwrap();
+        let index = Indexes::on_disk(dir.path().to_path_buf())
+            .tenant("acme")
+            .unwrap();
+        assert_eq!(index.rev(), 0, "rebuilt from the pages on first use");
+        assert_eq!(index.page_count().unwrap(), 0);
+    }
+}
