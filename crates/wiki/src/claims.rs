@@ -362,6 +362,9 @@ pub fn stated_date(sentence: &str) -> u32 {
     best
 }
 
+/// A value as written: the text, its number (if it is one) and its unit.
+type Written = (String, Option<f64>, String);
+
 /// Attributes whose value is a year: compared exactly.
 const YEAR_ATTRIBUTES: &[&str] = &["founded", "independence", "born", "died"];
 
@@ -557,10 +560,7 @@ pub fn extract(
             .strip_suffix(" of")
             .or_else(|| before.strip_suffix(" in"))
         {
-            let phrase = head
-                .rsplit(|c: char| matches!(c, ',' | ';' | '.' | ':'))
-                .next()
-                .unwrap_or(head);
+            let phrase = head.rsplit([',', ';', '.', ':']).next().unwrap_or(head);
             let phrase_words: Vec<&str> = phrase.split_whitespace().collect();
             // The attribute is the last noun phrase: at most four words after "the".
             let from = phrase_words
@@ -608,8 +608,7 @@ pub fn extract(
                                 c.is_ascii_digit() || matches!(c, '$' | '€' | '£')
                             })
                         })
-                        .skip_while(|w| SCALES.iter().any(|(s, _)| w.eq_ignore_ascii_case(s)))
-                        .next()
+                        .find(|w| !SCALES.iter().any(|(s, _)| w.eq_ignore_ascii_case(s)))
                         .unwrap_or_default()
                         .trim_matches(|c: char| !c.is_alphanumeric())
                         .to_lowercase();
@@ -652,6 +651,9 @@ pub fn extract(
         && head.split_whitespace().count() <= 5
         && let Some(attribute) = attribute(head)
         && let Some(value) = value_after(tail)
+        // A value, not a sentence ("Guest: Thank you." is a speaker's turn).
+        && (value.1.is_some()
+            || (tail.split_whitespace().count() <= 12 && !tail.trim_end().ends_with(['.', '?', '!'])))
     {
         push(&mut out, subject, attribute, value);
     }
@@ -672,10 +674,7 @@ fn copula_value(lower: &str, original: &str) -> Option<(String, Option<f64>, Str
 }
 
 /// "ATTRIBUTE is VALUE" at the start of a text: the phrase and the value.
-fn phrase_then_value(
-    lower: &str,
-    original: &str,
-) -> Option<(String, (String, Option<f64>, String))> {
+fn phrase_then_value(lower: &str, original: &str) -> Option<(String, Written)> {
     let words: Vec<&str> = lower.split_whitespace().collect();
     for (i, word) in words.iter().enumerate().take(6) {
         if matches!(

@@ -208,7 +208,7 @@ pub fn terms(text: &str) -> Vec<String> {
 /// Splits text into sentences (on `.`, `!`, `?` followed by whitespace, and on blank lines).
 pub fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for paragraph in text.split("\n\n") {
+    for paragraph in text.split("\n\n").flat_map(blocks) {
         let paragraph = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
         let mut current = String::new();
         let chars: Vec<char> = paragraph.chars().collect();
@@ -223,6 +223,44 @@ pub fn sentences(text: &str) -> Vec<String> {
             }
         }
         push_sentence(&mut out, &current);
+    }
+    out
+}
+
+/// Whether a line starts a block of its own: a field ("Population: 10,825,309"), a speaker's
+/// turn, a list item or a table row. Other lines continue the line before (wrapped prose).
+fn starts_block(line: &str) -> bool {
+    let line = line.trim_start();
+    if line.starts_with(['-', '*', '|', '•']) {
+        return true;
+    }
+    if let Some(number) = line.split_once(". ").map(|(n, _)| n)
+        && !number.is_empty()
+        && number.len() <= 3
+        && number.chars().all(|c| c.is_ascii_digit())
+    {
+        return true;
+    }
+    line.split_once(':').is_some_and(|(head, rest)| {
+        !head.is_empty()
+            && head.split_whitespace().count() <= 6
+            && head.chars().next().is_some_and(char::is_uppercase)
+            && !rest.starts_with("//")
+            && !head.contains(['.', '!', '?'])
+    })
+}
+
+/// The blocks of a paragraph: its lines joined, except where a line starts a block.
+fn blocks(paragraph: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in paragraph.lines() {
+        match out.last_mut() {
+            Some(block) if !starts_block(line) => {
+                block.push(' ');
+                block.push_str(line);
+            }
+            _ => out.push(line.to_owned()),
+        }
     }
     out
 }
@@ -256,20 +294,25 @@ fn push_sentence(out: &mut Vec<String>, sentence: &str) {
 /// Document types `doc_type: auto` chooses among.
 pub fn classify(text: &str) -> &'static str {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let speaker_lines = lines
+    let speakers: Vec<&str> = lines
         .iter()
-        .filter(|l| {
-            l.split_once(':').is_some_and(|(who, _)| {
+        .filter_map(|l| {
+            l.split_once(':').and_then(|(who, _)| {
                 let who = who.trim();
-                !who.is_empty()
+                (!who.is_empty()
                     && who.len() <= 30
                     && who.split_whitespace().count() <= 3
-                    && who.chars().next().is_some_and(char::is_uppercase)
+                    && who.chars().next().is_some_and(char::is_uppercase))
+                .then_some(who)
             })
         })
-        .count();
+        .collect();
+    // Speakers take turns: few names, each on many lines. Many names once each are the
+    // fields of a record ("Population: …", "Capital: …").
+    let distinct: BTreeSet<&str> = speakers.iter().copied().collect();
     let lower = text.to_lowercase();
-    if lines.len() >= 4 && speaker_lines * 2 >= lines.len() {
+    if lines.len() >= 4 && speakers.len() * 2 >= lines.len() && distinct.len() * 2 <= speakers.len()
+    {
         "transcript"
     } else if lower.contains("abstract")
         && (lower.contains("references") || lower.contains("et al"))
@@ -410,6 +453,13 @@ const CALENDAR: &[&str] = &[
 /// the start of a sentence unless they recur elsewhere; at least two characters.
 pub fn entities(sentences: &[String]) -> Vec<String> {
     let mut seen: BTreeMap<String, (usize, bool)> = BTreeMap::new();
+    // Words the text also writes in lower case: a sentence-initial "Desalination" is one.
+    let lower_case: BTreeSet<&str> = sentences
+        .iter()
+        .flat_map(|s| s.split_whitespace().skip(1))
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|w| w.chars().next().is_some_and(char::is_lowercase))
+        .collect();
     for sentence in sentences {
         let tokens: Vec<&str> = sentence.split_whitespace().collect();
         let mut i = 0;
@@ -457,10 +507,11 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
                         break;
                     }
                     let next = clean(tokens[j]);
+                    // "Trinidad and Tobago" on a line of its own is one name.
+                    let joiner = matches!(next.as_str(), "&" | "of" | "de" | "van" | "von")
+                        || (next == "and" && start == 0 && tokens.len() <= 5);
                     if is_capitalised(&next)
-                        || (matches!(next.as_str(), "&" | "of" | "de" | "van" | "von")
-                            && j + 1 < tokens.len()
-                            && is_capitalised(&clean(tokens[j + 1])))
+                        || (joiner && j + 1 < tokens.len() && is_capitalised(&clean(tokens[j + 1])))
                     {
                         parts.push(next);
                         j += 1;
@@ -471,10 +522,16 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
                 let name = parts.join(" ");
                 let single_common = parts.len() == 1
                     && (is_stopword(&name.to_lowercase()) || CALENDAR.contains(&name.as_str()));
-                if !single_common && name.chars().count() >= 2 {
+                // "Population: …", "Host: …": a field or speaker label, not a name.
+                let label = start == 0 && tokens[j - 1].ends_with(':');
+                // A line that is only a name ("Jamaica" over a profile) is that name.
+                let title_line = start == 0 && j == tokens.len() && tokens.len() <= 4;
+                if !single_common && !label && name.chars().count() >= 2 {
                     let entry = seen.entry(name).or_insert((0, false));
                     entry.0 += 1;
-                    entry.1 |= start > 0;
+                    // After a label ("Host: Welcome back") a sentence starts again.
+                    let opening = start == 0 || tokens[start - 1].ends_with(':');
+                    entry.1 |= !opening || title_line;
                 }
                 i = j;
             } else {
@@ -483,7 +540,11 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
         }
     }
     seen.into_iter()
-        .filter(|(name, (count, mid_sentence))| *mid_sentence || *count >= 2 || name.contains(' '))
+        .filter(|(name, (count, mid_sentence))| {
+            *mid_sentence
+                || name.contains(' ')
+                || (*count >= 2 && !lower_case.contains(name.to_lowercase().as_str()))
+        })
         .map(|(name, _)| name)
         .collect()
 }

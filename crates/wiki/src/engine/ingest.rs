@@ -130,7 +130,13 @@ pub(crate) fn analyse(text: &str, label: &str, doc_type: &str, max_entities: usi
                 .count();
             continue;
         }
-        for mut claim in claims::extract(&sentences[i], i, &names, subject.as_deref(), date) {
+        // A transcript's "Name: …" lines are turns of speech, not fields of its subject.
+        let fields_of = if doc_type == "transcript" {
+            None
+        } else {
+            subject.as_deref()
+        };
+        for mut claim in claims::extract(&sentences[i], i, &names, fields_of, date) {
             claim.entity = canonical(&claim.entity);
             claim.key = key(&claim.entity);
             found.push(claim);
@@ -173,7 +179,22 @@ pub(crate) fn analyse(text: &str, label: &str, doc_type: &str, max_entities: usi
         .collect();
     // Concepts are topics, not the names already kept as entities.
     let entity_words: BTreeSet<String> = entities.iter().flat_map(|e| text::words(e)).collect();
-    let concepts: Vec<String> = text::key_phrases(text, CONCEPTS_PER_SOURCE * 3)
+    // A transcript's speaker labels are not what it discusses.
+    let spoken: String;
+    let discussed = if doc_type == "transcript" {
+        spoken = text
+            .lines()
+            .map(|line| match line.split_once(':') {
+                Some((who, said)) if who.split_whitespace().count() <= 3 => said,
+                _ => line,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        spoken.as_str()
+    } else {
+        text
+    };
+    let concepts: Vec<String> = text::key_phrases(discussed, CONCEPTS_PER_SOURCE * 3)
         .into_iter()
         .filter(|phrase| !phrase.split(' ').any(|w| entity_words.contains(w)))
         .take(CONCEPTS_PER_SOURCE)

@@ -365,7 +365,7 @@ mod tests {
             &[],
             &["Portugal".into()],
             &[],
-            &[claim.clone()],
+            std::slice::from_ref(&claim),
             &[
                 "Portugal is in Europe.".into(),
                 "The population of Portugal is 10,467,366 (2024 est.).".into(),

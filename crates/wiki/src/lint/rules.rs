@@ -58,7 +58,7 @@ fn show(claim: &FoundClaim) -> String {
 }
 
 /// Claims grouped by (entity key, attribute), each group oldest first.
-fn by_attribute<'a>(claims: &'a [FoundClaim]) -> BTreeMap<(String, String), Vec<&'a FoundClaim>> {
+fn by_attribute(claims: &[FoundClaim]) -> BTreeMap<(String, String), Vec<&FoundClaim>> {
     let mut groups: BTreeMap<(String, String), Vec<&FoundClaim>> = BTreeMap::new();
     for claim in claims {
         groups
@@ -123,6 +123,15 @@ fn days(earlier: u32, later: u32) -> i64 {
     }
 }
 
+/// Whether a newer value revises an older one: any change of a number (a revision of
+/// $4.53 billion to $4.516 billion is a new estimate, however small), or another text.
+fn revised(old: &Claim, new: &Claim) -> bool {
+    match (old.number, new.number) {
+        (Some(x), Some(y)) => old.unit == new.unit && x != y,
+        _ => disagree(old, new),
+    }
+}
+
 /// A value superseded by a newer source's different value of the same attribute.
 pub fn stale_claims(input: &Input<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -136,7 +145,7 @@ pub fn stale_claims(input: &Input<'_>) -> Vec<Finding> {
         for old in &group[..group.len() - 1] {
             if old.claim.date == 0
                 || old.path == newest.path
-                || !disagree(&old.claim, &newest.claim)
+                || !revised(&old.claim, &newest.claim)
                 || days(old.claim.date, newest.claim.date) <= i64::from(input.staleness_days)
             {
                 continue;
@@ -373,9 +382,11 @@ pub fn undocumented_concepts(input: &Input<'_>) -> Vec<Finding> {
             .collect();
         for phrase in crate::text::key_phrases(&text, 15) {
             let words: Vec<&str> = phrase.split(' ').collect();
-            if words
-                .iter()
-                .any(|w| GENERIC.contains(w) || entity_words.contains(*w) || w.len() < 4)
+            // One word alone ("rose", "growth") is too general to need a page.
+            if words.len() < 2
+                || words
+                    .iter()
+                    .any(|w| GENERIC.contains(w) || entity_words.contains(*w) || w.len() < 4)
             {
                 continue;
             }
