@@ -316,3 +316,88 @@ async fn material_lint_findings_reach_the_tenants_webhook() {
         .await;
     assert!(structured(&other)["webhook"].is_null(), "{}", other.body);
 }
+
+/// A large ingest and a lint send progress to a client that asked for it (`progressToken`),
+/// through the edge, on every protocol version; a client that did not ask gets none.
+#[tokio::test]
+async fn ingest_and_lint_report_progress_on_every_protocol_version() {
+    let fleet = Fleet::start(1, "").await;
+    let big: String = (0..400)
+        .map(|i| {
+            format!(
+                "Acme Corp opened office {i} in Berlin with {} staff. ",
+                10 + i
+            )
+        })
+        .collect();
+    for (n, version) in ["2024-11-05", "2025-03-26", "2025-06-18", LEGACY, STATELESS]
+        .into_iter()
+        .enumerate()
+    {
+        let client = fleet.client(0, "acme", "collector", version);
+        for (action, arguments) in [
+            (
+                "ingest",
+                json!({"action": "ingest", "source": {"type": "text", "text": format!("{big} Version {n}."), "source_label": format!("Office list {n}")}}),
+            ),
+            ("lint", json!({"action": "lint", "publish_report": false})),
+        ] {
+            let token = format!("{action}-{n}");
+            let reply = client
+                .request(
+                    10 + n as u64,
+                    "tools/call",
+                    json!({"name": "client_wiki", "arguments": arguments, "_meta": {"progressToken": token}}),
+                )
+                .await;
+            assert_eq!(
+                reply.result()["isError"],
+                false,
+                "{version} {action}: {}",
+                reply.body
+            );
+            let progress: Vec<(f64, f64)> = reply
+                .notifications()
+                .iter()
+                .filter(|n| {
+                    n["method"] == "notifications/progress" && n["params"]["progressToken"] == token
+                })
+                .map(|n| {
+                    (
+                        n["params"]["progress"].as_f64().unwrap(),
+                        n["params"]["total"].as_f64().unwrap_or(0.0),
+                    )
+                })
+                .collect();
+            assert!(
+                progress.len() >= 2,
+                "{version} {action}: progress expected: {}",
+                reply.body
+            );
+            assert!(
+                progress.windows(2).all(|w| w[0].0 < w[1].0),
+                "{version} {action}: progress must increase: {progress:?}"
+            );
+            assert!(
+                progress
+                    .iter()
+                    .all(|(done, total)| *total == 0.0 || done <= total)
+            );
+        }
+        // Without a token: the same call, no progress.
+        let quiet = client
+            .call(
+                "client_wiki",
+                json!({"action": "lint", "publish_report": false}),
+            )
+            .await;
+        assert!(
+            quiet
+                .notifications()
+                .iter()
+                .all(|n| n["method"] != "notifications/progress"),
+            "{version}: {}",
+            quiet.body
+        );
+    }
+}

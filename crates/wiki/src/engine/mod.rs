@@ -511,7 +511,6 @@ impl Wiki {
                 .await?;
             lease.release().await;
         }
-        progress(total, total, "done");
         Ok(serde_json::json!({
             "scope": scope,
             "pages_checked": pages_checked,
