@@ -193,7 +193,7 @@ impl std::fmt::Debug for TenantIndex {
     }
 }
 
-/// Every tenant's index, opened on first use and kept while in use (at most [`OPEN`] at once).
+/// Every tenant's index, opened on first use and kept while in use (at most 256 at once).
 #[derive(Debug, Clone)]
 pub struct Indexes {
     root: Option<PathBuf>,
