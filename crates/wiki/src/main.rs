@@ -151,6 +151,9 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     let service = tp_wiki::WikiService::new(wiki, fetcher, auth);
+    // Writes a killed process left half done are replayed before the service says it is
+    // ready, so nothing reads a tenant's pages mid-write.
+    service.recover().await;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

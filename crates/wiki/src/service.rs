@@ -212,6 +212,16 @@ impl WikiService {
         Ok(deleted)
     }
 
+    /// Replays the writes a killed process left half done (every tenant's journal). Runs
+    /// again at [`serve`]; a second pass finds nothing to do.
+    pub async fn recover(&self) {
+        match self.wiki.storage().recover_all().await {
+            Ok(0) => {}
+            Ok(tenants) => tracing::warn!(tenants, "replayed interrupted wiki writes"),
+            Err(error) => tracing::warn!(%error, "could not replay interrupted wiki writes"),
+        }
+    }
+
     fn slots(&self, tenant: &str) -> Arc<tokio::sync::Semaphore> {
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if running.len() > 4096 {
@@ -597,11 +607,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<ExecutorServer<WikiService>>().await;
-    match service.wiki.storage().recover_all().await {
-        Ok(0) => {}
-        Ok(tenants) => tracing::warn!(tenants, "replayed interrupted wiki writes"),
-        Err(error) => tracing::warn!(%error, "could not replay interrupted wiki writes"),
-    }
+    service.recover().await;
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(ExecutorServer::new(service))
