@@ -7,6 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+mod common;
+
+use common::cited_pages;
 use serde_json::Value;
 use tp_wiki::{Source, Storage, Wiki};
 
@@ -39,25 +42,6 @@ async fn corpus() -> Wiki {
         .unwrap();
     }
     wiki
-}
-
-fn cited_pages(answer: &Value) -> Vec<String> {
-    let mut pages = Vec::new();
-    for cite in answer["citations"].as_array().unwrap() {
-        let page = cite
-            .as_str()
-            .unwrap()
-            .trim_start_matches("[[")
-            .split('#')
-            .next()
-            .unwrap()
-            .trim_end_matches("]]")
-            .to_owned();
-        if !pages.contains(&page) {
-            pages.push(page);
-        }
-    }
-    pages
 }
 
 #[tokio::test]

@@ -15,6 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+mod common;
+
+use common::cited_pages;
 use serde_json::Value;
 use tp_wiki::{Source, Storage, Wiki};
 
@@ -267,25 +270,6 @@ async fn ingest(wiki: &Wiki, tenant: &str, label: &str, text: &str) -> Value {
     )
     .await
     .unwrap_or_else(|e| panic!("ingest {label}: {e}"))
-}
-
-fn cited_pages(answer: &Value) -> Vec<String> {
-    let mut pages = Vec::new();
-    for cite in answer["citations"].as_array().unwrap() {
-        let page = cite
-            .as_str()
-            .unwrap()
-            .trim_start_matches("[[")
-            .split('#')
-            .next()
-            .unwrap()
-            .trim_end_matches("]]")
-            .to_owned();
-        if !pages.contains(&page) {
-            pages.push(page);
-        }
-    }
-    pages
 }
 
 /// Planted: notes that contradict a latest figure (same year, a third higher).
