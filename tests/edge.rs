@@ -158,6 +158,49 @@ async fn pagination_is_stable_and_bad_cursors_are_invalid_params() {
     }
 }
 
+/// Resources and prompts are not offered: their lists are empty, and naming one is an error
+/// that says so, on every version.
+async fn no_resources_or_prompts(client: &McpHttp, version: &str) {
+    for (method, key) in [
+        ("resources/list", "resources"),
+        ("resources/templates/list", "resourceTemplates"),
+        ("prompts/list", "prompts"),
+    ] {
+        let reply = client.request(7, method, json!({})).await;
+        assert_eq!(
+            reply.result()[key],
+            json!([]),
+            "{version} {method}: {}",
+            reply.body
+        );
+    }
+    let prompt = client
+        .request(8, "prompts/get", json!({"name": "summarise"}))
+        .await;
+    let message = prompt.error()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("unknown prompt: summarise") && message.contains("tools only"),
+        "{version}: {}",
+        prompt.body
+    );
+    let read = client
+        .request(9, "resources/read", json!({"uri": "file:///etc/passwd"}))
+        .await;
+    // -32002 until 2025-11-25; 2026-07-28 folds it into invalid params.
+    let code = if version == STATELESS { -32602 } else { -32002 };
+    assert_eq!(read.error()["code"], code, "{version}: {}", read.body);
+    assert!(
+        read.error()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("resource not found")),
+        "{version}: {}",
+        read.body
+    );
+}
+
 #[tokio::test]
 async fn every_protocol_version_lists_and_calls() {
     let fleet = Fleet::start(1, "").await;
@@ -177,6 +220,14 @@ async fn every_protocol_version_lists_and_calls() {
         );
         let call = client.call("gmail", json!({"query": "from:cfo"})).await;
         assert_eq!(call.result()["isError"], false, "{version}: {}", call.body);
+        // Cache hints are 2026-07-28's; earlier versions do not define them.
+        let list = client.request(2, "tools/list", json!({})).await;
+        assert!(
+            list.result().get("ttlMs").is_none() && list.result().get("cacheScope").is_none(),
+            "{version}: {}",
+            list.body
+        );
+        no_resources_or_prompts(&client, version).await;
     }
     // 2026-07-28: no initialize, server/discover, per-request metadata, cache hints.
     let client = fleet.client(0, "acme", "collector", STATELESS);
@@ -193,6 +244,7 @@ async fn every_protocol_version_lists_and_calls() {
     let list = client.request(2, "tools/list", json!({})).await;
     assert_eq!(list.result()["cacheScope"], "private");
     assert!(list.result()["ttlMs"].as_u64().unwrap() > 0);
+    no_resources_or_prompts(&client, STATELESS).await;
     let call = client.call("gmail", json!({"query": "from:cfo"})).await;
     assert_eq!(call.result()["isError"], false, "{}", call.body);
     // The Mcp-Name header must match the body.

@@ -155,6 +155,7 @@ async fn up_runs_the_seeded_stack_prints_how_to_connect_and_restarts_on_its_data
     .await;
     assert_eq!(out["tools"], json!(names), "{out}");
     assert_eq!(out["calls"][0]["is_error"], false, "{out}");
+    printed_client_configs_connect(&first, &names, dir.path()).await;
 
     // Every demo key sees exactly what the control plane resolves for it.
     let mut admin = tp_ctl::Admin::connect(
@@ -287,15 +288,11 @@ async fn the_readme_tour_runs_as_written_against_up() {
         }
     })
     .await;
-    let creds: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join(".toolplane/credentials.json")).unwrap(),
-    )
-    .unwrap();
-    let grpc = creds["grpc_addr"].as_str().unwrap().to_owned();
 
     let output = tokio::process::Command::new("bash")
         .args(["-e", "-o", "pipefail", "-c", &script])
-        .env("TOOLPLANE_ADDR", format!("http://{grpc}"))
+        // No address: the CLI finds `up` through ./.toolplane/credentials.json.
+        .env_remove("TOOLPLANE_ADDR")
         .current_dir(dir.path())
         .output()
         .await
@@ -329,5 +326,441 @@ async fn the_readme_tour_runs_as_written_against_up() {
     println!(
         "README tour: {} lines of shell ran, {lines} tool listings checked",
         tour.len()
+    );
+}
+
+/// The per-client snippets `up` prints work in the clients that run here: Claude Code's
+/// `claude mcp add` line (its `mcp get` connects and reports the server's health), and Claude
+/// Desktop's entry, run as Desktop runs it, through the `mcp-remote` bridge over stdio. A wrong
+/// key fails both, so the checks can fail. Cursor and VS Code cannot run here (see
+/// docs/operators-guide.md).
+async fn printed_client_configs_connect(credentials: &Value, names: &[&str], dir: &Path) {
+    let bin = tp_test_support::node_dir().join("node_modules/.bin");
+    let node_bin = tp_test_support::node().parent().unwrap().to_owned();
+    let path = format!(
+        "{}:{}:{}",
+        bin.display(),
+        node_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let key =
+        credentials["mcp_client_config"]["mcpServers"]["toolplane"]["headers"]["Authorization"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("Bearer ")
+            .unwrap()
+            .to_owned();
+
+    // Claude Code: the printed line as a user pastes it, with a wrong key beside it.
+    let add = credentials["clients"]["claude_code"]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let wrong = add
+        .replace(&key, "tp_wrong_key_0000")
+        .replace("toolplane http", "wrongkey http");
+    let home = dir.join("claude-home");
+    std::fs::create_dir_all(home.join("project")).unwrap();
+    let script = format!(
+        "set -e\n{add} >/dev/null\n{wrong} >/dev/null\nclaude mcp get toolplane\nclaude mcp get wrongkey"
+    );
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::process::Command::new("bash")
+            .args(["-c", &script])
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .current_dir(home.join("project"))
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("claude mcp get finished in 60 s")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let statuses: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Status:"))
+        .collect();
+    assert!(
+        output.status.success() && statuses.len() == 2,
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        statuses[0].contains("Connected") && !statuses[0].contains("Failed"),
+        "{stdout}"
+    );
+    assert!(
+        statuses[1].contains("Failed"),
+        "a wrong key must not connect: {stdout}"
+    );
+
+    // Claude Desktop: the config entry as Desktop runs it (npx resolves the installed bridge).
+    let entry = &credentials["clients"]["claude_desktop"]["config"]["mcpServers"]["toolplane"];
+    let run = |auth: String| {
+        let entry = entry.clone();
+        let path = path.clone();
+        let home = home.clone();
+        async move {
+            let args: Vec<String> = entry["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(args[..2], ["-y", "mcp-remote"], "{entry}");
+            let mut child = tokio::process::Command::new("mcp-remote")
+                .args(&args[2..])
+                .env("PATH", &path)
+                .env("HOME", &home)
+                .env("AUTH_HEADER", auth)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            drive_stdio(&mut child).await
+        }
+    };
+    let listed = run(entry["env"]["AUTH_HEADER"].as_str().unwrap().to_owned()).await;
+    let bridged: Vec<&str> = listed
+        .as_ref()
+        .and_then(|v| v["result"]["tools"].as_array())
+        .unwrap_or_else(|| panic!("mcp-remote did not list tools: {listed:?}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(bridged, names, "Claude Desktop through mcp-remote");
+    let refused = run("Bearer tp_wrong_key_0000".to_owned()).await;
+    assert!(
+        refused.is_none(),
+        "a wrong key must not list tools through the bridge: {refused:?}"
+    );
+    println!(
+        "client configs: Claude Code connected ({}); Claude Desktop via mcp-remote listed {} tools; wrong keys refused",
+        statuses[0].trim(),
+        bridged.len()
+    );
+}
+
+/// Speaks MCP over a stdio child: initialize, initialized, tools/list. The `tools/list`
+/// answer, or `None` when the child exits or stays silent for 30 s first.
+async fn drive_stdio(child: &mut tokio::process::Child) -> Option<Value> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let send = |message: Value| format!("{message}\n");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "desktop-like", "version": "1"}}});
+    stdin.write_all(send(init).as_bytes()).await.ok()?;
+    let answer = async {
+        let mut listed = false;
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if message["id"] == 1 && message.get("result").is_some() && !listed {
+                listed = true;
+                let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+                let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+                stdin.write_all(send(initialized).as_bytes()).await.ok()?;
+                stdin.write_all(send(list).as_bytes()).await.ok()?;
+            } else if message["id"] == 2 {
+                return Some(message);
+            }
+        }
+        None
+    };
+    let result = tokio::time::timeout(std::time::Duration::from_secs(30), answer)
+        .await
+        .ok()
+        .flatten();
+    let _ = child.start_kill();
+    result
+}
+
+/// A free port on 127.0.0.1 (bound and released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `toolplanectl` in `cwd` without any address or token in the environment.
+async fn ctl(cwd: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = tokio::process::Command::new(binary("toolplanectl"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("TOOLPLANE_ADDR")
+        .env_remove("TOOLPLANE_ADMIN_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The first hour of a new user, as issue 19 found it: the CLI finds `up` on any port through
+/// `credentials.json` (with or without a scheme) and says what it tried and what an MCP port
+/// is; a second `up` on the same ports names the first; a damaged credentials file stops `up`
+/// before anything changes, and moving it aside leaves no orphaned demo key live; bulk
+/// registration reports progress; `usage` prints dates.
+#[tokio::test]
+async fn first_hour_mistakes_get_sentences_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<String> = (0..5)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let up_args = |data_dir: &str, ready: &Path| -> Vec<String> {
+        vec![
+            "up".into(),
+            "--data-dir".into(),
+            data_dir.into(),
+            "--mcp-listen".into(),
+            ports[0].clone(),
+            "--grpc-listen".into(),
+            ports[1].clone(),
+            "--executor-listen".into(),
+            ports[2].clone(),
+            "--wiki-listen".into(),
+            ports[3].clone(),
+            "--admin-listen".into(),
+            ports[4].clone(),
+            "--ready-file".into(),
+            ready.display().to_string(),
+        ]
+    };
+    let spawn = |args: Vec<String>, log: &str| {
+        tokio::process::Command::new(binary("toolplanectl"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("TOOLPLANE_ADDR")
+            .stdout(std::fs::File::create(dir.path().join(format!("{log}.out"))).unwrap())
+            .stderr(std::fs::File::create(dir.path().join(format!("{log}.err"))).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let ready = dir.path().join("ready");
+    let mut first = spawn(up_args(".toolplane", &ready), "up1");
+    tp_test_support::eventually("up is ready", std::time::Duration::from_secs(30), || {
+        let ready = ready.clone();
+        async move {
+            std::fs::read_to_string(&ready)
+                .ok()
+                .filter(|s| !s.is_empty())
+        }
+    })
+    .await;
+    let progress = std::fs::read_to_string(dir.path().join("up1.err")).unwrap();
+    for stage in [
+        "up: opening the store",
+        "up: starting the MCP edge",
+        "up: ready in",
+    ] {
+        assert!(progress.contains(stage), "{stage:?} missing:\n{progress}");
+    }
+    assert!(
+        !progress.contains('\u{1b}'),
+        "no colour codes in a file:\n{progress}"
+    );
+
+    // 2. No --addr: the address (another port than the default) and the token come from
+    // .toolplane/credentials.json.
+    let (ok, stdout, stderr) = ctl(dir.path(), &["policy", "show"]).await;
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("35"), "{stdout}");
+    // host:port without a scheme.
+    let (ok, stdout, stderr) = ctl(dir.path(), &["--addr", &ports[1], "tenants", "list"]).await;
+    assert!(ok && stdout.contains("acme"), "{stdout}{stderr}");
+    // The MCP port: it says it is the edge.
+    let (ok, _, stderr) = ctl(dir.path(), &["--addr", &ports[0], "tenants", "list"]).await;
+    assert!(
+        !ok && stderr.contains("is a Toolplane MCP edge") && stderr.contains("--addr"),
+        "{stderr}"
+    );
+    // Nothing there: what was tried, where it came from, how to point elsewhere.
+    let closed = format!("127.0.0.1:{}", free_port());
+    let (ok, _, stderr) = ctl(dir.path(), &["--addr", &closed, "tenants", "list"]).await;
+    assert!(
+        !ok && stderr.contains(&format!("http://{closed}"))
+            && stderr.contains("--addr or TOOLPLANE_ADDR")
+            && stderr.contains("toolplanectl up"),
+        "{stderr}"
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = ctl(elsewhere.path(), &["--token", "x", "tenants", "list"]).await;
+    assert!(!ok && stderr.contains("the default"), "{stderr}");
+
+    // 11. Bulk registration: one file holding an array, with progress on stderr.
+    let defs = json!([
+        {"name": "bulk_one", "description": "First bulk tool", "category": "platform",
+         "input_schema": {"type": "object"}, "executor": "demo",
+         "admission": {"owner": "sre", "scope": "bulk test"}},
+        {"name": "bulk_two", "description": "Second bulk tool", "category": "platform",
+         "input_schema": {"type": "object"}, "executor": "demo",
+         "admission": {"owner": "sre", "scope": "bulk test"}}
+    ]);
+    std::fs::write(dir.path().join("bulk.json"), defs.to_string()).unwrap();
+    for tool in ["web_fetch", "salesforce_query"] {
+        let (ok, stdout, stderr) = ctl(dir.path(), &["tools", "retire", tool]).await;
+        assert!(ok, "{stdout}{stderr}");
+    }
+    let (ok, stdout, stderr) = ctl(dir.path(), &["tools", "register", "bulk.json"]).await;
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("registering tools: 2/2") && stderr.contains("registered 2 tools"),
+        "{stderr}"
+    );
+    // 34 of 35: the next run's first tool fills the ceiling and its second is refused, saying
+    // how far the run got.
+    let third = json!([{"name": "bulk_three", "description": "Third", "category": "platform",
+        "input_schema": {"type": "object"}, "executor": "demo",
+        "admission": {"owner": "sre", "scope": "bulk test"}},
+        {"name": "bulk_four", "description": "Fourth", "category": "platform",
+        "input_schema": {"type": "object"}, "executor": "demo",
+        "admission": {"owner": "sre", "scope": "bulk test"}}]);
+    std::fs::write(dir.path().join("bulk2.json"), third.to_string()).unwrap();
+    let (ok, _, stderr) = ctl(dir.path(), &["tools", "register", "bulk2.json"]).await;
+    assert!(
+        !ok && stderr.contains("bulk_four refused after 1 of 2")
+            && stderr.contains("FailedPrecondition"),
+        "{stderr}"
+    );
+    let help = ctl(dir.path(), &["tools", "register", "--help"]).await.1;
+    for field in ["input_schema", "executor", "admission", "polymorphism"] {
+        assert!(help.contains(field), "{field} missing from --help:\n{help}");
+    }
+
+    // 6. Usage: dates, not epoch milliseconds (edges report usage every few seconds).
+    let creds: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(".toolplane/credentials.json")).unwrap(),
+    )
+    .unwrap();
+    let key = creds["keys"][0]["key"].as_str().unwrap().to_owned();
+    let client = McpHttp::new(
+        creds["mcp_url"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp"),
+        Some(&key),
+        "2025-11-25",
+    );
+    let call = client.call("gmail", json!({"query": "x"})).await;
+    assert_eq!(call.result()["isError"], false, "{}", call.body);
+    let usage =
+        tp_test_support::eventually("usage reported", std::time::Duration::from_secs(30), || {
+            let dir = dir.path().to_owned();
+            async move {
+                let (_, stdout, _) = ctl(&dir, &["usage", "--tenant", "acme"]).await;
+                stdout.contains("gmail").then_some(stdout)
+            }
+        })
+        .await;
+    assert!(
+        usage.contains("LAST USED")
+            && usage.contains(" UTC (")
+            && (usage.contains("ago)") || usage.contains("just now)")),
+        "{usage}"
+    );
+
+    // 10. A second `up` on the same ports names the first.
+    let (ok, _, stderr) = ctl(
+        dir.path(),
+        &up_args("other-data", &dir.path().join("ready2"))
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let pid = first.id().unwrap();
+    assert!(
+        !ok && stderr.contains("another `toolplanectl up`")
+            && stderr.contains(&format!("pid {pid}"))
+            && stderr.contains("--mcp-listen"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("other-data/control-plane.db").exists());
+
+    // 1. A damaged credentials file stops `up` before anything changes.
+    first.kill().await.unwrap();
+    let _ = first.wait().await;
+    let path = dir.path().join(".toolplane/credentials.json");
+    let damaged = "{\"keys\": [ {\"tenant\": \"acme\"";
+    std::fs::write(&path, damaged).unwrap();
+    let (ok, _, stderr) = ctl(
+        dir.path(),
+        &up_args(".toolplane", &dir.path().join("ready3"))
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    assert!(
+        !ok && stderr.contains("is damaged") && stderr.contains("mv "),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        damaged,
+        "left as it was"
+    );
+
+    // Moved aside: new keys, and the six an earlier `up` issued are revoked.
+    std::fs::rename(&path, dir.path().join("credentials.damaged")).unwrap();
+    let ready4 = dir.path().join("ready4");
+    let mut again = spawn(up_args(".toolplane", &ready4), "up4");
+    tp_test_support::eventually(
+        "up is ready again",
+        std::time::Duration::from_secs(30),
+        || {
+            let ready = ready4.clone();
+            async move {
+                std::fs::read_to_string(&ready)
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            }
+        },
+    )
+    .await;
+    let log = std::fs::read_to_string(dir.path().join("up4.err")).unwrap();
+    assert!(log.contains("revoked 6 demo keys"), "{log}");
+    let (ok, stdout, stderr) = ctl(dir.path(), &["--json", "keys", "list"]).await;
+    assert!(ok, "{stderr}");
+    let keys: Value = serde_json::from_str(&stdout).unwrap();
+    let live = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["revoked_at"] == 0)
+        .count();
+    assert_eq!(live, 6, "one live key per demo (tenant, role): {keys}");
+    let old = McpHttp::new(
+        creds["mcp_url"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp"),
+        Some(&key),
+        "2025-11-25",
+    );
+    let refused = old.request(1, "tools/list", json!({})).await;
+    assert_eq!(
+        refused.status, 401,
+        "the orphaned key is revoked: {}",
+        refused.body
+    );
+    again.kill().await.unwrap();
+    println!(
+        "first hour: discovery, edge detection, port holder, damaged credentials, bulk progress and usage dates checked"
     );
 }

@@ -18,7 +18,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
-use tower_http::trace::TraceLayer;
 
 use crate::cache::{Identity, LookupError};
 use crate::mcp::ask::StreamIds;
@@ -75,8 +74,8 @@ pub fn router(state: Arc<EdgeState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(state)
-        // Outermost: every request is traced, including refused ones.
-        .layer(TraceLayer::new_for_http())
+        // Outermost: every request is logged, including refused ones.
+        .layer(middleware::from_fn(crate::access::layer))
 }
 
 /// The admin listener's router: `/metrics` (never on the MCP listener, which clients reach),
@@ -270,6 +269,16 @@ async fn check_jsonrpc(
                 }
                 _ => None,
             };
+            if let (Some((_, method, params)), Some(log)) =
+                (&request, crate::access::of(&parts.extensions))
+            {
+                let tool = params
+                    .as_ref()
+                    .filter(|_| method == "tools/call")
+                    .and_then(|p| p.get("name"))
+                    .and_then(serde_json::Value::as_str);
+                log.rpc(method, tool);
+            }
             if let Some((id, method, params)) = &request
                 && method == "tools/list"
                 && state.config.mcp.precomputed_lists
@@ -626,7 +635,11 @@ async fn fast_list(
         .registry(&caller.0.tenant, &caller.0.role)
         .await
         .ok()?;
-    precomputed_list(state, parts, id, params, &caller.0, &registry)
+    let response = precomputed_list(state, parts, id, params, &caller.0, &registry)?;
+    if let Some(log) = crate::access::of(&parts.extensions) {
+        log.outcome("ok");
+    }
+    Some(response)
 }
 
 /// The answer to a `tools/list` of `identity` from `registry`'s precomputed pages, when the
@@ -927,6 +940,12 @@ fn unauthorized(description: &str) -> Response {
     response
 }
 
+/// A 401, counted in `tp_edge_auth_refused_total` by reason (`missing`, `malformed`, `invalid`).
+fn refused(reason: &'static str, description: &str) -> Response {
+    metrics::counter!("tp_edge_auth_refused_total", "reason" => reason).increment(1);
+    unauthorized(description)
+}
+
 async fn authenticate(
     State(state): State<Arc<EdgeState>>,
     mut request: Request<Body>,
@@ -946,18 +965,21 @@ async fn authenticate(
                 revision: u64::MAX,
                 confirmed_at_ms: 0,
             }),
-            None => return unauthorized("missing Authorization: Bearer <api key>"),
+            None => {
+                return refused("missing", "missing Authorization: Bearer <api key>");
+            }
         },
-        Some(Err(_)) => return unauthorized("the Authorization header is not valid text"),
+        Some(Err(_)) => {
+            return refused("malformed", "the Authorization header is not valid text");
+        }
         Some(Ok(value)) => {
             let Some(key) = value.strip_prefix("Bearer ").map(str::trim) else {
-                return unauthorized("Authorization must be \"Bearer <api key>\"");
+                return refused("malformed", "Authorization must be \"Bearer <api key>\"");
             };
             match state.caches.identity(key).await {
                 Ok(identity) => identity,
                 Err(LookupError::Unauthenticated | LookupError::NotFound) => {
-                    metrics::counter!("tp_edge_auth_refused_total").increment(1);
-                    return unauthorized("invalid, revoked or expired API key");
+                    return refused("invalid", "invalid, revoked or expired API key");
                 }
                 Err(LookupError::Unavailable(_)) => {
                     let mut response = json_error(
@@ -972,7 +994,12 @@ async fn authenticate(
             }
         }
     };
-    tracing::Span::current().record("tenant", identity.tenant.as_str());
+    let span = tracing::Span::current();
+    span.record("tenant", identity.tenant.as_str());
+    span.record("role", identity.role.as_str());
+    if let Some(log) = crate::access::of(request.extensions()) {
+        log.caller(&identity.tenant, &identity.role);
+    }
     request.extensions_mut().insert(Caller(identity));
     next.run(request).await
 }

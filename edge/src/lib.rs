@@ -5,6 +5,7 @@
 //! [`versions`] + [`watch`] (push invalidation) → [`forward`] (executors: deadlines,
 //! breakers, limits; [`upstream`] for MCP servers as executors) → [`limits`], [`audit`].
 
+pub mod access;
 pub mod app;
 pub mod audit;
 pub mod cache;

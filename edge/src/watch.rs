@@ -87,6 +87,15 @@ pub async fn run(
             let next = tokio::time::timeout(settings.dead_after, stream.next()).await;
             let event = match next {
                 Ok(Some(Ok(event))) => event,
+                Ok(Some(Err(status)))
+                    if status.code() == Code::Unavailable
+                        && status.message().contains("shutting down") =>
+                {
+                    // An orderly stop (a rolling restart, or `up` stopping): not a fault.
+                    tracing::info!(control_plane = %url, "the control plane is shutting down; reconnecting");
+                    control.set_reachable(false);
+                    break;
+                }
                 Ok(Some(Err(status))) => {
                     tracing::warn!(control_plane = %url, error = %status.message(), "watch stream failed");
                     control.set_reachable(false);

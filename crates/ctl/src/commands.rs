@@ -30,6 +30,10 @@ pub(crate) fn describe_error(error: &anyhow::Error) -> String {
         return format!("{error:#}");
     };
     let mut text = format!("{:?}: {}", status.code(), status.message());
+    // A context added on the way up (which of several requests failed) comes first.
+    if error.chain().count() > 1 {
+        text = format!("{error}: {text}");
+    }
     let details = status.get_error_details();
     if let Some(bad_request) = details.bad_request() {
         for violation in &bad_request.field_violations {
@@ -42,19 +46,6 @@ pub(crate) fn describe_error(error: &anyhow::Error) -> String {
     text
 }
 
-fn token(cli: &Cli) -> anyhow::Result<String> {
-    if let Some(token) = &cli.token {
-        return Ok(token.clone());
-    }
-    let text = std::fs::read_to_string(&cli.token_file).with_context(|| {
-        format!(
-            "no admin token: pass --token, set TOOLPLANE_ADMIN_TOKEN, or point --token-file at the control plane's admin-token (tried {})",
-            cli.token_file.display()
-        )
-    })?;
-    Ok(text.trim().to_owned())
-}
-
 fn read_input(path: &Path) -> anyhow::Result<String> {
     if path == Path::new("-") {
         let mut text = String::new();
@@ -62,6 +53,25 @@ fn read_input(path: &Path) -> anyhow::Result<String> {
         return Ok(text);
     }
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Tool definitions from files that each hold one definition or an array of them.
+fn read_definitions(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<domain::ToolDef>> {
+    let mut defs = Vec::new();
+    for file in files {
+        let text = read_input(file)?;
+        let what = format!("the tool definitions in {}", file.display());
+        if text.trim_start().starts_with('[') {
+            let list: Vec<domain::ToolDef> =
+                tp_registry::strict::from_json_str(&text, &what).map_err(anyhow::Error::msg)?;
+            defs.extend(list);
+        } else {
+            defs.push(
+                tp_registry::strict::from_json_str(&text, &what).map_err(anyhow::Error::msg)?,
+            );
+        }
+    }
+    Ok(defs)
 }
 
 fn split_list(value: &str) -> Vec<String> {
@@ -82,9 +92,13 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::ExecutorKey(args) => return crate::executor_key::run(&args),
         command => Cli { command, ..cli },
     };
-    let admin = Admin::connect(&cli.addr, &token(&cli)?).await?;
+    let target = crate::connect::target(&cli);
+    let token = crate::connect::token(&cli)?;
+    let admin = Admin::connect(&target.url, &token)
+        .await
+        .map_err(|error| crate::connect::unreachable(&target, &error.root_cause()))?;
     let json_out = cli.json;
-    match cli.command {
+    let result = match cli.command {
         Command::Tools(cmd) => tools(admin, cmd, json_out).await,
         Command::Adrs(cmd) => adrs(admin, cmd, json_out).await,
         Command::Policy(cmd) => policy(admin, cmd, json_out).await,
@@ -99,6 +113,10 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Up(_) | Command::Export(_) | Command::Import(_) | Command::ExecutorKey(_) => {
             unreachable!("handled above")
         }
+    };
+    match result {
+        Ok(code) => Ok(code),
+        Err(error) => Err(crate::connect::explain(&target, error).await),
     }
 }
 
@@ -262,18 +280,54 @@ async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> anyhow::Resul
                 .into_inner();
             print_tool(&tool, json_out);
         }
-        ToolsCmd::Register { file } => {
-            let def: domain::ToolDef =
-                tp_registry::strict::from_json_str(&read_input(&file)?, "the tool definition")
-                    .map_err(anyhow::Error::msg)?;
-            let tool = admin
-                .catalog
-                .register_tool(pb::RegisterToolRequest {
-                    tool: Some((&def).into()),
-                })
-                .await?
-                .into_inner();
-            print_tool(&tool, json_out);
+        ToolsCmd::Register { files } => {
+            let defs = read_definitions(&files)?;
+            if let [def] = defs.as_slice() {
+                let tool = admin
+                    .catalog
+                    .register_tool(pb::RegisterToolRequest {
+                        tool: Some(def.into()),
+                    })
+                    .await?
+                    .into_inner();
+                print_tool(&tool, json_out);
+                return Ok(0);
+            }
+            let mut progress = crate::progress::Progress::new("registering tools", defs.len());
+            let mut registered = Vec::new();
+            for def in &defs {
+                match admin
+                    .catalog
+                    .register_tool(pb::RegisterToolRequest {
+                        tool: Some(def.into()),
+                    })
+                    .await
+                {
+                    Ok(tool) => {
+                        registered.push(tool.into_inner());
+                        progress.step(&def.name);
+                    }
+                    Err(status) => {
+                        return Err(anyhow::Error::new(status).context(format!(
+                            "{} refused after {} of {} were registered",
+                            def.name,
+                            registered.len(),
+                            defs.len()
+                        )));
+                    }
+                }
+            }
+            progress.finish(&format!("registered {} tools", registered.len()));
+            if json_out {
+                out!(
+                    "{}",
+                    pretty(&Value::Array(registered.iter().map(tool_json).collect()))
+                );
+            } else {
+                for def in &defs {
+                    out!("registered {}", def.name);
+                }
+            }
         }
         ToolsCmd::Update { file } => {
             let def: domain::ToolDef =
@@ -683,7 +737,7 @@ fn print_keys(keys: &[pb::ApiKeyInfo], json_out: bool) {
                 if k.expires_at == 0 {
                     "never".into()
                 } else {
-                    k.expires_at.to_string()
+                    crate::output::when(k.expires_at * 1000, crate::output::now_ms())
                 },
                 or_dash(&k.label),
             ]
@@ -1094,10 +1148,11 @@ async fn usage(mut admin: Admin, args: crate::UsageArgs, json_out: bool) -> anyh
     if json_out {
         let values: Vec<Value> = usage
             .iter()
-            .map(|u| json!({"tool": u.tool, "calls": u.calls, "errors": u.errors, "last_used_ms": u.last_used_ms}))
+            .map(|u| json!({"tool": u.tool, "calls": u.calls, "errors": u.errors, "last_used_ms": u.last_used_ms, "last_used": crate::output::when(u.last_used_ms, crate::output::now_ms())}))
             .collect();
         out!("{}", pretty(&Value::Array(values)));
     } else {
+        let now = crate::output::now_ms();
         let rows: Vec<Vec<String>> = usage
             .iter()
             .map(|u| {
@@ -1105,13 +1160,13 @@ async fn usage(mut admin: Admin, args: crate::UsageArgs, json_out: bool) -> anyh
                     u.tool.clone(),
                     u.calls.to_string(),
                     u.errors.to_string(),
-                    u.last_used_ms.to_string(),
+                    crate::output::when(u.last_used_ms, now),
                 ]
             })
             .collect();
         out!(
             "{}",
-            table(&["TOOL", "CALLS", "ERRORS", "LAST_USED_MS"], &rows)
+            table(&["TOOL", "CALLS", "ERRORS", "LAST USED"], &rows)
         );
     }
     Ok(0)

@@ -3,8 +3,11 @@
 
 mod client;
 mod commands;
+mod connect;
 pub mod executor_key;
 pub mod output;
+mod ports;
+pub mod progress;
 pub mod transfer;
 pub mod up;
 pub mod upstreams;
@@ -19,14 +22,10 @@ pub use client::Admin;
 #[derive(Debug, Parser)]
 #[command(name = "toolplanectl", version, about, propagate_version = true)]
 pub struct Cli {
-    /// Control-plane address.
-    #[arg(
-        long,
-        global = true,
-        env = "TOOLPLANE_ADDR",
-        default_value = "http://127.0.0.1:50051"
-    )]
-    pub addr: String,
+    /// Control-plane address, `host:port` or a URL (default: `grpc_addr` in
+    /// `.toolplane/credentials.json`, which `up` writes, else 127.0.0.1:50051).
+    #[arg(long, global = true, env = "TOOLPLANE_ADDR")]
+    pub addr: Option<String>,
     /// Admin token (default: $TOOLPLANE_ADMIN_TOKEN, else the file given by --token-file).
     #[arg(
         long,
@@ -35,9 +34,10 @@ pub struct Cli {
         hide_env_values = true
     )]
     pub token: Option<String>,
-    /// File holding the admin token.
-    #[arg(long, global = true, default_value = ".toolplane/admin-token")]
-    pub token_file: PathBuf,
+    /// File holding the admin token (default: `admin_token_file` in
+    /// `.toolplane/credentials.json`, else `.toolplane/admin-token`).
+    #[arg(long, global = true)]
+    pub token_file: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -94,6 +94,34 @@ pub enum Command {
     ExecutorKey(executor_key::ExecutorKeyArgs),
 }
 
+/// The fields of a tool definition, for `tools register --help` and `tools update --help`.
+const TOOL_FIELDS: &str = "\
+Register tools from JSON files: each file holds one tool definition or an array of them
+(the shape of `tools get NAME --json`'s \"def\"). Unknown fields are refused.
+
+Required:
+  name            1-128 characters of [A-Za-z0-9_.-], unique in the catalogue
+  description     what the tool does, as models read it
+  category        a slug, for progressive disclosure (capabilities)
+  input_schema    JSON Schema of the arguments (an object schema)
+  executor        the executor that runs it (`toolplanectl executors list`)
+Optional:
+  title           a human title
+  provider        the provider a tenant must connect to see it (none = every tenant)
+  output_schema   JSON Schema of structuredContent
+  annotations     MCP hints: {\"read_only\", \"destructive\", \"idempotent\", \"open_world\"}
+                  (booleans; idempotent tools may be retried on connect errors)
+  roles           roles that may see it (empty = all)
+  examples        example prompts or calls
+  client_capabilities  sampling, elicitation or roots the tool needs from the client
+  bucket          curated or platform (default: platform without a provider)
+  admission       {\"adr\": \"ADR-...\"} or {\"owner\": ..., \"scope\": ...}: who admitted it
+                  under the ceiling
+  polymorphism    {\"discriminator\": \"action\", \"actions\": [{\"name\", \"description\",
+                  \"schema\", \"roles\"}]}: a polymorphic tool's actions and who may use each
+
+Every registration goes through the ceiling: a full ceiling refuses it (FailedPrecondition).";
+
 /// `tools ...`
 #[derive(Debug, Subcommand)]
 pub enum ToolsCmd {
@@ -114,12 +142,16 @@ pub enum ToolsCmd {
         /// Tool name.
         name: String,
     },
-    /// Register a tool from a JSON file (the shape of `tools get --json`'s "def").
+    /// Register tools from JSON files (each one definition, or an array of them).
+    #[command(long_about = TOOL_FIELDS)]
     Register {
-        /// JSON file; `-` for stdin.
-        file: PathBuf,
+        /// JSON files; `-` for stdin. Each holds one definition or an array of definitions;
+        /// they are registered in order, with progress, and the first refusal stops the run.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
-    /// Replace a tool's definition from a JSON file.
+    /// Replace a tool's definition from a JSON file (the fields of `tools register`).
+    #[command(long_about = TOOL_FIELDS)]
     Update {
         /// JSON file; `-` for stdin.
         file: PathBuf,

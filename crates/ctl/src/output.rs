@@ -65,3 +65,85 @@ mod tests {
         assert_eq!(out, "NAME  N\na     1\nlong  22");
     }
 }
+
+/// Unix milliseconds now.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// `2026-11-25 08:49 UTC (3 days ago)` for a Unix-milliseconds instant seen at `now_ms`;
+/// `never` for 0.
+pub fn when(at_ms: u64, now_ms: u64) -> String {
+    if at_ms == 0 {
+        return "never".into();
+    }
+    let secs = at_ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil(i64::try_from(days).unwrap_or(i64::MAX));
+    let stamp = format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60
+    );
+    format!("{stamp} ({})", ago(at_ms, now_ms))
+}
+
+/// "just now", "5 minutes ago", "3 hours ago", "2 days ago", or "in 4 days" for the future.
+pub fn ago(at_ms: u64, now_ms: u64) -> String {
+    let (delta, future) = if at_ms > now_ms {
+        ((at_ms - now_ms) / 1000, true)
+    } else {
+        ((now_ms - at_ms) / 1000, false)
+    };
+    let (n, unit) = match delta {
+        0..60 => return "just now".into(),
+        60..3600 => (delta / 60, "minute"),
+        3600..86_400 => (delta / 3600, "hour"),
+        _ => (delta / 86_400, "day"),
+    };
+    let plural = if n == 1 { "" } else { "s" };
+    if future {
+        format!("in {n} {unit}{plural}")
+    } else {
+        format!("{n} {unit}{plural} ago")
+    }
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
+/// `civil_from_days`).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_read_as_dates_and_ages() {
+        // 2026-11-22T10:30:00Z, seen three days and a bit later.
+        let at = 1_795_343_400_000;
+        let now = at + 3 * 86_400_000 + 5_000;
+        assert_eq!(when(at, now), "2026-11-22 10:30 UTC (3 days ago)");
+        assert_eq!(when(0, now), "never");
+        assert_eq!(ago(now - 30_000, now), "just now");
+        assert_eq!(ago(now - 60_000, now), "1 minute ago");
+        assert_eq!(ago(now - 7_200_000, now), "2 hours ago");
+        assert_eq!(ago(now + 86_400_000 * 4, now), "in 4 days");
+        assert_eq!(civil(0), (1970, 1, 1));
+        assert_eq!(civil(11_016), (2000, 2, 29));
+        assert_eq!(civil(-1), (1969, 12, 31));
+    }
+}

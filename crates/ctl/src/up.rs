@@ -43,10 +43,16 @@ pub struct UpArgs {
     /// Do not seed the demo world into an empty store.
     #[arg(long)]
     pub no_demo: bool,
+    /// Log format: `text` (coloured on a terminal, never with NO_COLOR) or `json`.
+    #[arg(long, env = "TOOLPLANE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
     /// Once everything is ready, write the MCP address here (for launchers and tests).
     #[arg(long, hide = true)]
     pub ready_file: Option<PathBuf>,
 }
+
+/// The label of the keys `up` issues.
+const UP_LABEL: &str = "toolplanectl up";
 
 /// Demo tenants and roles that get a key each.
 const DEMO_TENANTS: [&str; 3] = ["acme", "globex", "initech"];
@@ -54,9 +60,23 @@ const DEMO_ROLES: [&str; 2] = ["collector", "executor"];
 
 /// Runs the stack until Ctrl-C or SIGTERM.
 pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
-    tp_telemetry::init("info,rmcp=warn,tower_http=warn", false);
+    tp_telemetry::init("info", args.log_format == "json");
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    // Before anything starts: a damaged credentials file or a port someone holds stops `up`
+    // with a sentence, not half a stack.
+    let credentials_path = args.data_dir.join("credentials.json");
+    let earlier = earlier_credentials(&credentials_path)?;
+    for (flag, addr) in [
+        ("--mcp-listen", &args.mcp_listen),
+        ("--grpc-listen", &args.grpc_listen),
+        ("--executor-listen", &args.executor_listen),
+        ("--wiki-listen", &args.wiki_listen),
+        ("--admin-listen", &args.admin_listen),
+    ] {
+        crate::ports::check_free(flag, addr)?;
+    }
+    let stage = Stages::new();
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -72,6 +92,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     let executor_auth = tp_proto::invoke_auth::CallerAuth::Keys(vec![executor_key]);
 
     // 1. The demo executor.
+    stage.say("starting the demo executor");
     let listener = tokio::net::TcpListener::bind(&args.executor_listen)
         .await
         .with_context(|| format!("binding the demo executor to {}", args.executor_listen))?;
@@ -83,6 +104,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     ));
 
     // 1b. The wiki service, with its pages under the data dir.
+    stage.say("starting the wiki service");
     let listener = tokio::net::TcpListener::bind(&args.wiki_listen)
         .await
         .with_context(|| format!("binding the wiki service to {}", args.wiki_listen))?;
@@ -111,6 +133,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
         figment = figment.merge(Serialized::default("bootstrap.demo", true));
     }
     let cp_config = tp_control_plane::config::load(figment)?;
+    stage.say(&format!(
+        "opening the store under {} (a large store takes a few seconds)",
+        args.data_dir.display()
+    ));
     let control_plane = tp_control_plane::ControlPlane::start(&cp_config, stopped()).await?;
     let cp_url = format!("http://{}", control_plane.addr);
     let mut admin = Admin::connect(&cp_url, &control_plane.tokens.admin).await?;
@@ -119,6 +145,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     point_executor(&mut admin, "wiki", wiki_addr).await?;
 
     // 3. One edge.
+    stage.say("starting the MCP edge");
     let mut figment = tp_edge::config::figment(None)
         .merge(Serialized::default("listen", &args.mcp_listen))
         .merge(Serialized::default("admin_listen", &args.admin_listen))
@@ -135,12 +162,13 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     let edge = tp_edge::start(edge_config, stopped()).await?;
 
     // 4. Keys and how to connect.
-    let credentials_path = args.data_dir.join("credentials.json");
+    stage.say("checking the demo keys");
     let keys = if args.no_demo {
         Vec::new()
     } else {
-        demo_keys(&mut admin, &credentials_path).await?
+        demo_keys(&mut admin, &earlier).await?
     };
+    stage.done();
     let admin_token_file = args.data_dir.join("admin-token");
     let credentials = credentials(
         edge.addr,
@@ -200,17 +228,47 @@ async fn point_executor(admin: &mut Admin, name: &str, addr: SocketAddr) -> anyh
     Ok(())
 }
 
+/// The credentials an earlier `up` wrote (`Null` when there are none). A file that is there
+/// but damaged stops `up`: replacing it would issue new keys while the ones it listed stay
+/// live with nothing pointing at them.
+fn earlier_credentials(path: &Path) -> anyhow::Result<Value> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Value::Null),
+        Err(error) => {
+            return Err(error).with_context(|| format!("reading {}", path.display()));
+        }
+    };
+    let parsed: Result<Value, String> =
+        serde_json::from_str::<Value>(&text).map_err(|e| e.to_string());
+    let problem = match &parsed {
+        Err(error) => Some(error.clone()),
+        Ok(value) if !value["keys"].is_array() => Some("it has no \"keys\" list".to_owned()),
+        Ok(_) => None,
+    };
+    match (parsed, problem) {
+        (Ok(value), None) => Ok(value),
+        (_, problem) => anyhow::bail!(
+            "{path} is damaged ({problem}); nothing was started or changed.\n  \
+             The demo keys it listed may still be live. To start over, move it aside \
+             (mv {path} {path}.damaged) and run `up` again: it issues new demo keys and revokes \
+             the ones an earlier `up` issued, so none is left live with nothing pointing at it.",
+            path = path.display(),
+            problem = problem.unwrap_or_default()
+        ),
+    }
+}
+
 /// One key per demo (tenant, role): reused from an earlier `credentials.json` while the control
-/// plane still accepts it, issued otherwise.
+/// plane still accepts it; otherwise a new one is issued and every other live key an earlier
+/// `up` issued for that (tenant, role) is revoked, so no demo key is left live that no file
+/// names.
 async fn demo_keys(
     admin: &mut Admin,
-    credentials_path: &Path,
+    earlier: &Value,
 ) -> anyhow::Result<Vec<(String, String, String)>> {
-    let earlier: Value = std::fs::read_to_string(credentials_path)
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(Value::Null);
     let mut keys = Vec::new();
+    let mut revoked = 0;
     for tenant in DEMO_TENANTS {
         for role in DEMO_ROLES {
             let previous = earlier["keys"].as_array().and_then(|keys| {
@@ -238,12 +296,17 @@ async fn demo_keys(
                         .issue_api_key(pb::IssueApiKeyRequest {
                             tenant: tenant.into(),
                             role: role.into(),
-                            label: "toolplanectl up".into(),
+                            label: UP_LABEL.into(),
                             ..Default::default()
                         })
                         .await
                     {
-                        Ok(issued) => issued.into_inner().key,
+                        Ok(issued) => {
+                            let issued = issued.into_inner();
+                            let id = issued.info.map(|i| i.id).unwrap_or_default();
+                            revoked += revoke_earlier(admin, tenant, role, &id).await?;
+                            issued.key
+                        }
                         // The operator deleted the tenant or removed the role: no key for it.
                         Err(status) if status.code() == tonic::Code::NotFound => continue,
                         Err(status) if status.code() == tonic::Code::FailedPrecondition => continue,
@@ -254,7 +317,70 @@ async fn demo_keys(
             keys.push((tenant.to_owned(), role.to_owned(), key));
         }
     }
+    if revoked > 0 {
+        eprintln!(
+            "up: revoked {revoked} demo keys an earlier `up` issued that no credentials file names any more"
+        );
+    }
     Ok(keys)
+}
+
+/// Revokes the live keys of (tenant, role) labelled as `up`'s other than `keep`.
+async fn revoke_earlier(
+    admin: &mut Admin,
+    tenant: &str,
+    role: &str,
+    keep: &str,
+) -> anyhow::Result<usize> {
+    let listed = admin
+        .tenants
+        .list_api_keys(pb::ListApiKeysRequest {
+            tenant: tenant.into(),
+        })
+        .await?
+        .into_inner()
+        .keys;
+    let mut revoked = 0;
+    for key in listed {
+        if key.role == role && key.label == UP_LABEL && key.revoked_at == 0 && key.id != keep {
+            admin
+                .tenants
+                .revoke_api_key(pb::RevokeApiKeyRequest { id: key.id })
+                .await?;
+            revoked += 1;
+        }
+    }
+    Ok(revoked)
+}
+
+/// Prints what `up` is doing while it starts, with how long each step took.
+struct Stages {
+    started: std::time::Instant,
+    step: std::cell::Cell<std::time::Instant>,
+}
+
+impl Stages {
+    fn new() -> Stages {
+        let now = std::time::Instant::now();
+        Stages {
+            started: now,
+            step: std::cell::Cell::new(now),
+        }
+    }
+
+    fn say(&self, what: &str) {
+        let now = std::time::Instant::now();
+        let last = self.step.replace(now);
+        let slow = now.duration_since(last);
+        if slow >= std::time::Duration::from_secs(1) {
+            eprintln!("up: (that took {:.1} s)", slow.as_secs_f64());
+        }
+        eprintln!("up: {what}…");
+    }
+
+    fn done(&self) {
+        eprintln!("up: ready in {:.1} s", self.started.elapsed().as_secs_f64());
+    }
 }
 
 fn credentials(
@@ -288,6 +414,7 @@ fn credentials(
         "keys": keys.iter().map(|(tenant, role, key)| json!({"tenant": tenant, "role": role, "key": key})).collect::<Vec<_>>(),
         "curl": curl,
         "grpcurl": grpcurl,
+        // Claude Code's `.mcp.json` (project scope), kept under its earlier name.
         "mcp_client_config": {
             "mcpServers": {
                 "toolplane": {
@@ -296,7 +423,37 @@ fn credentials(
                     "headers": {"Authorization": format!("Bearer {example_key}")}
                 }
             }
-        }
+        },
+        "clients": clients(&mcp_url, example_key),
+    })
+}
+
+/// How each MCP client connects, in its own configuration format. Claude Desktop's config file
+/// takes stdio servers only, so it goes through the `mcp-remote` bridge (npm).
+fn clients(mcp_url: &str, key: &str) -> Value {
+    let bearer = format!("Bearer {key}");
+    json!({
+        "claude_code": {
+            "command": format!(
+                "claude mcp add --transport http toolplane {mcp_url} --header \"Authorization: {bearer}\""
+            ),
+        },
+        "cursor": {
+            "file": "~/.cursor/mcp.json (or .cursor/mcp.json in a project)",
+            "config": {"mcpServers": {"toolplane": {"url": mcp_url, "headers": {"Authorization": bearer}}}},
+        },
+        "vscode": {
+            "file": ".vscode/mcp.json",
+            "config": {"servers": {"toolplane": {"type": "http", "url": mcp_url, "headers": {"Authorization": bearer}}}},
+        },
+        "claude_desktop": {
+            "file": "claude_desktop_config.json (stdio only: through the mcp-remote bridge)",
+            "config": {"mcpServers": {"toolplane": {
+                "command": "npx",
+                "args": ["-y", "mcp-remote", mcp_url, "--header", "Authorization:${AUTH_HEADER}", "--transport", "http-only"],
+                "env": {"AUTH_HEADER": bearer},
+            }}},
+        },
     })
 }
 
@@ -329,10 +486,24 @@ fn print_banner(credentials: &Value, path: &Path) {
         credentials["curl"].as_str().unwrap_or_default(),
         credentials["grpcurl"].as_str().unwrap_or_default()
     ));
+    let clients = &credentials["clients"];
     text.push_str(&format!(
-        "  MCP client config (Claude Desktop / Cursor style):\n{}\n\n",
-        serde_json::to_string_pretty(&credentials["mcp_client_config"]).unwrap_or_default()
+        "  Claude Code:\n    {}\n\n",
+        clients["claude_code"]["command"]
+            .as_str()
+            .unwrap_or_default()
     ));
+    for (name, key) in [
+        ("Cursor", "cursor"),
+        ("VS Code", "vscode"),
+        ("Claude Desktop", "claude_desktop"),
+    ] {
+        text.push_str(&format!(
+            "  {name}, in {}:\n{}\n\n",
+            clients[key]["file"].as_str().unwrap_or_default(),
+            serde_json::to_string_pretty(&clients[key]["config"]).unwrap_or_default()
+        ));
+    }
     text.push_str(&format!(
         "  All of the above is in {} (mode 0600). Ctrl-C stops everything.\n",
         path.display()

@@ -1,16 +1,38 @@
 //! Tracing initialisation shared by every Toolplane binary: an `EnvFilter` (from `RUST_LOG`
 //! when set, else the configured level) and text or JSON output on stderr.
+//!
+//! Text is coloured only on a terminal and never when `NO_COLOR` is set (<https://no-color.org>),
+//! so log files hold no escape codes. `TOOLPLANE_LOG_FORMAT=json` turns JSON on for every
+//! binary, including those without a `--log-format` flag of their own. rmcp's own line per
+//! failed request is left out by default: the edge's access log carries each request once.
+
+use std::io::IsTerminal as _;
 
 use tracing_subscriber::EnvFilter;
+
+/// Directives added to the configured level unless `RUST_LOG` is set.
+const QUIET: &str = "rmcp::service=error,tower_http=warn,h2=warn,hyper=warn";
+
+/// Whether text logs on stderr should be coloured: a terminal, and no `NO_COLOR`.
+pub fn colour() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+/// Whether `TOOLPLANE_LOG_FORMAT` asks for JSON.
+pub fn json_from_env() -> bool {
+    std::env::var("TOOLPLANE_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"))
+}
 
 /// Installs the global subscriber. Safe to call more than once (later calls do nothing), so
 /// one process can host several components (`toolplanectl up`).
 pub fn init(level: &str, json: bool) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("{QUIET},{level}")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour())
         .with_writer(std::io::stderr);
-    let _ = if json {
+    let _ = if json || json_from_env() {
         builder.json().try_init()
     } else {
         builder.try_init()

@@ -159,9 +159,13 @@ impl McpHttp {
         }
         if self.stateless() {
             headers.push(("mcp-method".into(), method.into()));
-            if method == "tools/call"
-                && let Some(name) = params.get("name").and_then(Value::as_str)
-            {
+            // SEP-2243: the name a request targets travels in `Mcp-Name` as well.
+            let name = match method {
+                "tools/call" | "prompts/get" => params.get("name"),
+                "resources/read" => params.get("uri"),
+                _ => None,
+            };
+            if let Some(name) = name.and_then(Value::as_str) {
                 headers.push(("mcp-name".into(), name.into()));
             }
             let object = params.as_object_mut().expect("params object");

@@ -60,9 +60,13 @@ impl Pages {
         let mut start = 0;
         loop {
             let end = (start + size).min(listing.len());
-            let mut result = ListToolsResult::with_all_items(listing[start..end].to_vec())
-                .with_ttl_ms(mcp.list_ttl_ms)
-                .with_cache_scope(CacheScope::Private);
+            let mut result = ListToolsResult::with_all_items(listing[start..end].to_vec());
+            // Cache hints exist from 2026-07-28 on; earlier clients get none (issue 19.8).
+            if generation == Generation::Stateless {
+                result = result
+                    .with_ttl_ms(mcp.list_ttl_ms)
+                    .with_cache_scope(CacheScope::Private);
+            }
             if end < listing.len() {
                 result.next_cursor = Some(super::encode_cursor(&listing[end - 1].name));
             }

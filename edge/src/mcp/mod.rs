@@ -63,6 +63,13 @@ pub fn unknown_tool(name: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown tool: {name}"), None)
 }
 
+/// The access log of the HTTP request a handler serves.
+fn access_log(ctx: &RequestContext<RoleServer>) -> Option<&crate::access::AccessLog> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| crate::access::of(&parts.extensions))
+}
+
 fn caller(ctx: &RequestContext<RoleServer>) -> Result<Arc<Identity>, ErrorData> {
     ctx.extensions
         .get::<http::request::Parts>()
@@ -258,13 +265,29 @@ impl McpHandler {
         let started = Instant::now();
         let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
         missing_client_capabilities(tool, ctx)?;
+        // The action asked for, for the audit of a call refused before it is checked.
+        let requested = arguments
+            .as_ref()
+            .and_then(|a| a.get("action"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(log) = access_log(ctx) {
+            log.action(&requested);
+        }
         if let Err(limited) = self
             .state
             .limiter
             .check(&identity.tenant, registry.rate_limit_per_minute)
             .await
         {
-            self.audit(identity, name, "", pb::CallOutcome::Rejected, started);
+            self.audit(
+                identity,
+                name,
+                &requested,
+                pb::CallOutcome::Rejected,
+                started,
+            );
             return Err(ErrorData::new(
                 RATE_LIMITED,
                 format!(
@@ -278,7 +301,13 @@ impl McpHandler {
         let action = match check_action(tool, &arguments) {
             Ok(action) => action,
             Err(error) => {
-                self.audit(identity, name, "", pb::CallOutcome::Rejected, started);
+                self.audit(
+                    identity,
+                    name,
+                    &requested,
+                    pb::CallOutcome::Rejected,
+                    started,
+                );
                 return Err(error);
             }
         };
@@ -790,15 +819,12 @@ impl McpHandler {
             request_id: String::new(),
             edge: self.state.config.name.clone(),
         });
-        tracing::info!(
-            tenant = %identity.tenant,
-            role = %identity.role,
-            tool,
-            action,
-            outcome = outcome.as_str_name(),
-            duration_ms,
-            "tool call"
-        );
+        // The request's access line (crate::access) carries the call at INFO.
+        if action.is_empty() {
+            tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, outcome = outcome.as_str_name(), duration_ms, "tool call");
+        } else {
+            tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, action, outcome = outcome.as_str_name(), duration_ms, "tool call");
+        }
     }
 }
 
@@ -908,10 +934,12 @@ fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String, ErrorData>
         .and_then(Value::as_str)
         .unwrap_or("");
     if !set.allowed.iter().any(|a| a == requested) {
+        // A hidden action gets the same answer as one that does not exist, as hidden tools do.
         return Err(ErrorData::invalid_params(
             format!(
-                "invalid arguments for {}: {} must be one of {:?}",
-                tool.resolved.name, set.discriminator, set.allowed
+                "unknown action for {}: {requested:?}; available: {}",
+                tool.resolved.name,
+                set.allowed.join(", ")
             ),
             Some(
                 json!({ "errors": [{ "path": format!("/{}", set.discriminator), "message": "unknown action" }] }),
@@ -1035,6 +1063,84 @@ impl ServerHandler for McpHandler {
         Ok(())
     }
 
+    // Resources and prompts are not offered (the capabilities say so), but clients ask anyway:
+    // the lists are empty, and anything that names one is an error that says why.
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Ok(rmcp::model::ListResourcesResult::default())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        Ok(rmcp::model::ListResourceTemplatesResult::default())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        Ok(rmcp::model::ListPromptsResult::default())
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        Err(ErrorData::resource_not_found(
+            format!(
+                "resource not found: {}; this server offers tools only (resources/list is empty)",
+                request.uri
+            ),
+            None,
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        Err(ErrorData::invalid_params(
+            format!(
+                "unknown prompt: {}; this server offers tools only (prompts/list is empty)",
+                request.name
+            ),
+            None,
+        ))
+    }
+
+    async fn complete(
+        &self,
+        _request: rmcp::model::CompleteRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            "completion/complete is not offered: this server has no prompts or resource templates to complete",
+            None,
+        ))
+    }
+
+    async fn subscribe(
+        &self,
+        _request: rmcp::model::SubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            "resources/subscribe is not offered: this server has no resources",
+            None,
+        ))
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -1059,13 +1165,20 @@ impl ServerHandler for McpHandler {
         let page_size = self.state.config.mcp.page_size as usize;
         let end = (start + page_size).min(listing.len());
         let tools = listing[start..end].to_vec();
-        let mut result = ListToolsResult::with_all_items(tools)
-            .with_ttl_ms(self.state.config.mcp.list_ttl_ms)
-            .with_cache_scope(CacheScope::Private);
+        let mut result = ListToolsResult::with_all_items(tools);
+        // `ttlMs` and `cacheScope` are defined by 2026-07-28 only.
+        if stateless(&ctx) {
+            result = result
+                .with_ttl_ms(self.state.config.mcp.list_ttl_ms)
+                .with_cache_scope(CacheScope::Private);
+        }
         if end < listing.len() {
             result.next_cursor = Some(encode_cursor(&listing[end - 1].name));
         }
         count_request("tools/list", &identity.tenant, "ok", started);
+        if let Some(log) = access_log(&ctx) {
+            log.outcome("ok");
+        }
         Ok(result)
     }
 
@@ -1119,6 +1232,12 @@ impl ServerHandler for McpHandler {
             Err(_) => "rejected",
         };
         count_request("tools/call", &identity.tenant, outcome, Instant::now());
+        if let Some(log) = access_log(&ctx) {
+            match &result {
+                Err(error) => log.outcome(format!("error {}", error.code.0)),
+                Ok(_) => log.outcome(outcome),
+            }
+        }
         result
     }
 

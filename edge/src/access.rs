@@ -1,0 +1,214 @@
+//! The access log: one line per HTTP request at INFO, with the request id, the caller's tenant
+//! and role, the JSON-RPC method, the tool, the outcome and the duration. The parts of the
+//! stack that learn these (authentication, the JSON-RPC check, the MCP handler) write them into
+//! an [`AccessLog`] carried in the request's extensions; the outermost layer ([`layer`]) writes
+//! the line once the response is ready. What a client got wrong goes to DEBUG, with the message
+//! it was sent, so a busy edge's INFO log stays one line per request.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument as _;
+
+/// The header a request id travels in, both ways.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// What the stack learned about one request.
+#[derive(Debug, Default)]
+pub struct AccessLog {
+    entry: Mutex<Entry>,
+    id: String,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    tenant: String,
+    role: String,
+    rpc: String,
+    tool: String,
+    action: String,
+    outcome: String,
+}
+
+// === impl AccessLog ===
+
+impl AccessLog {
+    /// The request id (the client's `x-request-id` when it is a short token, else a new one).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Records the authenticated caller.
+    pub fn caller(&self, tenant: &str, role: &str) {
+        if let Ok(mut entry) = self.entry.lock() {
+            tenant.clone_into(&mut entry.tenant);
+            role.clone_into(&mut entry.role);
+        }
+    }
+
+    /// Records the JSON-RPC method and, for `tools/call`, the tool.
+    pub fn rpc(&self, method: &str, tool: Option<&str>) {
+        if let Ok(mut entry) = self.entry.lock() {
+            method.clone_into(&mut entry.rpc);
+            if let Some(tool) = tool {
+                tool.clone_into(&mut entry.tool);
+            }
+        }
+    }
+
+    /// Records the action of a polymorphic tool's call.
+    pub fn action(&self, action: &str) {
+        if let Ok(mut entry) = self.entry.lock() {
+            action.clone_into(&mut entry.action);
+        }
+    }
+
+    /// Records how the request ended (`ok`, `tool_error`, `error -32602`, ...).
+    pub fn outcome(&self, outcome: impl Into<String>) {
+        if let Ok(mut entry) = self.entry.lock() {
+            entry.outcome = outcome.into();
+        }
+    }
+}
+
+/// The access log of the request whose extensions these are.
+pub fn of(extensions: &axum::http::Extensions) -> Option<&AccessLog> {
+    extensions.get::<Arc<AccessLog>>().map(AsRef::as_ref)
+}
+
+/// A client's request id when it is 1–64 characters of `[A-Za-z0-9._:-]`; a new one otherwise.
+fn request_id(request: &Request) -> String {
+    request
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| {
+            (1..=64).contains(&id.len())
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+        })
+        .map_or_else(
+            || hex::encode(rand::random::<[u8; 8]>()),
+            std::borrow::ToOwned::to_owned,
+        )
+}
+
+/// The outermost layer: opens the request's span, runs it, writes its line.
+pub async fn layer(mut request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let log = Arc::new(AccessLog {
+        entry: Mutex::default(),
+        id: request_id(&request),
+    });
+    request.extensions_mut().insert(Arc::clone(&log));
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let span = tracing::info_span!(
+        "request",
+        request_id = %log.id,
+        tenant = tracing::field::Empty,
+        role = tracing::field::Empty,
+    );
+    let mut response = next.run(request).instrument(span).await;
+    if let Ok(value) = HeaderValue::from_str(&log.id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    if path == "/healthz" || path == "/readyz" {
+        return response;
+    }
+    let status = response.status();
+    let (outcome, error) = {
+        let entry = log
+            .entry
+            .lock()
+            .map(|e| e.outcome.clone())
+            .unwrap_or_default();
+        if !entry.is_empty() {
+            (entry, None)
+        } else if status == StatusCode::ACCEPTED {
+            ("accepted".to_owned(), None)
+        } else if is_json(&response) && status.as_u16() < 500 {
+            let (bytes, outcome, error) = read_outcome(response.body_mut()).await;
+            *response.body_mut() = Body::from(bytes);
+            (outcome, error)
+        } else if status.is_success() {
+            ("stream".to_owned(), None)
+        } else {
+            (format!("http {}", status.as_u16()), None)
+        }
+    };
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let entry = log
+        .entry
+        .lock()
+        .map(|mut e| std::mem::take(&mut *e))
+        .unwrap_or_default();
+    if let Some(message) = error {
+        tracing::debug!(request_id = %log.id, tenant = %entry.tenant, %outcome, message, "client error");
+    }
+    let or_dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    tracing::info!(
+        request_id = %log.id,
+        http = %format_args!("{method} {path}"),
+        status = status.as_u16(),
+        tenant = %or_dash(&entry.tenant),
+        role = %or_dash(&entry.role),
+        rpc = %or_dash(&entry.rpc),
+        tool = %or_dash(&entry.tool),
+        action = %or_dash(&entry.action),
+        outcome,
+        duration_ms,
+        "request"
+    );
+    response
+}
+
+fn is_json(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+}
+
+/// Reads a JSON answer the handler did not label: `ok`, or `error <code>` and its message.
+async fn read_outcome(body: &mut Body) -> (axum::body::Bytes, String, Option<String>) {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        error: Option<serde_json::Value>,
+        error_description: Option<String>,
+    }
+    let bytes = axum::body::to_bytes(std::mem::take(body), usize::MAX)
+        .await
+        .unwrap_or_default();
+    match serde_json::from_slice::<Envelope>(&bytes) {
+        Ok(Envelope {
+            error: Some(error),
+            error_description,
+        }) => {
+            // JSON-RPC errors carry a code; the edge's HTTP refusals (401, 413) a name.
+            let outcome = match error.get("code").and_then(serde_json::Value::as_i64) {
+                Some(code) => format!("error {code}"),
+                None => error.as_str().unwrap_or("error").to_owned(),
+            };
+            let message = error
+                .get("message")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .or(error_description);
+            (bytes, outcome, message)
+        }
+        _ => (bytes, "ok".to_owned(), None),
+    }
+}
