@@ -954,3 +954,169 @@ async fn open_get_stream(addr: &str, key: &str, session: &str) -> tokio::net::Tc
     stream.write_all(request.as_bytes()).await.unwrap();
     stream
 }
+
+/// Issue 19.5: one INFO line per request (request id, tenant, role, tool, action, outcome,
+/// duration), client mistakes never at WARN, JSON logs on request, a missing Authorization
+/// header counted as refused, and a hidden action refused exactly like one that does not exist.
+#[tokio::test]
+async fn every_request_is_one_info_line_and_client_mistakes_are_not_warnings() {
+    let fleet = Fleet::start(1, "[log]\nformat = \"json\"\n").await;
+    let collector = fleet.client(0, "acme", "collector", LEGACY);
+    let executor = fleet.client(0, "acme", "executor", LEGACY);
+    assert!(!collector.list_names().await.is_empty());
+    let unknown = collector.call("no_such_tool", json!({})).await;
+    assert_eq!(unknown.error()["code"], -32602, "{}", unknown.body);
+    let hidden = executor
+        .call(
+            "client_wiki",
+            json!({"action": "ingest", "source": {"type": "text", "text": "x"}}),
+        )
+        .await;
+    let missing = executor
+        .call(
+            "client_wiki",
+            json!({"action": "frobnicate", "source": {"type": "text", "text": "x"}}),
+        )
+        .await;
+    let message = |reply: &tp_test_support::HttpReply, action: &str| {
+        reply.error()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .replace(action, "ACTION")
+    };
+    assert_eq!(
+        (hidden.error()["code"].clone(), message(&hidden, "ingest")),
+        (
+            missing.error()["code"].clone(),
+            message(&missing, "frobnicate")
+        ),
+        "a hidden action is refused like a nonexistent one:\n{}\n{}",
+        hidden.body,
+        missing.body
+    );
+    let body =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).unwrap();
+    let anonymous = collector
+        .raw(
+            body.clone(),
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", LEGACY),
+            ],
+        )
+        .await;
+    assert_eq!(anonymous.status, 401);
+    let auth = format!("Bearer {}", fleet.key("acme", "collector"));
+    let traced = collector
+        .raw(
+            body,
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", LEGACY),
+                ("authorization", &auth),
+                ("x-request-id", "trace-abc-123"),
+            ],
+        )
+        .await;
+    assert_eq!(traced.status, 200, "{}", traced.body);
+    assert_eq!(
+        traced.headers.get("x-request-id").map(|v| v.as_bytes()),
+        Some(&b"trace-abc-123"[..]),
+        "{:?}",
+        traced.headers
+    );
+
+    let edge = &fleet.edges[0];
+    let lines: Vec<serde_json::Value> = eventually(
+        "the last request's line",
+        Duration::from_secs(10),
+        || async {
+            let lines: Vec<serde_json::Value> = edge
+                .log()
+                .lines()
+                .map(|l| {
+                    serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))
+                })
+                .collect();
+            lines
+                .iter()
+                .any(|l| l["fields"]["request_id"] == "trace-abc-123")
+                .then_some(lines)
+        },
+    )
+    .await;
+    let requests: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "request")
+        .map(|l| &l["fields"])
+        .collect();
+    let find = |pred: &dyn Fn(&serde_json::Value) -> bool| -> &serde_json::Value {
+        requests
+            .iter()
+            .copied()
+            .find(|f| pred(f))
+            .unwrap_or_else(|| panic!("no such request line in {requests:#?}"))
+    };
+    let line = find(&|f| f["tool"] == "no_such_tool");
+    assert_eq!(
+        (
+            &line["tenant"],
+            &line["role"],
+            &line["rpc"],
+            &line["outcome"]
+        ),
+        (
+            &json!("acme"),
+            &json!("collector"),
+            &json!("tools/call"),
+            &json!("error -32602")
+        ),
+        "{line}"
+    );
+    assert!(
+        line["duration_ms"].is_u64()
+            && line["request_id"].as_str().is_some_and(|id| id.len() == 16),
+        "{line}"
+    );
+    let line = find(&|f| f["action"] == "ingest");
+    assert_eq!(
+        (&line["role"], &line["tool"], &line["outcome"]),
+        (
+            &json!("executor"),
+            &json!("client_wiki"),
+            &json!("error -32602")
+        ),
+        "the refused call's action is logged: {line}"
+    );
+    let line = find(&|f| f["status"] == 401);
+    assert_eq!(line["outcome"], "unauthorized", "{line}");
+    let line = find(&|f| f["request_id"] == "trace-abc-123");
+    assert_eq!(
+        (&line["rpc"], &line["outcome"]),
+        (&json!("tools/list"), &json!("ok")),
+        "{line}"
+    );
+    // Six requests above, plus the list_names pages: a line each, none of them a warning.
+    assert!(requests.len() >= 6, "{requests:#?}");
+    let loud: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["level"] == "WARN" || l["level"] == "ERROR")
+        .collect();
+    assert!(
+        loud.is_empty(),
+        "client mistakes logged as warnings: {loud:#?}"
+    );
+    let (_, metrics) = edge.admin_get("/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("tp_edge_auth_refused_total{reason=\"missing\"} ")),
+        "{metrics}"
+    );
+    println!(
+        "{} request lines, 0 warnings; a hidden action and a missing one get the same error",
+        requests.len()
+    );
+}

@@ -1,7 +1,7 @@
 //! The access log: one line per HTTP request at INFO, with the request id, the caller's tenant
 //! and role, the JSON-RPC method, the tool, the outcome and the duration. The parts of the
 //! stack that learn these (authentication, the JSON-RPC check, the MCP handler) write them into
-//! an [`AccessLog`] carried in the request's extensions; the outermost layer ([`layer`]) writes
+//! an [`AccessLog`] carried in the request's extensions; the outermost step ([`around`]) writes
 //! the line once the response is ready. What a client got wrong goes to DEBUG, with the message
 //! it was sent, so a busy edge's INFO log stays one line per request.
 
@@ -11,7 +11,6 @@ use std::time::Instant;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument as _;
 
@@ -99,8 +98,13 @@ fn request_id(request: &Request) -> String {
         )
 }
 
-/// The outermost layer: opens the request's span, runs it, writes its line.
-pub async fn layer(mut request: Request, next: Next) -> Response {
+/// The outermost step of the edge's service: opens the request's span, runs `inner` in it,
+/// writes the request's line.
+pub async fn around<F, Fut>(mut request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let started = Instant::now();
     let log = Arc::new(AccessLog {
         entry: Mutex::default(),
@@ -115,7 +119,7 @@ pub async fn layer(mut request: Request, next: Next) -> Response {
         tenant = tracing::field::Empty,
         role = tracing::field::Empty,
     );
-    let mut response = next.run(request).instrument(span).await;
+    let mut response = inner(request).instrument(span).await;
     if let Ok(value) = HeaderValue::from_str(&log.id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }

@@ -74,8 +74,6 @@ pub fn router(state: Arc<EdgeState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(state)
-        // Outermost: every request is logged, including refused ones.
-        .layer(middleware::from_fn(crate::access::layer))
 }
 
 /// The admin listener's router: `/metrics` (never on the MCP listener, which clients reach),
@@ -773,51 +771,69 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        use tower::ServiceExt as _;
         let request = request.map(Body::new);
         let state = Arc::clone(&self.state);
         let router = self.router.clone();
         let in_flight_bytes = Arc::clone(&self.in_flight_bytes);
+        // Outermost: every request is logged (crate::access), including refused ones and those
+        // the warm path answers.
         Box::pin(async move {
-            if request.uri().path().starts_with("/mcp") {
-                // DNS rebinding and cross-site requests: a browser Origin must be listed.
-                if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
-                    metrics::counter!("tp_edge_origin_refused_total").increment(1);
-                    return Ok(json_error(
-                        StatusCode::FORBIDDEN,
-                        "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
-                    ));
-                }
-            }
-            // Memory: the bytes of request bodies being read and processed are bounded as a
-            // whole, not only the number of requests.
-            let cost = body_cost_kib(
-                request.headers(),
-                request.method(),
-                state.config.mcp.max_body_bytes,
-            );
-            let _budget = if cost == 0 {
-                None
-            } else {
-                match Arc::clone(&in_flight_bytes).try_acquire_many_owned(cost) {
-                    Ok(permit) => Some(permit),
-                    Err(_) => {
-                        metrics::counter!("tp_edge_shed_total", "reason" => "bytes").increment(1);
-                        return Ok(overloaded());
-                    }
-                }
-            };
-            let request = match warm_list(&state, request).await {
-                Ok(response) => return Ok(response),
-                Err(mut request) => {
-                    request
-                        .extensions_mut()
-                        .insert(InFlightBytes(Arc::clone(&in_flight_bytes)));
-                    request
-                }
-            };
-            router.oneshot(request).await
+            Ok(crate::access::around(request, move |request| {
+                serve(state, router, in_flight_bytes, request)
+            })
+            .await)
         })
+    }
+}
+
+/// Everything [`EdgeService`] does inside the access log.
+async fn serve(
+    state: Arc<EdgeState>,
+    router: Router,
+    in_flight_bytes: Arc<Semaphore>,
+    request: Request,
+) -> Response {
+    use tower::ServiceExt as _;
+    if request.uri().path().starts_with("/mcp") {
+        // DNS rebinding and cross-site requests: a browser Origin must be listed.
+        if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
+            metrics::counter!("tp_edge_origin_refused_total").increment(1);
+            return json_error(
+                StatusCode::FORBIDDEN,
+                "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
+            );
+        }
+    }
+    // Memory: the bytes of request bodies being read and processed are bounded as a
+    // whole, not only the number of requests.
+    let cost = body_cost_kib(
+        request.headers(),
+        request.method(),
+        state.config.mcp.max_body_bytes,
+    );
+    let _budget = if cost == 0 {
+        None
+    } else {
+        match Arc::clone(&in_flight_bytes).try_acquire_many_owned(cost) {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                metrics::counter!("tp_edge_shed_total", "reason" => "bytes").increment(1);
+                return overloaded();
+            }
+        }
+    };
+    let request = match warm_list(&state, request).await {
+        Ok(response) => return response,
+        Err(mut request) => {
+            request
+                .extensions_mut()
+                .insert(InFlightBytes(Arc::clone(&in_flight_bytes)));
+            request
+        }
+    };
+    match router.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
     }
 }
 
@@ -865,7 +881,13 @@ async fn warm_answer(
         .caches
         .registry_l1(&identity.tenant, &identity.role)
         .await?;
-    precomputed_list(state, parts, &id, params.as_ref(), &identity, &registry)
+    let response = precomputed_list(state, parts, &id, params.as_ref(), &identity, &registry)?;
+    if let Some(log) = crate::access::of(&parts.extensions) {
+        log.caller(&identity.tenant, &identity.role);
+        log.rpc("tools/list", None);
+        log.outcome("ok");
+    }
+    Some(response)
 }
 
 /// Answers a warm `tools/list` with no I/O beyond the request, or hands the request back

@@ -22,13 +22,10 @@ impl Process {
     /// Starts `program` with `args`, logging to `log`.
     pub fn spawn(program: &Path, args: &[String], log: &Path, envs: &[(&str, String)]) -> Process {
         let file = std::fs::File::create(log).expect("log file");
+        // Each binary's own default levels apply unless the test run sets RUST_LOG (inherited).
         let child = Command::new(program)
             .args(args)
             .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-            )
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
