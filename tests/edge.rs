@@ -158,34 +158,32 @@ async fn pagination_is_stable_and_bad_cursors_are_invalid_params() {
     }
 }
 
-/// Resources and prompts are not offered: their lists are empty, and naming one is an error
-/// that says so, on every version.
+/// Resources and prompts are not offered (the capabilities say so): asking for them is
+/// method-not-found with a sentence, not the bare method name, on every version.
 async fn no_resources_or_prompts(client: &McpHttp, version: &str) {
-    for (method, key) in [
-        ("resources/list", "resources"),
-        ("resources/templates/list", "resourceTemplates"),
-        ("prompts/list", "prompts"),
+    for (method, params) in [
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        ("prompts/list", json!({})),
+        ("prompts/get", json!({"name": "summarise"})),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "x"}, "argument": {"name": "a", "value": "b"}}),
+        ),
     ] {
-        let reply = client.request(7, method, json!({})).await;
-        assert_eq!(
-            reply.result()[key],
-            json!([]),
+        let reply = client.request(7, method, params).await;
+        let message = reply.error()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            reply.error()["code"] == -32601
+                && message.starts_with(&format!("method not found: {method}"))
+                && message.contains("tools only"),
             "{version} {method}: {}",
             reply.body
         );
     }
-    let prompt = client
-        .request(8, "prompts/get", json!({"name": "summarise"}))
-        .await;
-    let message = prompt.error()["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(
-        message.contains("unknown prompt: summarise") && message.contains("tools only"),
-        "{version}: {}",
-        prompt.body
-    );
     let read = client
         .request(9, "resources/read", json!({"uri": "file:///etc/passwd"}))
         .await;
@@ -1115,6 +1113,14 @@ async fn every_request_is_one_info_line_and_client_mistakes_are_not_warnings() {
             .any(|l| l.starts_with("tp_edge_auth_refused_total{reason=\"missing\"} ")),
         "{metrics}"
     );
+    // Latencies are histograms (aggregatable across edges), per JSON-RPC method.
+    for needle in [
+        "tp_edge_request_seconds_bucket{rpc=\"tools/call\",le=\"0.005\"}",
+        "tp_edge_request_seconds_bucket{rpc=\"none\",le=\"+Inf\"}",
+        "tp_edge_tool_call_seconds_bucket{le=",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing:\n{metrics}");
+    }
     println!(
         "{} request lines, 0 warnings; a hidden action and a missing one get the same error",
         requests.len()

@@ -635,6 +635,12 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
             && stderr.contains("FailedPrecondition"),
         "{stderr}"
     );
+    let top = ctl(dir.path(), &["--help"]).await.1;
+    assert!(
+        top.lines()
+            .any(|l| l.trim_start().starts_with("up") && l.contains("wiki")),
+        "{top}"
+    );
     let help = ctl(dir.path(), &["tools", "register", "--help"]).await.1;
     for field in ["input_schema", "executor", "admission", "polymorphism"] {
         assert!(help.contains(field), "{field} missing from --help:\n{help}");

@@ -148,6 +148,13 @@ where
         }
     };
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let rpc = log
+        .entry
+        .lock()
+        .map(|e| bounded_method(&e.rpc))
+        .unwrap_or("other");
+    metrics::histogram!("tp_edge_request_seconds", "rpc" => rpc)
+        .record(started.elapsed().as_secs_f64());
     let entry = log
         .entry
         .lock()
@@ -215,4 +222,29 @@ async fn read_outcome(body: &mut Body) -> (axum::body::Bytes, String, Option<Str
         }
         _ => (bytes, "ok".to_owned(), None),
     }
+}
+
+/// A JSON-RPC method as a metrics label: the methods MCP defines, `none` for requests that
+/// carried none (refused before, or GET streams), `other` for anything else a client sends.
+fn bounded_method(method: &str) -> &'static str {
+    const KNOWN: [&str; 14] = [
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "server/discover",
+        "subscriptions/listen",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "notifications/initialized",
+    ];
+    if method.is_empty() {
+        return "none";
+    }
+    KNOWN.into_iter().find(|m| *m == method).unwrap_or("other")
 }

@@ -1,9 +1,12 @@
 //! The Toolplane MCP edge: a stateless Streamable HTTP server (rmcp) that shows every tenant
 //! and role exactly its tools and forwards calls to executors.
 //!
-//! Reading order: [`app`] (HTTP, auth) → [`mcp`] (list and call) → [`cache`] (L1/L2/L3) →
-//! [`versions`] + [`watch`] (push invalidation) → [`forward`] (executors: deadlines,
-//! breakers, limits; [`upstream`] for MCP servers as executors) → [`limits`], [`audit`].
+//! Reading order: [`app`] (HTTP, auth, the warm `tools/list` path) and [`access`] (a log line
+//! per request) → [`mcp`] (list and call; [`mcp::fast`] precomputed pages, [`mcp::session`]
+//! sealed 2025-xx sessions, [`mcp::ask`] questions on a call's stream, [`mcp::input`]
+//! 2026-07-28 input-required) → [`cache`] (L1/L2/L3) → [`versions`] + [`watch`] (push
+//! invalidation) → [`forward`] (executors: deadlines, breakers, limits; [`upstream`] for MCP
+//! servers as executors) → [`limits`], [`audit`].
 
 pub mod access;
 pub mod app;

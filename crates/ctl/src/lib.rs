@@ -80,8 +80,8 @@ pub enum Command {
     /// The catalogue as a document.
     #[command(subcommand)]
     Docs(DocsCmd),
-    /// Run the whole stack in this process (control plane, demo executor, one MCP edge) on
-    /// embedded defaults, seeded with the demo world; prints how to connect.
+    /// Run the whole stack in this process (control plane, demo executor, wiki service, one
+    /// MCP edge) on embedded defaults, seeded with the demo world; prints how to connect.
     Up(up::UpArgs),
     /// Write the whole state of a store (catalogue, ceiling, ADRs, tenants, key hashes,
     /// executors) as one JSON document; reads the store directly.

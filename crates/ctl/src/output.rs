@@ -128,7 +128,7 @@ fn civil(days: i64) -> (i64, u32, u32) {
 }
 
 #[cfg(test)]
-mod tests {
+mod time_tests {
     use super::*;
 
     #[test]

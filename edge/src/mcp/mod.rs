@@ -1,7 +1,7 @@
 //! The MCP side of the edge: an rmcp `ServerHandler` that lists and calls the caller's own
 //! registry. Built per HTTP request (stateless); everything it needs is in [`EdgeState`].
 //!
-//! Rules (see `README.md` next to this file): a tool outside the caller's registry — unknown
+//! Rules (docs/mcp-compatibility.md has them per protocol version): a tool outside the caller's registry — unknown
 //! or hidden — fails with the same JSON-RPC -32602 error; a forbidden action of a polymorphic
 //! tool fails like a nonexistent one; arguments are validated before forwarding; executor
 //! failures are `isError: true` results; edge failures are JSON-RPC errors.
@@ -68,6 +68,17 @@ fn access_log(ctx: &RequestContext<RoleServer>) -> Option<&crate::access::Access
     ctx.extensions
         .get::<http::request::Parts>()
         .and_then(|parts| crate::access::of(&parts.extensions))
+}
+
+/// Method-not-found for a method of a capability the edge does not offer, with a sentence.
+fn not_offered(method: &str, capability: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "method not found: {method}; this server offers tools only, and its capabilities do not include {capability}"
+        ),
+        None,
+    )
 }
 
 fn caller(ctx: &RequestContext<RoleServer>) -> Result<Arc<Identity>, ErrorData> {
@@ -1063,14 +1074,15 @@ impl ServerHandler for McpHandler {
         Ok(())
     }
 
-    // Resources and prompts are not offered (the capabilities say so), but clients ask anyway:
-    // the lists are empty, and anything that names one is an error that says why.
+    // Resources and prompts are not offered, and the capabilities say so; a client that asks
+    // anyway gets method-not-found with a sentence, not the bare method name. (Answering empty
+    // lists would tell 2026-07-28 clients the server handles prompts without declaring them.)
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        Ok(rmcp::model::ListResourcesResult::default())
+        Err(not_offered("resources/list", "resources"))
     }
 
     async fn list_resource_templates(
@@ -1078,7 +1090,7 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
-        Ok(rmcp::model::ListResourceTemplatesResult::default())
+        Err(not_offered("resources/templates/list", "resources"))
     }
 
     async fn list_prompts(
@@ -1086,7 +1098,7 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        Ok(rmcp::model::ListPromptsResult::default())
+        Err(not_offered("prompts/list", "prompts"))
     }
 
     async fn read_resource(
@@ -1096,7 +1108,7 @@ impl ServerHandler for McpHandler {
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
         Err(ErrorData::resource_not_found(
             format!(
-                "resource not found: {}; this server offers tools only (resources/list is empty)",
+                "resource not found: {}; this server offers tools only, no resources",
                 request.uri
             ),
             None,
@@ -1105,16 +1117,10 @@ impl ServerHandler for McpHandler {
 
     async fn get_prompt(
         &self,
-        request: rmcp::model::GetPromptRequestParams,
+        _request: rmcp::model::GetPromptRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        Err(ErrorData::invalid_params(
-            format!(
-                "unknown prompt: {}; this server offers tools only (prompts/list is empty)",
-                request.name
-            ),
-            None,
-        ))
+        Err(not_offered("prompts/get", "prompts"))
     }
 
     async fn complete(
@@ -1122,11 +1128,7 @@ impl ServerHandler for McpHandler {
         _request: rmcp::model::CompleteRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            "completion/complete is not offered: this server has no prompts or resource templates to complete",
-            None,
-        ))
+        Err(not_offered("completion/complete", "completions"))
     }
 
     async fn subscribe(
@@ -1134,11 +1136,7 @@ impl ServerHandler for McpHandler {
         _request: rmcp::model::SubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            "resources/subscribe is not offered: this server has no resources",
-            None,
-        ))
+        Err(not_offered("resources/subscribe", "resources"))
     }
 
     async fn list_tools(
