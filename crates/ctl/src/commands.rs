@@ -886,6 +886,8 @@ async fn executors(mut admin: Admin, cmd: ExecutorsCmd, json_out: bool) -> anyho
                 return Ok(0);
             }
             let mut admitted = 0;
+            let mut progress =
+                crate::progress::Progress::new(&format!("registering {name}'s tools"), defs.len());
             for def in &defs {
                 let spec = pb::ToolSpec::from(def);
                 match admin
@@ -895,6 +897,7 @@ async fn executors(mut admin: Admin, cmd: ExecutorsCmd, json_out: bool) -> anyho
                 {
                     Ok(_) => {
                         admitted += 1;
+                        progress.step(&def.name);
                         out!("registered {}", def.name);
                     }
                     Err(status) => {

@@ -82,8 +82,16 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<i32> {
     {
         bail!("no SQLite store at {path}");
     }
+    let started = std::time::Instant::now();
+    eprintln!("export: reading {}…", args.store_url);
     let store = open(&args.store_url).await?;
     let snapshot = store.load().await.context("reading the store")?;
+    eprintln!(
+        "export: {} objects at revision {} read in {:.1} s",
+        snapshot.objects.len(),
+        snapshot.revision,
+        started.elapsed().as_secs_f64()
+    );
     let document = Export {
         format: FORMAT.to_owned(),
         revision: snapshot.revision,
@@ -120,7 +128,10 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
     // Tools flatten their definition (serde cannot flag unknown fields through `flatten`):
     // each tool object is checked again, as written, as a definition.
     let raw: serde_json::Value = serde_json::from_str(&text)?;
+    let objects = raw["objects"].as_array().map_or(0, Vec::len);
+    let mut progress = crate::progress::Progress::new("import: checking objects", objects);
     for object in raw["objects"].as_array().into_iter().flatten() {
+        progress.step(object["kind"].as_str().unwrap_or_default());
         if object["kind"] == "tool" {
             let mut value = object["object"].clone();
             if let Some(map) = value.as_object_mut() {
@@ -160,6 +171,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
         .map(|object| Change::Put { object })
         .collect();
     let count = changes.len();
+    eprintln!("import: writing {count} objects as one revision…");
     match store.commit(0, &changes, now_ms()).await? {
         Commit::Committed(revision) => {
             eprintln!("imported {count} objects as revision {revision}");
