@@ -312,6 +312,7 @@ async fn the_readme_tour_runs_as_written_against_up() {
         "refused: the ceiling is full",
         "lisbon-office",
         "\"answered\":true",
+        "unknown action \\\"ingest\\\"",
         "4 tools: ",
         "dispatch_parallel",
         "drift found (exit 1)",

@@ -948,8 +948,13 @@ fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String, ErrorData>
         // A hidden action gets the same answer as one that does not exist, as hidden tools do.
         return Err(ErrorData::invalid_params(
             format!(
-                "unknown action for {}: {requested:?}; available: {}",
+                "invalid arguments for {}: {}; available: {}",
                 tool.resolved.name,
+                if requested.is_empty() {
+                    format!("{} is required", set.discriminator)
+                } else {
+                    format!("unknown {} {requested:?}", set.discriminator)
+                },
                 set.allowed.join(", ")
             ),
             Some(
