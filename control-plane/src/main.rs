@@ -23,6 +23,9 @@ struct Args {
     /// Seed the demo world into an empty store (`bootstrap.demo`).
     #[arg(long)]
     demo: bool,
+    /// Log format, `text` or `json` (`log.format`; overrides the file and environment).
+    #[arg(long, value_parser = ["text", "json"])]
+    log_format: Option<String>,
     /// Once listening, write the bound address to this file (for launchers and tests that
     /// listen on port 0).
     #[arg(long)]
@@ -41,6 +44,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(data_dir) = &args.data_dir {
         figment = figment.merge(Serialized::default("data_dir", data_dir));
+    }
+    if let Some(format) = &args.log_format {
+        figment = figment.merge(Serialized::default("log.format", format));
     }
     if args.demo {
         figment = figment.merge(Serialized::default("bootstrap.demo", true));

@@ -29,6 +29,9 @@ struct Args {
     /// Edge name for logs and audit records.
     #[arg(long)]
     name: Option<String>,
+    /// Log format, `text` or `json` (`log.format`; overrides the file and environment).
+    #[arg(long, value_parser = ["text", "json"])]
+    log_format: Option<String>,
     /// Once listening, write the bound address here.
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -55,6 +58,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(name) = &args.name {
         figment = figment.merge(Serialized::default("name", name));
+    }
+    if let Some(format) = &args.log_format {
+        figment = figment.merge(Serialized::default("log.format", format));
     }
     let config = config::load(figment)?;
     if args.check_config {
