@@ -5,34 +5,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tonic::metadata::MetadataValue;
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 use tp_proto::pb::{self, registry_client::RegistryClient};
 
 /// Per-call timeout for unary calls.
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Adds the edge token to every call.
-#[derive(Clone)]
-pub struct Bearer(MetadataValue<tonic::metadata::Ascii>);
-
-impl std::fmt::Debug for Bearer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Bearer(..)")
-    }
-}
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request
-            .metadata_mut()
-            .insert("authorization", self.0.clone());
-        Ok(request)
-    }
-}
+pub use tp_client::Bearer;
 
 /// An authenticated Registry client.
 pub type Client = RegistryClient<InterceptedService<Channel, Bearer>>;
@@ -70,7 +51,7 @@ pub fn is_unreachable(status: &Status) -> bool {
 impl ControlPlane {
     /// Lazily connecting clients for every URL.
     pub fn new(urls: &[String], token: &str) -> anyhow::Result<Arc<ControlPlane>> {
-        let bearer = Bearer(format!("Bearer {token}").parse()?);
+        let bearer = Bearer::new(token)?;
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
             let channel = Endpoint::from_shared(url.clone())?

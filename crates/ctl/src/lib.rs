@@ -1,7 +1,6 @@
 //! `toolplanectl`: drive a Toolplane control plane from the shell. Tables by default,
 //! `--json` for scripts. Exit codes: 0 success, 1 a failed request or drift found, 2 usage.
 
-mod client;
 mod commands;
 mod connect;
 pub mod executor_key;
@@ -16,7 +15,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use client::Admin;
+pub use tp_client::Admin;
 
 /// The Toolplane admin CLI.
 #[derive(Debug, Parser)]

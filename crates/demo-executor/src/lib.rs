@@ -36,41 +36,19 @@ pub struct DemoExecutor {
 
 /// A control-plane connection with an admin token, for `test_trigger_tool_change` (the
 /// conformance suite's hook that changes the tool list).
-#[derive(Clone)]
-pub struct Admin {
-    channel: tonic::transport::Channel,
-    token: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
-}
-
-impl std::fmt::Debug for Admin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Admin(..)")
-    }
-}
+#[derive(Debug, Clone)]
+pub struct Admin(tp_client::Admin);
 
 impl Admin {
     /// A lazily connected admin client of the control plane at `url`.
     pub fn new(url: &str, token: &str) -> anyhow::Result<Admin> {
-        let channel = tonic::transport::Endpoint::from_shared(url.to_owned())?
-            .tcp_nodelay(true)
-            .connect_lazy();
-        let token = format!("Bearer {token}").parse()?;
-        Ok(Admin { channel, token })
+        Ok(Admin(tp_client::Admin::lazy(url, token)?))
     }
 
     /// Changes the catalogue entry of `tool` (its description alternates between two texts),
     /// so every tenant that sees it gets `notifications/tools/list_changed`.
     async fn touch(&self, tool: &str) -> Result<String, Status> {
-        let token = self.token.clone();
-        let mut catalog = pb::catalog_client::CatalogClient::with_interceptor(
-            self.channel.clone(),
-            move |mut request: Request<()>| {
-                request
-                    .metadata_mut()
-                    .insert("authorization", token.clone());
-                Ok(request)
-            },
-        );
+        let mut catalog = self.0.catalog.clone();
         let current = catalog
             .get_tool(pb::GetToolRequest { name: tool.into() })
             .await?

@@ -225,15 +225,15 @@ impl ControlPlaneProcess {
     }
 
     /// Admin clients.
-    pub async fn admin(&self) -> tp_ctl::Admin {
-        tp_ctl::Admin::connect(&self.url(), &self.admin_token())
+    pub async fn admin(&self) -> tp_client::Admin {
+        tp_client::Admin::connect(&self.url(), &self.admin_token())
             .await
             .expect("admin client")
     }
 
     /// Clients authenticated with the edge token.
-    pub async fn as_edge(&self) -> tp_ctl::Admin {
-        tp_ctl::Admin::connect(&self.url(), &self.edge_token())
+    pub async fn as_edge(&self) -> tp_client::Admin {
+        tp_client::Admin::connect(&self.url(), &self.edge_token())
             .await
             .expect("edge client")
     }
