@@ -664,3 +664,65 @@ async fn many_calls_with_timeouts_and_failures_do_not_grow_the_edge() {
         calls as f64 / took.as_secs_f64()
     );
 }
+
+/// Issue 17 (graceful shutdown): SIGTERM stops the edge accepting connections, ends nothing in
+/// flight, and answers the call it holds with the executor's result before it exits.
+#[tokio::test]
+async fn sigterm_finishes_calls_in_flight_and_accepts_nothing_new() {
+    let mut fleet = Fleet::start(1, "").await;
+    let client = fleet.client(0, "qa", "collector", LEGACY);
+    let addr = fleet.edges[0].addr.clone();
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.call("sleep", json!({"ms": 1500})).await }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let started = Instant::now();
+    let pid = fleet.edges[0].process.pid().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    // New connections are refused while the call finishes.
+    eventually("the listener to close", Duration::from_secs(5), || {
+        let addr = addr.clone();
+        async move {
+            tokio::net::TcpStream::connect(&addr)
+                .await
+                .is_err()
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(
+        !call.is_finished(),
+        "the call is still running when the listener has closed"
+    );
+    let reply = call.await.unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.result()["isError"],
+        false,
+        "the call in flight is answered with its result: {}",
+        reply.body
+    );
+    let status = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if fleet.edges[0].process.has_exited() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(status.is_ok(), "the edge exits once the call is answered");
+    let log = fleet.edges[0].log();
+    assert!(
+        !log.contains("panicked") && !log.contains(" ERROR "),
+        "{log}"
+    );
+    println!(
+        "SIGTERM with a 1.5 s call in flight: the call answered, the edge exited {:.1} s after the signal",
+        started.elapsed().as_secs_f64()
+    );
+}

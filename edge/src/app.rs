@@ -28,7 +28,8 @@ use crate::state::EdgeState;
 pub fn router(state: Arc<EdgeState>) -> Router {
     let mcp = &state.config.mcp;
     let mut config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(state.shutdown.child_token())
+        // In-flight requests are cancelled only when the drain time is up, not at SIGTERM.
+        .with_cancellation_token(state.abort.child_token())
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(Some(Duration::from_secs(15)))

@@ -74,13 +74,21 @@ pub async fn start(
         .transpose()?;
     let state = EdgeState::start(config)?;
     let service = app::service(Arc::clone(&state));
-    // Shutting down ends long-lived streams (subscriptions, legacy notification streams), so the
-    // graceful drain does not wait for clients to hang up.
+    // Shutting down (SIGTERM): stop accepting, end long-lived streams (subscriptions, legacy
+    // notification streams) so the drain does not wait for clients to hang up, and let requests
+    // in flight finish and be answered; what still runs after DRAIN is cancelled.
     let token = state.shutdown.clone();
+    let abort = state.abort.clone();
     let stopping = token.clone();
     tokio::spawn(async move {
         shutdown.await;
+        tracing::info!(
+            drain_secs = DRAIN.as_secs(),
+            "stopping: no new connections; finishing requests in flight"
+        );
         token.cancel();
+        tokio::time::sleep(DRAIN).await;
+        abort.cancel();
     });
     if let Some(admin_listener) = admin_listener {
         let admin = app::admin_router(Arc::clone(&state));

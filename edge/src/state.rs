@@ -45,8 +45,12 @@ pub struct EdgeState {
     pub questions: Arc<crate::mcp::ask::Questions>,
     /// Issues and opens the session ids of 2025-xx clients.
     pub sessions: crate::mcp::session::SessionSeal,
-    /// Cancelled when the edge shuts down: long-lived streams end so the drain can finish.
+    /// Cancelled when the edge starts shutting down: it stops accepting, and long-lived
+    /// streams (subscriptions, legacy notification streams) end so the drain can finish.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Cancelled when the drain time is up: what is still running is abandoned. Requests in
+    /// flight before that finish and are answered (a call whose work succeeded says so).
+    pub abort: tokio_util::sync::CancellationToken,
 }
 
 /// Bucket bounds (seconds) of every `*_seconds` histogram: 0.25 ms to 30 s.
@@ -135,6 +139,7 @@ impl EdgeState {
             seal,
             sessions,
             shutdown: tokio_util::sync::CancellationToken::new(),
+            abort: tokio_util::sync::CancellationToken::new(),
             questions,
             limiter: RateLimiter::new(shared.clone()),
             control: Arc::clone(&control),

@@ -78,6 +78,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     }
     let stage = Stages::new();
     let (stop_tx, stop_rx) = watch::channel(false);
+    // The edge stops first and finishes the calls it holds; the services behind it stop after.
+    let (edge_stop_tx, edge_stop_rx) = watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
         async move {
@@ -159,7 +161,13 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
         figment = figment.merge(Serialized::default("redis_url", url));
     }
     let edge_config = tp_edge::config::load(figment)?;
-    let edge = tp_edge::start(edge_config, stopped()).await?;
+    let edge = tp_edge::start(edge_config, {
+        let mut rx = edge_stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    })
+    .await?;
 
     // 4. Keys and how to connect.
     stage.say("checking the demo keys");
@@ -191,9 +199,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
 
     tp_telemetry::shutdown_signal().await;
     tracing::info!("stopping");
+    let _ = edge_stop_tx.send(true);
+    let edge_result = edge.task.await;
     let _ = stop_tx.send(true);
-    let (edge_result, cp_result, executor_result, wiki_result) =
-        tokio::join!(edge.task, control_plane.task, executor_task, wiki_task);
+    let (cp_result, executor_result, wiki_result) =
+        tokio::join!(control_plane.task, executor_task, wiki_task);
     edge_result.context("edge task")??;
     cp_result.context("control-plane task")??;
     executor_result.context("executor task")??;

@@ -1255,14 +1255,21 @@ impl ServerHandler for McpHandler {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let identity = caller(context.request_context())?;
+        // A subscription ends when the client leaves or the edge starts shutting down (the
+        // client re-subscribes on another replica).
+        let stopping = self.state.shutdown.clone();
         if context.accepted().tools_list_changed != Some(true) {
-            context.cancelled().await;
+            tokio::select! {
+                () = context.cancelled() => {}
+                () = stopping.cancelled() => {}
+            }
             return Ok(());
         }
         let mut notices = self.state.notices.subscribe();
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
+                () = stopping.cancelled() => return Ok(()),
                 notice = notices.recv() => match notice {
                     Ok(notice) if notice.all || notice.tenants.iter().any(|t| t == &identity.tenant) => {
                         if context.sink().notify_tool_list_changed().await.is_err() {
