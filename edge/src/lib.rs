@@ -1,8 +1,9 @@
 //! The Toolplane MCP edge: a stateless Streamable HTTP server (rmcp) that shows every tenant
 //! and role exactly its tools and forwards calls to executors.
 //!
-//! Reading order: [`app`] (HTTP, auth, the warm `tools/list` path) and [`access`] (a log line
-//! per request) → [`mcp`] (list and call; [`mcp::fast`] precomputed pages, [`mcp::session`]
+//! Reading order: [`app`] (HTTP: router, auth, the JSON-RPC check, the warm `tools/list` path)
+//! and [`access`] (a log line per request) → [`mcp`] (the handler; one call, the meta-tools,
+//! the relay of progress; [`mcp::fast`] precomputed pages, [`mcp::session`]
 //! sealed 2025-xx sessions, [`mcp::ask`] questions on a call's stream, [`mcp::input`]
 //! 2026-07-28 input-required) → [`cache`] (L1/L2/L3) → [`versions`] + [`watch`] (push
 //! invalidation) → [`forward`] (executors: deadlines, breakers, limits; [`upstream`] for MCP

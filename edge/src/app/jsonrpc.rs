@@ -1,0 +1,536 @@
+//! One look at each JSON-RPC body before the MCP transport: malformed messages, sizes,
+//! sessions, answers to the edge's questions, and precomputed `tools/list` pages.
+
+use super::*;
+
+/// Answers malformed JSON-RPC before the MCP transport sees it, with the codes JSON-RPC 2.0
+/// defines: `-32700` (HTTP 400) for a body that is not JSON, `-32600` (HTTP 400) for JSON that
+/// is not one JSON-RPC message (batches included: MCP since 2025-06-18 has none), and `-32602`
+/// for `tools/call` / `tools/list` parameters of the wrong shape, or arguments and input
+/// responses beyond [`crate::mcp::bounds`]. Without it the transport answers all of these 415
+/// or -32601.
+///
+/// A warm `tools/list` is answered here from bytes precomputed per registry body (see
+/// [`crate::mcp::fast`]) when `mcp.precomputed_lists` is on and the request is one the
+/// transport would accept as it is.
+pub(super) async fn check_jsonrpc(
+    State(state): State<Arc<EdgeState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    // Anything but JSON is the transport's to refuse (415).
+    let is_json = is_json(request.headers());
+    if request.method() == axum::http::Method::GET
+        && request.headers().contains_key("mcp-session-id")
+        && state.config.mcp.session_ttl_secs > 0
+    {
+        return notification_stream(&state, request, next).await;
+    }
+    if request.method() != axum::http::Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(error) if tp_net::is_body_timeout(&error) => return body_timed_out(),
+        Err(_) => {
+            return json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body exceeds mcp.max_body_bytes",
+            );
+        }
+    };
+    // Memory: what the parse and everything built from it will cost, counted before parsing;
+    // a body of too many values is refused, and the cost comes out of the in-flight budget.
+    let (values, cost) = crate::mcp::bounds::working_memory(&bytes);
+    if values > state.config.mcp.max_json_values {
+        metrics::counter!("tp_edge_requests_refused_total", "reason" => "values").increment(1);
+        let id = crate::mcp::bounds::envelope_id(&bytes);
+        let status = if id.is_null() {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::OK
+        };
+        return jsonrpc_error(
+            status,
+            id,
+            -32602,
+            &format!(
+                "invalid params: the request holds more than {} JSON values (mcp.max_json_values)",
+                state.config.mcp.max_json_values
+            ),
+        );
+    }
+    let _working_memory = match parts.extensions.get::<InFlightBytes>() {
+        Some(budget) => {
+            let kib =
+                u32::try_from(cost.saturating_sub(bytes.len()).div_ceil(1024)).unwrap_or(u32::MAX);
+            match Arc::clone(&budget.0).try_acquire_many_owned(kib.max(1)) {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    metrics::counter!("tp_edge_shed_total", "reason" => "bytes").increment(1);
+                    return overloaded();
+                }
+            }
+        }
+        None => None,
+    };
+    match inspect_jsonrpc(&bytes, state.config.mcp.max_argument_bytes) {
+        Ok(Inspected::Answer(id, message)) => answer(&state, &parts, id, message).await,
+        Ok(Inspected::Request(request)) => {
+            let mut parts = parts;
+            // A 2025-xx session id holds its session; one that does not open is 404.
+            if let Some(id) = parts.headers.get("mcp-session-id")
+                && state.config.mcp.session_ttl_secs > 0
+            {
+                let session = parts.extensions.get::<Caller>().and_then(|caller| {
+                    state
+                        .sessions
+                        .open(&caller.0, id.to_str().unwrap_or_default())
+                });
+                match session {
+                    Some(session) => {
+                        parts.extensions.insert(session);
+                    }
+                    None => {
+                        let id = request
+                            .as_ref()
+                            .map_or(serde_json::Value::Null, |(id, _, _)| id.clone());
+                        return jsonrpc_error(
+                            StatusCode::NOT_FOUND,
+                            id,
+                            -32001,
+                            "session not found: it expired or belongs to another caller; initialize again",
+                        );
+                    }
+                }
+            }
+            let new_session = match &request {
+                Some((_, method, Some(params)))
+                    if method == "initialize" && state.config.mcp.session_ttl_secs > 0 =>
+                {
+                    Some(crate::mcp::session::Session::from_initialize(
+                        params
+                            .get("protocolVersion")
+                            .and_then(serde_json::Value::as_str)
+                            .unwrap_or_default(),
+                        params
+                            .get("capabilities")
+                            .unwrap_or(&serde_json::Value::Null),
+                    ))
+                }
+                _ => None,
+            };
+            if let (Some((_, method, params)), Some(log)) =
+                (&request, crate::access::of(&parts.extensions))
+            {
+                let tool = params
+                    .as_ref()
+                    .filter(|_| method == "tools/call")
+                    .and_then(|p| p.get("name"))
+                    .and_then(serde_json::Value::as_str);
+                log.rpc(method, tool);
+            }
+            if let Some((id, method, params)) = &request
+                && method == "tools/list"
+                && state.config.mcp.precomputed_lists
+                && let Some(response) = fast_list(&state, &parts, id, params.as_ref()).await
+            {
+                return response;
+            }
+            // A tool call may put questions to a 2025-xx client on its SSE stream, under ids
+            // of the edge's own (crate::mcp::ask).
+            let ids = request
+                .as_ref()
+                .is_some_and(|(_, method, _)| method == "tools/call")
+                .then(StreamIds::default);
+            let caller = parts.extensions.get::<Caller>().cloned();
+            if let Some(ids) = &ids {
+                parts.extensions.insert(ids.clone());
+            }
+            let mut response = next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+            if let Some(ids) = ids
+                && response
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+            {
+                let body = std::mem::take(response.body_mut());
+                *response.body_mut() = crate::mcp::ask::rewrite_ids(body, ids);
+            }
+            if let (Some(session), Some(caller)) = (new_session, caller) {
+                response = with_session_id(&state, response, &caller.0, &session).await;
+            }
+            // The transport answers a JSON-RPC message whose params do not fit its method's
+            // type with 415 and plain text; the body was JSON, so that is invalid params.
+            match request {
+                Some((id, method, _))
+                    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE =>
+                {
+                    let status = if id.is_null() {
+                        StatusCode::BAD_REQUEST
+                    } else {
+                        StatusCode::OK
+                    };
+                    jsonrpc_error(status, id, -32602, &format!("invalid params for {method}"))
+                }
+                _ => response,
+            }
+        }
+        Err((status, id, code, message)) => jsonrpc_error(status, id, code, &message),
+    }
+}
+
+pub(super) fn jsonrpc_error(
+    status: StatusCode,
+    id: serde_json::Value,
+    code: i64,
+    message: &str,
+) -> Response {
+    (
+        status,
+        Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}
+
+pub(super) type Refusal = (StatusCode, serde_json::Value, i64, String);
+
+/// `GET /mcp` with a session id (2025-xx): the standalone SSE stream on which the server sends
+/// what is not an answer — here `notifications/tools/list_changed` whenever the caller's
+/// tenant or the catalogue changes. Any edge serves it: every edge follows the change stream.
+/// Without `text/event-stream` in `Accept`, or with a session id that does not open, the
+/// transport's answer (405) or 404.
+pub(super) async fn notification_stream(
+    state: &Arc<EdgeState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let accepts_sse = request
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
+        return next.run(request).await;
+    };
+    // The transport's Host/Origin rules: a browser (any Origin) or a foreign Host gets the
+    // transport's answer, never this stream.
+    if request.headers().contains_key(header::ORIGIN)
+        || !crate::mcp::fast::host_allowed(request.headers(), &state.config.mcp.allowed_hosts)
+    {
+        return next.run(request).await;
+    }
+    let key = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|v| v.trim().to_owned());
+    let id = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if state.sessions.open(&caller.0, id).is_none() {
+        return jsonrpc_error(
+            StatusCode::NOT_FOUND,
+            serde_json::Value::Null,
+            -32001,
+            "session not found: it expired or belongs to another caller; initialize again",
+        );
+    }
+    if !accepts_sse {
+        return next.run(request).await;
+    }
+    let tenant = caller.0.tenant.clone();
+    let notices = state.notices.subscribe();
+    let watcher = Arc::clone(state);
+    let events = futures::stream::unfold(
+        (notices, tenant, watcher, key),
+        |(mut notices, tenant, state, key)| async move {
+            loop {
+                let notice = tokio::select! {
+                    () = state.shutdown.cancelled() => return None,
+                    notice = notices.recv() => notice,
+                };
+                let changed = match notice {
+                    Ok(notice) => notice.all || notice.tenants.iter().any(|t| t == &tenant),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                };
+                // A change may be the key's revocation: the stream ends with the key.
+                if let Some(key) = &key
+                    && matches!(
+                        state.caches.identity(key).await,
+                        Err(LookupError::Unauthenticated | LookupError::NotFound)
+                    )
+                {
+                    return None;
+                }
+                if changed {
+                    let event = Event::default()
+                        .data(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(event),
+                        (notices, tenant, state, key),
+                    ));
+                }
+            }
+        },
+    );
+    metrics::counter!("tp_edge_notification_streams_total").increment(1);
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// Adds an `Mcp-Session-Id` holding `session` to a successful `initialize` answer.
+pub(super) async fn with_session_id(
+    state: &EdgeState,
+    response: Response,
+    identity: &Identity,
+    session: &crate::mcp::session::Session,
+) -> Response {
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1024 * 1024).await else {
+        return json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+    };
+    // An SSE answer carries the result in a `data:` line; a JSON one is the message itself.
+    let succeeded = bytes.windows(9).any(|w| w == b"\"result\":");
+    if succeeded && let Ok(value) = HeaderValue::from_str(&state.sessions.issue(identity, session))
+    {
+        parts.headers.insert("mcp-session-id", value);
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Whether a request's body is JSON as the transport takes it: the media type's essence,
+/// parameters aside.
+pub(super) fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// A request's id, method and params object.
+pub(super) type Call = (
+    serde_json::Value,
+    String,
+    Option<serde_json::Map<String, serde_json::Value>>,
+);
+
+/// What a well-formed JSON-RPC message is.
+pub(super) enum Inspected {
+    /// A request or notification worth passing on (`None`: a response the transport handles).
+    Request(Option<Call>),
+    /// A client's answer to one of the edge's questions (an id it issued).
+    Answer(String, serde_json::Value),
+}
+
+/// A request's (id, method, params), or a response to a question of the edge's; client
+/// structures are checked against [`crate::mcp::bounds`] with `max_argument_bytes`.
+pub(super) fn inspect_jsonrpc(
+    bytes: &[u8],
+    max_argument_bytes: usize,
+) -> Result<Inspected, Refusal> {
+    use serde_json::Value;
+    let invalid = |message: &str| {
+        (
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32600,
+            message.to_owned(),
+        )
+    };
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32700,
+            format!("parse error: {e}"),
+        )
+    })?;
+    let Value::Object(mut message) = value else {
+        return Err(invalid(if value.is_array() {
+            "invalid request: JSON-RPC batches are not supported"
+        } else {
+            "invalid request: not a JSON-RPC message"
+        }));
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid("invalid request: \"jsonrpc\" must be \"2.0\""));
+    }
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+        return Err(invalid(
+            "invalid request: \"id\" must be a string or a number",
+        ));
+    }
+    let Some(method) = message.get("method") else {
+        // A response to a server request: to one of the edge's questions, or for the
+        // transport (which refuses it: a stateless edge has no other).
+        if let Value::String(id) = &id
+            && id.starts_with(crate::mcp::ask::ID_PREFIX)
+        {
+            return Ok(Inspected::Answer(id.clone(), Value::Object(message)));
+        }
+        return Ok(Inspected::Request(None));
+    };
+    let Some(method) = method.as_str() else {
+        return Err(invalid("invalid request: \"method\" must be a string"));
+    };
+    let params = message.get("params");
+    let bad_params = |text: &str| {
+        Err((
+            StatusCode::OK,
+            id.clone(),
+            -32602,
+            format!("invalid params: {text}"),
+        ))
+    };
+    match method {
+        "tools/call" => {
+            let Some(Value::Object(params)) = params else {
+                return bad_params("tools/call needs params {name, arguments}");
+            };
+            if !params.get("name").is_some_and(Value::is_string) {
+                return bad_params("params.name must be a string");
+            }
+            match params.get("arguments") {
+                None | Some(Value::Null) => {}
+                Some(arguments @ Value::Object(_)) => {
+                    if let Err(message) =
+                        crate::mcp::bounds::check("arguments", arguments, max_argument_bytes)
+                    {
+                        return bad_params(&message);
+                    }
+                }
+                Some(_) => return bad_params("params.arguments must be an object"),
+            }
+            // The client's answers of an input-required round trip reach the executor too.
+            match params.get("inputResponses") {
+                None | Some(Value::Null) => {}
+                Some(responses @ Value::Object(_)) => {
+                    if let Err(message) =
+                        crate::mcp::bounds::check("inputResponses", responses, max_argument_bytes)
+                    {
+                        return bad_params(&message);
+                    }
+                }
+                Some(_) => return bad_params("params.inputResponses must be an object"),
+            }
+        }
+        "tools/list" => {
+            if let Some(params) = params
+                && !params.is_object()
+                && !params.is_null()
+            {
+                return bad_params("params must be an object");
+            }
+        }
+        _ => {}
+    }
+    let method = method.to_owned();
+    let params = match message.remove("params") {
+        Some(Value::Object(params)) => Some(params),
+        _ => None,
+    };
+    Ok(Inspected::Request(Some((id, method, params))))
+}
+
+/// A client's answer to a question the edge put on a call's stream: 202 when it reached the
+/// waiting call (on this edge or another), 400 with a JSON-RPC error otherwise.
+pub(super) async fn answer(
+    state: &EdgeState,
+    parts: &axum::http::request::Parts,
+    id: String,
+    message: serde_json::Value,
+) -> Response {
+    use crate::mcp::ask::Refused;
+    let Some(caller) = parts.extensions.get::<Caller>() else {
+        return unauthorized("missing Authorization: Bearer <api key>");
+    };
+    match state
+        .questions
+        .answer(&id, &caller.0.tenant, &caller.0.role, message)
+        .await
+    {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        // Unknown and someone else's get the same answer, so an id's existence does not leak
+        // across callers.
+        Err(Refused::Unknown | Refused::NotYours) => {
+            metrics::counter!("tp_edge_answers_refused_total").increment(1);
+            jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                serde_json::Value::String(id),
+                -32600,
+                "no question with this id is waiting for this caller (answered, timed out or never asked)",
+            )
+        }
+    }
+}
+
+/// A warm `tools/list` from precomputed bytes, or `None` to leave the request to the transport
+/// (which also reports every error: a registry that cannot be loaded, a bad cursor, ...).
+pub(super) async fn fast_list(
+    state: &EdgeState,
+    parts: &axum::http::request::Parts,
+    id: &serde_json::Value,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<Response> {
+    let caller = parts.extensions.get::<Caller>()?;
+    let registry = state
+        .caches
+        .registry(&caller.0.tenant, &caller.0.role)
+        .await
+        .ok()?;
+    let response = precomputed_list(state, parts, id, params, &caller.0, &registry)?;
+    if let Some(log) = crate::access::of(&parts.extensions) {
+        log.outcome("ok");
+    }
+    Some(response)
+}
+
+/// The answer to a `tools/list` of `identity` from `registry`'s precomputed pages, when the
+/// request is one the transport would take as it is.
+pub(super) fn precomputed_list(
+    state: &EdgeState,
+    parts: &axum::http::request::Parts,
+    id: &serde_json::Value,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+    identity: &Identity,
+    registry: &crate::registry::Registry,
+) -> Option<Response> {
+    use crate::mcp::fast;
+    let started = std::time::Instant::now();
+    if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
+        return None;
+    }
+    let generation = fast::eligible(&parts.headers, params, &state.config.mcp)?;
+    let cursor = fast::cursor(params)?;
+    let id = fast::id_bytes(id)?;
+    let response = fast::answer(registry.pages(generation, &state.config.mcp), cursor, id)?;
+    crate::mcp::count_request("tools/list", &identity.tenant, "ok", started);
+    precomputed_counter().increment(1);
+    Some(response)
+}
+
+pub(super) fn precomputed_counter() -> &'static metrics::Counter {
+    static COUNTER: std::sync::OnceLock<metrics::Counter> = std::sync::OnceLock::new();
+    COUNTER.get_or_init(|| metrics::counter!("tp_edge_list_precomputed_total"))
+}

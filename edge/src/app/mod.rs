@@ -1,0 +1,40 @@
+//! The HTTP application: `/mcp` behind authentication, `/healthz` and `/readyz`, wrapped in
+//! tracing, load shedding, a concurrency limit, a timeout and a body limit; `/metrics` on the
+//! admin listener ([`admin_router`]).
+
+mod auth;
+mod health;
+mod jsonrpc;
+mod router;
+mod warm;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{BoxError, Json, Router};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio::sync::Semaphore;
+use tower::ServiceBuilder;
+
+use crate::cache::{Identity, LookupError};
+use crate::mcp::ask::StreamIds;
+use crate::mcp::{Caller, McpHandler};
+use crate::state::EdgeState;
+
+use self::auth::*;
+use self::health::*;
+use self::jsonrpc::*;
+use self::router::*;
+use self::warm::*;
+
+pub(crate) use self::router::body_timed_out;
+pub use self::router::{EdgeService, admin_router, router, service};

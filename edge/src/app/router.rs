@@ -1,0 +1,303 @@
+//! The router and the service around it: authentication, the JSON-RPC check, the body
+//! limit, load shedding, the timeout; Origin checks, the in-flight byte budget and the warm
+//! `tools/list` path in [`EdgeService`], inside the access log.
+
+use super::*;
+
+/// The edge's router.
+pub fn router(state: Arc<EdgeState>) -> Router {
+    let mcp = &state.config.mcp;
+    let mut config = StreamableHttpServerConfig::default()
+        // In-flight requests are cancelled only when the drain time is up, not at SIGTERM.
+        .with_cancellation_token(state.abort.child_token())
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_max_request_body_bytes(mcp.max_body_bytes);
+    config = if mcp.allowed_hosts.iter().any(|h| h == "*") {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(mcp.allowed_hosts.clone())
+    };
+    if !mcp.allowed_origins.is_empty() {
+        config = config.with_allowed_origins(mcp.allowed_origins.clone());
+    }
+    let handler_state = Arc::clone(&state);
+    let service = StreamableHttpService::new(
+        move || Ok(McpHandler::new(Arc::clone(&handler_state))),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let mcp_routes = Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            check_jsonrpc,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authenticate,
+        ));
+    let timeout = state.config.request_timeout();
+    let in_flight = Arc::new(Semaphore::new(state.config.mcp.max_in_flight));
+    let max_body = state.config.mcp.max_body_bytes;
+    Router::new()
+        .merge(mcp_routes)
+        .layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(middleware_error))
+                .timeout(timeout),
+        )
+        .layer(middleware::from_fn_with_state(max_body, limit_body))
+        // Shedding sits outside the timeout, so a request holds its slot until it is answered
+        // or timed out; health and metrics are never shed.
+        .layer(middleware::from_fn_with_state(in_flight, shed_load))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// The admin listener's router: `/metrics` (never on the MCP listener, which clients reach),
+/// `/healthz` and `/readyz`.
+pub fn admin_router(state: Arc<EdgeState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_route))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// Bounds request bodies at `mcp.max_body_bytes`. A body declared larger is answered 413 after
+/// the edge has read (and dropped) what the client is still sending — within 16× the limit and
+/// 2 s — so the client reads the 413 instead of a connection reset by unread data. A body that
+/// grows past the limit without declaring its length fails when it is read (413 as well).
+pub(super) async fn limit_body(State(max): State<usize>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > max as u64) {
+        use futures::StreamExt as _;
+        let mut body = request.into_body().into_data_stream();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        let mut drained = 0usize;
+        while drained <= max.saturating_mul(16) {
+            match tokio::time::timeout_at(deadline, body.next()).await {
+                Ok(Some(Ok(chunk))) => drained += chunk.len(),
+                _ => break,
+            }
+        }
+        return json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body exceeds mcp.max_body_bytes",
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let limited = Body::new(http_body_util::Limited::new(body, max));
+    next.run(Request::from_parts(parts, limited)).await
+}
+
+/// Refuses a request with 503 + `Retry-After` when `mcp.max_in_flight` requests are already
+/// being answered, instead of queueing it behind them.
+pub(super) async fn shed_load(
+    State(in_flight): State<Arc<Semaphore>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Ok(permit) = in_flight.try_acquire_owned() else {
+        metrics::counter!("tp_edge_shed_total").increment(1);
+        return overloaded();
+    };
+    let response = next.run(request).await;
+    drop(permit);
+    response
+}
+
+pub(super) async fn middleware_error(error: BoxError) -> Response {
+    if error.is::<tower::timeout::error::Elapsed>() {
+        return json_error(StatusCode::GATEWAY_TIMEOUT, "request timed out");
+    }
+    tracing::error!(%error, "unhandled middleware error");
+    json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+}
+
+pub(super) fn overloaded() -> Response {
+    let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, "edge overloaded; retry");
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// The edge's HTTP service: a warm `tools/list` — key and registry in the in-process cache, a
+/// request the transport would take as it is — is answered before the router, its layers and
+/// the MCP transport; every other request goes through the [`router`].
+#[derive(Clone)]
+pub struct EdgeService {
+    state: Arc<EdgeState>,
+    router: Router,
+    /// Request-body bytes in flight, in KiB (`mcp.max_in_flight_bytes`).
+    in_flight_bytes: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for EdgeService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeService").finish_non_exhaustive()
+    }
+}
+
+/// The edge's service over `state` (see [`EdgeService`]).
+pub fn service(state: Arc<EdgeState>) -> EdgeService {
+    let kib = (state.config.mcp.max_in_flight_bytes / 1024).max(1);
+    EdgeService {
+        router: router(Arc::clone(&state)),
+        in_flight_bytes: Arc::new(Semaphore::new(kib)),
+        state,
+    }
+}
+
+/// The in-flight budget (KiB), for the parts of the request path that learn a request's full
+/// cost only once its body has arrived.
+#[derive(Clone)]
+pub(super) struct InFlightBytes(pub(super) Arc<Semaphore>);
+
+/// Whether a request's `Origin` is allowed: none at all always is (non-browser clients); one
+/// must be listed in `mcp.allowed_origins`, or — when that list is empty — be the edge's own
+/// origin (its authority is the request's `Host`, which the Host check has allowed): a page of
+/// another site can never make a browser call the edge.
+pub(super) fn origin_allowed(headers: &axum::http::HeaderMap, allowed: &[String]) -> bool {
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let origin = match (origins.next(), origins.next()) {
+        (None, _) => return true,
+        (Some(origin), None) => origin,
+        (Some(_), Some(_)) => return false,
+    };
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    if !allowed.is_empty() {
+        return allowed.iter().any(|a| a == "*" || a == origin);
+    }
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    matches!((authority, host), (Some(authority), Some(host)) if authority.eq_ignore_ascii_case(host))
+}
+
+/// The KiB of the in-flight budget a request takes: its declared length, or the body limit
+/// when it declares none (a streamed body may be that long).
+pub(super) fn body_cost_kib(
+    headers: &axum::http::HeaderMap,
+    method: &axum::http::Method,
+    max_body: usize,
+) -> u32 {
+    if *method == axum::http::Method::GET
+        || *method == axum::http::Method::HEAD
+        || *method == axum::http::Method::DELETE
+    {
+        return 0;
+    }
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(max_body as u64, |declared| declared.min(max_body as u64));
+    u32::try_from(length.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+/// The answer for a body that did not arrive in time.
+pub(crate) fn body_timed_out() -> Response {
+    json_error(
+        StatusCode::REQUEST_TIMEOUT,
+        "the request body did not arrive in time (http.body_read_timeout_ms)",
+    )
+}
+
+impl<B> tower::Service<Request<B>> for EdgeService
+where
+    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let request = request.map(Body::new);
+        let state = Arc::clone(&self.state);
+        let router = self.router.clone();
+        let in_flight_bytes = Arc::clone(&self.in_flight_bytes);
+        // Outermost: every request is logged (crate::access), including refused ones and those
+        // the warm path answers.
+        Box::pin(async move {
+            Ok(crate::access::around(request, move |request| {
+                serve(state, router, in_flight_bytes, request)
+            })
+            .await)
+        })
+    }
+}
+
+/// Everything [`EdgeService`] does inside the access log.
+pub(super) async fn serve(
+    state: Arc<EdgeState>,
+    router: Router,
+    in_flight_bytes: Arc<Semaphore>,
+    request: Request,
+) -> Response {
+    use tower::ServiceExt as _;
+    if request.uri().path().starts_with("/mcp") {
+        // DNS rebinding and cross-site requests: a browser Origin must be listed.
+        if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
+            metrics::counter!("tp_edge_origin_refused_total").increment(1);
+            return json_error(
+                StatusCode::FORBIDDEN,
+                "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
+            );
+        }
+    }
+    // Memory: the bytes of request bodies being read and processed are bounded as a
+    // whole, not only the number of requests.
+    let cost = body_cost_kib(
+        request.headers(),
+        request.method(),
+        state.config.mcp.max_body_bytes,
+    );
+    let _budget = if cost == 0 {
+        None
+    } else {
+        match Arc::clone(&in_flight_bytes).try_acquire_many_owned(cost) {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                metrics::counter!("tp_edge_shed_total", "reason" => "bytes").increment(1);
+                return overloaded();
+            }
+        }
+    };
+    let request = match warm_list(&state, request).await {
+        Ok(response) => return response,
+        Err(mut request) => {
+            request
+                .extensions_mut()
+                .insert(InFlightBytes(Arc::clone(&in_flight_bytes)));
+            request
+        }
+    };
+    match router.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+pub(super) fn json_error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}

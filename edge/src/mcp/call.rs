@@ -1,0 +1,630 @@
+//! One tool call: rate limit, action and schema checks, the executor call with its deadline,
+//! input-required round trips (2026-07-28) and questions on the stream (2025-xx), the audit.
+
+use super::relay::Relay;
+use super::*;
+
+fn request_id() -> String {
+    let bytes: [u8; 8] = rand::random();
+    hex::encode(bytes)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// What a tool call produced, before it becomes an MCP response.
+struct Outcome {
+    result: CallToolResponse,
+    audit: pb::CallOutcome,
+}
+
+impl Outcome {
+    fn error(message: String, audit: pb::CallOutcome) -> Outcome {
+        Outcome {
+            result: CallToolResult::error(vec![ContentBlock::text(message)]).into(),
+            audit,
+        }
+    }
+}
+
+/// One validated call on its way to the executor.
+struct Invocation<'a> {
+    tool: &'a EdgeTool,
+    action: &'a str,
+    arguments: Value,
+    /// The client's answers to a previous input-required result.
+    input_responses: Option<prost_types::Struct>,
+    /// The executor state from the verified `requestState` (empty on a first call).
+    state: Vec<u8>,
+    /// What a new `requestState` is bound to.
+    binding: &'a [u8],
+}
+
+/// A call retried after an input-required result (MCP 2026-07-28, SEP-2322).
+#[derive(Debug, Default)]
+pub struct Retry {
+    /// The client's answers, by request key.
+    pub input_responses: Option<InputResponses>,
+    /// The `requestState` the client got, echoed back.
+    pub request_state: Option<String>,
+}
+
+/// The client capabilities that an executor may ask for and the caller declared: in a
+/// 2026-07-28 request's `_meta`, or in a 2025-xx client's session id (`None` without one).
+fn declared_capabilities(ctx: &RequestContext<RoleServer>) -> Option<Vec<&'static str>> {
+    if !stateless(ctx) {
+        return ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<session::Session>())
+            .map(session::Session::declared);
+    }
+    let declared = ctx
+        .meta
+        .client_capabilities()
+        .and_then(|caps| serde_json::to_value(caps).ok())
+        .unwrap_or(Value::Null);
+    Some(
+        ["elicitation", "sampling", "roots"]
+            .into_iter()
+            .filter(|c| declared.get(*c).is_some_and(|v| !v.is_null()))
+            .collect(),
+    )
+}
+
+impl McpHandler {
+    /// Validates and forwards one call to a tool of `registry`. Shared by `tools/call` and
+    /// (later) `dispatch`.
+    pub async fn call(
+        &self,
+        identity: &Identity,
+        registry: &Registry,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        retry: Retry,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let started = Instant::now();
+        let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
+        missing_client_capabilities(tool, ctx)?;
+        // The action asked for, for the audit of a call refused before it is checked.
+        let requested = arguments
+            .as_ref()
+            .and_then(|a| a.get("action"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(log) = access_log(ctx) {
+            log.action(&requested);
+        }
+        if let Err(limited) = self
+            .state
+            .limiter
+            .check(&identity.tenant, registry.rate_limit_per_minute)
+            .await
+        {
+            self.audit(
+                identity,
+                name,
+                &requested,
+                pb::CallOutcome::Rejected,
+                started,
+            );
+            return Err(ErrorData::new(
+                RATE_LIMITED,
+                format!(
+                    "rate limit of {} tool calls per minute reached; retry in {} s",
+                    limited.limit, limited.retry_after_secs
+                ),
+                Some(json!({ "retry_after_secs": limited.retry_after_secs })),
+            ));
+        }
+        let arguments = Value::Object(arguments.unwrap_or_default());
+        let action = match check_action(tool, &arguments) {
+            Ok(action) => action,
+            Err(error) => {
+                self.audit(
+                    identity,
+                    name,
+                    &requested,
+                    pb::CallOutcome::Rejected,
+                    started,
+                );
+                return Err(error);
+            }
+        };
+        let timeout = std::time::Duration::from_millis(self.state.config.mcp.validation_timeout_ms);
+        let arguments = match validate_schema(tool, arguments, timeout).await {
+            Ok(arguments) => arguments,
+            Err(error) => {
+                self.audit(identity, name, &action, pb::CallOutcome::Rejected, started);
+                return Err(error);
+            }
+        };
+        let binding = input::binding(&identity.tenant, &identity.role, name, &arguments);
+        let state = match &retry.request_state {
+            None => Vec::new(),
+            Some(sealed) => match self.state.seal.open(&binding, sealed) {
+                Ok(state) => state,
+                Err(error) => {
+                    self.audit(identity, name, &action, pb::CallOutcome::Rejected, started);
+                    return Err(ErrorData::invalid_params(error.to_string(), None));
+                }
+            },
+        };
+        let responses = retry.input_responses.map(|responses| {
+            tp_proto::json::to_struct(&Value::Object(responses.into_iter().collect()))
+        });
+        let outcome = self
+            .forward(
+                identity,
+                registry,
+                Invocation {
+                    tool,
+                    action: &action,
+                    arguments,
+                    input_responses: responses.flatten(),
+                    state,
+                    binding: &binding,
+                },
+                ctx,
+            )
+            .await;
+        self.audit(identity, name, &action, outcome.audit, started);
+        Ok(outcome.result)
+    }
+
+    /// An executor's `InputRequired` as an MCP input-required result: for 2026-07-28 callers,
+    /// checked (methods MCP defines, capabilities the caller declared, sizes) and with the
+    /// executor's state sealed into `requestState`; earlier versions get an error result.
+    fn input_required(
+        &self,
+        tool: &EdgeTool,
+        executor: &str,
+        input: pb::InputRequired,
+        binding: &[u8],
+        ctx: &RequestContext<RoleServer>,
+    ) -> Outcome {
+        let name = &tool.resolved.name;
+        let Some(declared) = declared_capabilities(ctx).filter(|_| stateless(ctx)) else {
+            return Outcome::error(
+                format!(
+                    "{name} needs input from the client (elicitation, sampling or roots) before it can finish; this edge relays such requests over MCP 2026-07-28 (input-required results), so connect with that protocol version"
+                ),
+                pb::CallOutcome::ToolError,
+            );
+        };
+        if input.state.len() > input::MAX_EXECUTOR_STATE {
+            return Outcome::error(
+                format!(
+                    "executor {executor:?} returned {} bytes of input-required state (at most {})",
+                    input.state.len(),
+                    input::MAX_EXECUTOR_STATE
+                ),
+                pb::CallOutcome::ExecutorError,
+            );
+        }
+        let requests = input
+            .requests
+            .as_ref()
+            .map(tp_proto::json::from_struct)
+            .unwrap_or_else(|| json!({}));
+        let requests = match input::input_requests(&requests, Some(&declared)) {
+            Ok(requests) => requests,
+            Err(message) => {
+                return Outcome::error(
+                    format!("executor {executor:?} asked for input it may not: {message}"),
+                    pb::CallOutcome::ExecutorError,
+                );
+            }
+        };
+        let request_state = self.state.seal.seal(binding, &input.state);
+        let result = InputRequiredResult::new(
+            (!requests.is_empty()).then_some(requests),
+            Some(request_state),
+        );
+        Outcome {
+            result: CallToolResponse::InputRequired(result),
+            audit: pb::CallOutcome::InputRequired,
+        }
+    }
+
+    async fn forward(
+        &self,
+        identity: &Identity,
+        registry: &Registry,
+        invocation: Invocation<'_>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Outcome {
+        let Invocation {
+            tool,
+            action,
+            arguments,
+            input_responses,
+            state,
+            binding,
+        } = invocation;
+        let request_id = request_id();
+        let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
+            tracing::warn!(
+                tenant = %identity.tenant,
+                tool = %tool.resolved.name,
+                executor = %tool.resolved.executor,
+                request_id,
+                "the tool routes to an executor that is not configured"
+            );
+            return Outcome::error(
+                format!(
+                    "{} is not available (reference {request_id})",
+                    tool.resolved.name
+                ),
+                pb::CallOutcome::ExecutorError,
+            );
+        };
+        let declared = declared_capabilities(ctx);
+        let deadline = Instant::now() + self.state.config.request_timeout();
+        let deadline_ms = now_ms()
+            + u64::try_from(self.state.config.request_timeout().as_millis()).unwrap_or(u64::MAX);
+        let make_request =
+            |input_responses: Option<prost_types::Struct>, state: Vec<u8>| pb::InvokeRequest {
+                tool: tool.resolved.name.clone(),
+                action: action.to_owned(),
+                arguments: tp_proto::json::to_struct(&arguments),
+                tenant: identity.tenant.clone(),
+                role: identity.role.clone(),
+                request_id: request_id.clone(),
+                deadline_ms,
+                tenant_context: Some(pb::TenantContext {
+                    lint_webhook: registry.lint_webhook.clone(),
+                    tenant_uid: registry.tenant_uid.clone(),
+                }),
+                input_responses,
+                state,
+                client_capabilities_known: declared.is_some(),
+                client_capabilities: declared.iter().flatten().map(|c| (*c).to_owned()).collect(),
+            };
+        let mut request = make_request(input_responses, state);
+        // Progress and log events are relayed to the client while the call runs, by a task
+        // started at the first event (most calls have none).
+        let mut relay = Relay::new(ctx);
+        let mut on_event = |event: CallEvent| relay.send(event);
+        let mut rounds = 0;
+        let result = loop {
+            let result = self
+                .state
+                .executors
+                .invoke(
+                    executor,
+                    request,
+                    deadline,
+                    tool.idempotent(),
+                    &mut on_event,
+                )
+                .await;
+            match result {
+                // A 2025-xx caller is asked on this call's stream, and the executor called
+                // again with the answers (2026-07-28 callers get an input-required result).
+                Ok(Reply::InputRequired(input))
+                    if !stateless(ctx) && rounds < input::MAX_ROUNDS =>
+                {
+                    rounds += 1;
+                    match self.ask_on_stream(identity, &input, deadline, ctx).await {
+                        Ok(responses) => request = make_request(Some(responses), input.state),
+                        Err(message) => {
+                            break Err(Outcome::error(
+                                format!("{}: {message}", tool.resolved.name),
+                                pb::CallOutcome::ToolError,
+                            ));
+                        }
+                    }
+                }
+                other => break Ok(other),
+            }
+        };
+        relay.finish().await;
+        match result {
+            Err(outcome) => outcome,
+            Ok(Ok(Reply::Done(result))) => {
+                let audit = if result.is_error {
+                    pb::CallOutcome::ToolError
+                } else {
+                    pb::CallOutcome::Ok
+                };
+                Outcome {
+                    result: content::call_result(result).into(),
+                    audit,
+                }
+            }
+            Ok(Ok(Reply::InputRequired(input))) => {
+                self.input_required(tool, &executor.name, input, binding, ctx)
+            }
+            Ok(Err(error)) => {
+                if error.counts_against_executor() {
+                    tracing::warn!(
+                        tenant = %identity.tenant,
+                        tool = %tool.resolved.name,
+                        request_id,
+                        %error,
+                        "executor call failed"
+                    );
+                }
+                Outcome {
+                    result: CallToolResult::error(vec![ContentBlock::text(
+                        error.caller_message(&request_id),
+                    )])
+                    .into(),
+                    audit: pb::CallOutcome::ExecutorError,
+                }
+            }
+        }
+    }
+
+    /// Puts an executor's input requests to a 2025-xx client as server requests on the call's
+    /// SSE stream, under ids of the edge's own (see [`ask`]), and waits for every answer; the
+    /// answers by request key, for the executor.
+    async fn ask_on_stream(
+        &self,
+        identity: &Identity,
+        input: &pb::InputRequired,
+        deadline: Instant,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<prost_types::Struct, String> {
+        let requests = input
+            .requests
+            .as_ref()
+            .map(tp_proto::json::from_struct)
+            .unwrap_or_else(|| json!({}));
+        // What the client declared at `initialize` (in its session id), when it kept one.
+        let declared = declared_capabilities(ctx);
+        let requests = input::input_requests(&requests, declared.as_deref())
+            .map_err(|message| format!("the executor asked for input it may not: {message}"))?;
+        if requests.is_empty() {
+            return Err("the executor asked for input without naming a request".into());
+        }
+        let ids = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ask::StreamIds>())
+            .cloned()
+            .ok_or("this request cannot carry questions to the client")?;
+        let ttl = deadline.saturating_duration_since(Instant::now());
+        let mut asked = Vec::with_capacity(requests.len());
+        for (key, request) in requests {
+            let method = match &request {
+                rmcp::model::InputRequest::CreateMessage(_) => "sampling/createMessage",
+                rmcp::model::InputRequest::Elicitation(_) => "elicitation/create",
+                _ => "roots/list",
+            };
+            let server_request: rmcp::model::ServerRequest = match request {
+                rmcp::model::InputRequest::CreateMessage(r) => r.into(),
+                rmcp::model::InputRequest::Elicitation(r) => r.into(),
+                rmcp::model::InputRequest::ListRoots(r) => r.into(),
+                _ => {
+                    return Err(format!(
+                        "input request {key:?} has a kind this edge cannot ask"
+                    ));
+                }
+            };
+            let question = self
+                .state
+                .questions
+                .ask(&identity.tenant, &identity.role, ttl)
+                .await;
+            ids.push(question.id.clone());
+            // The transport's own handle for the request is never answered (its reply comes
+            // through `Questions`); only the send matters.
+            ctx.peer
+                .send_cancellable_request(
+                    server_request,
+                    rmcp::service::PeerRequestOptions::no_options(),
+                )
+                .await
+                .map_err(|e| format!("could not ask the client ({method}): {e}"))?;
+            asked.push((key, method, question));
+        }
+        let mut answers = serde_json::Map::new();
+        for (key, method, mut question) in asked {
+            let message = tokio::time::timeout_at(deadline.into(), &mut question.answer)
+                .await
+                .map_err(|_| format!("the client did not answer {method} in time"))?
+                .map_err(|_| format!("the question {method} was dropped"))?;
+            if let Some(error) = message.get("error") {
+                let text = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                return Err(format!("the client refused {method}: {text}"));
+            }
+            answers.insert(key, message.get("result").cloned().unwrap_or(Value::Null));
+        }
+        tp_proto::json::to_struct(&Value::Object(answers))
+            .ok_or_else(|| "the client's answers cannot be forwarded".to_owned())
+    }
+
+    fn audit(
+        &self,
+        identity: &Identity,
+        tool: &str,
+        action: &str,
+        outcome: pb::CallOutcome,
+        started: Instant,
+    ) {
+        let duration_ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
+        ::metrics::histogram!("tp_edge_tool_call_seconds").record(started.elapsed().as_secs_f64());
+        self.state.audit.record(pb::UsageRecord {
+            tenant: identity.tenant.clone(),
+            role: identity.role.clone(),
+            tool: tool.to_owned(),
+            action: action.to_owned(),
+            outcome: outcome as i32,
+            duration_ms,
+            at_ms: now_ms(),
+            request_id: String::new(),
+            edge: self.state.config.name.clone(),
+        });
+        // The request's access line (crate::access) carries the call at INFO.
+        if action.is_empty() {
+            tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, outcome = outcome.as_str_name(), duration_ms, "tool call");
+        } else {
+            tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, action, outcome = outcome.as_str_name(), duration_ms, "tool call");
+        }
+    }
+}
+
+/// The action of a polymorphic tool, checked against the role's allowed actions ("" for plain
+/// tools). A forbidden action fails exactly like one that does not exist, and the caller's
+/// value is not echoed.
+fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String, ErrorData> {
+    let Some(set) = &tool.resolved.actions else {
+        return Ok(String::new());
+    };
+    let requested = arguments
+        .get(&set.discriminator)
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !set.allowed.iter().any(|a| a == requested) {
+        // A hidden action gets the same answer as one that does not exist, as hidden tools do.
+        return Err(ErrorData::invalid_params(
+            format!(
+                "invalid arguments for {}: {}; available: {}",
+                tool.resolved.name,
+                if requested.is_empty() {
+                    format!("{} is required", set.discriminator)
+                } else {
+                    format!("unknown {} {requested:?}", set.discriminator)
+                },
+                set.allowed.join(", ")
+            ),
+            Some(
+                json!({ "errors": [{ "path": format!("/{}", set.discriminator), "message": "unknown action" }] }),
+            ),
+        ));
+    }
+    Ok(requested.to_owned())
+}
+
+/// Arguments at least this large (bytes of JSON) are validated on the blocking pool, with
+/// `mcp.validation_timeout_ms`, instead of on the request's thread.
+const INLINE_VALIDATION_BYTES: usize = 16 * 1024;
+
+/// Longest message reported for one validation error.
+const MAX_ERROR_MESSAGE: usize = 200;
+
+/// The schema errors of `arguments`: path and message, with the caller's values masked (they
+/// are not echoed back, nor logged).
+fn schema_errors(validator: &jsonschema::Validator, arguments: &Value) -> Vec<(String, String)> {
+    validator
+        .iter_errors(arguments)
+        .take(MAX_REPORTED_ERRORS)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            let mut message = error.masked_with("the value").to_string();
+            if message.len() > MAX_ERROR_MESSAGE {
+                let mut cut = MAX_ERROR_MESSAGE;
+                while !message.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                message.truncate(cut);
+                message.push('…');
+            }
+            (
+                if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                },
+                message,
+            )
+        })
+        .collect()
+}
+
+/// Validates the arguments against the tool's (role-projected) schema, with the linear-time
+/// pattern engine; large arguments are validated off the request threads within `timeout`.
+/// Returns the arguments back.
+async fn validate_schema(
+    tool: &EdgeTool,
+    arguments: Value,
+    timeout: std::time::Duration,
+) -> Result<Value, ErrorData> {
+    let validator = tool
+        .validator()
+        .map_err(|message| ErrorData::internal_error(message, None))?;
+    let (arguments, errors) = if bounds::size(&arguments) < INLINE_VALIDATION_BYTES {
+        let errors = schema_errors(&validator, &arguments);
+        (arguments, errors)
+    } else {
+        let job = tokio::task::spawn_blocking(move || {
+            let errors = schema_errors(&validator, &arguments);
+            (arguments, errors)
+        });
+        match tokio::time::timeout(timeout, job).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(_)) => {
+                return Err(ErrorData::internal_error(
+                    "validating the arguments failed",
+                    None,
+                ));
+            }
+            Err(_) => {
+                ::metrics::counter!("tp_edge_validation_timeouts_total").increment(1);
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "invalid arguments for {}: validating them took longer than {} ms",
+                        tool.resolved.name,
+                        timeout.as_millis()
+                    ),
+                    None,
+                ));
+            }
+        }
+    };
+    if errors.is_empty() {
+        return Ok(arguments);
+    }
+    let summary = errors
+        .iter()
+        .map(|(path, message)| format!("{path}: {message}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(ErrorData::invalid_params(
+        format!("invalid arguments for {}: {summary}", tool.resolved.name),
+        Some(
+            json!({ "errors": errors.iter().map(|(p, m)| json!({"path": p, "message": m})).collect::<Vec<_>>() }),
+        ),
+    ))
+}
+
+/// A 2026-07-28 caller must declare, in the request's `_meta`, every client capability the
+/// tool needs; otherwise -32021 (HTTP 400) names them and nothing runs. Earlier versions
+/// declared capabilities at `initialize`, which a stateless edge does not keep: not checked.
+fn missing_client_capabilities(
+    tool: &EdgeTool,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<(), ErrorData> {
+    if tool.resolved.client_capabilities.is_empty() || ctx.meta.protocol_version().is_none() {
+        return Ok(());
+    }
+    let declared = ctx
+        .meta
+        .client_capabilities()
+        .and_then(|caps| serde_json::to_value(caps).ok())
+        .unwrap_or(Value::Null);
+    let missing: serde_json::Map<String, Value> = tool
+        .resolved
+        .client_capabilities
+        .iter()
+        .filter(|capability| declared.get(capability.as_str()).is_none_or(Value::is_null))
+        .map(|capability| (capability.clone(), json!({})))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let required: rmcp::model::ClientCapabilities =
+        serde_json::from_value(Value::Object(missing)).unwrap_or_default();
+    Err(ErrorData::missing_required_client_capability(required))
+}

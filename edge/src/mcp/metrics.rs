@@ -1,0 +1,55 @@
+//! Request metrics with bounded labels: tenants fall into 16 stable buckets.
+
+use std::time::Instant;
+
+const BUCKETS: [&str; 16] = [
+    "b00", "b01", "b02", "b03", "b04", "b05", "b06", "b07", "b08", "b09", "b10", "b11", "b12",
+    "b13", "b14", "b15",
+];
+
+fn tenant_bucket_index(tenant: &str) -> usize {
+    let hash = tenant
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    (hash % 16) as usize
+}
+
+/// One of 16 stable buckets for a tenant (metrics labels stay bounded in a large fleet).
+fn tenant_bucket(tenant: &str) -> &'static str {
+    BUCKETS[tenant_bucket_index(tenant)]
+}
+
+/// Counts one answered MCP request (and its latency, for `tools/list`).
+pub(crate) fn count_request(
+    method: &'static str,
+    tenant: &str,
+    outcome: &'static str,
+    started: Instant,
+) {
+    if method == "tools/list" && outcome == "ok" {
+        // The hot path: handles kept per bucket instead of looked up per request.
+        let handles = list_metrics();
+        handles.0[tenant_bucket_index(tenant)].increment(1);
+        handles.1.record(started.elapsed().as_secs_f64());
+        return;
+    }
+    ::metrics::counter!("tp_edge_mcp_requests_total", "method" => method, "tenant_bucket" => tenant_bucket(tenant), "outcome" => outcome).increment(1);
+    if method == "tools/list" {
+        ::metrics::histogram!("tp_edge_mcp_request_seconds", "method" => method)
+            .record(started.elapsed().as_secs_f64());
+    }
+}
+
+type ListMetrics = ([::metrics::Counter; 16], ::metrics::Histogram);
+
+fn list_metrics() -> &'static ListMetrics {
+    static HANDLES: std::sync::OnceLock<ListMetrics> = std::sync::OnceLock::new();
+    HANDLES.get_or_init(|| {
+        (
+            std::array::from_fn(|i| {
+                ::metrics::counter!("tp_edge_mcp_requests_total", "method" => "tools/list", "tenant_bucket" => BUCKETS[i], "outcome" => "ok")
+            }),
+            ::metrics::histogram!("tp_edge_mcp_request_seconds", "method" => "tools/list"),
+        )
+    })
+}
