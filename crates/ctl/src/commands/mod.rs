@@ -1,0 +1,145 @@
+//! Command handlers.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use tonic_types::StatusExt;
+use tp_proto::convert::{try_adr, try_tenant, try_tool_def};
+use tp_proto::pb;
+use tp_registry as domain;
+
+use crate::output::{json as pretty, or_dash, table};
+use crate::{
+    Admin, AdrArgs, AdrsCmd, Cli, Command, DocsCmd, ExecutorsCmd, KeysCmd, PolicyCmd, ProvidersCmd,
+    RolesCmd, TenantArgs, TenantsCmd, ToolsCmd,
+};
+
+/// `println!` that ignores a closed stdout (`toolplanectl ... | head` must not panic).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+mod adrs;
+mod docs;
+mod executors;
+mod keys;
+mod policy;
+mod providers;
+mod registry;
+mod roles;
+mod tenants;
+mod tools;
+mod usage;
+
+use self::adrs::*;
+use self::docs::*;
+use self::executors::*;
+use self::keys::*;
+use self::policy::*;
+use self::providers::*;
+use self::registry::*;
+use self::roles::*;
+use self::tenants::*;
+use self::tools::*;
+use self::usage::*;
+
+/// Describes an error for people: gRPC code, message and field violations.
+pub(crate) fn describe_error(error: &anyhow::Error) -> String {
+    let Some(status) = error.downcast_ref::<tonic::Status>() else {
+        return format!("{error:#}");
+    };
+    let mut text = format!("{:?}: {}", status.code(), status.message());
+    // A context added on the way up (which of several requests failed) comes first.
+    if error.chain().count() > 1 {
+        text = format!("{error}: {text}");
+    }
+    let details = status.get_error_details();
+    if let Some(bad_request) = details.bad_request() {
+        for violation in &bad_request.field_violations {
+            text.push_str(&format!(
+                "\n  - {}: {}",
+                violation.field, violation.description
+            ));
+        }
+    }
+    text
+}
+
+fn read_input(path: &Path) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Tool definitions from files that each hold one definition or an array of them.
+fn read_definitions(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<domain::ToolDef>> {
+    let mut defs = Vec::new();
+    for file in files {
+        let text = read_input(file)?;
+        let what = format!("the tool definitions in {}", file.display());
+        if text.trim_start().starts_with('[') {
+            let list: Vec<domain::ToolDef> =
+                tp_registry::strict::from_json_str(&text, &what).map_err(anyhow::Error::msg)?;
+            defs.extend(list);
+        } else {
+            defs.push(
+                tp_registry::strict::from_json_str(&text, &what).map_err(anyhow::Error::msg)?,
+            );
+        }
+    }
+    Ok(defs)
+}
+
+fn split_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs the command; returns the exit code.
+pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let cli = match cli.command {
+        Command::Up(args) => return crate::up::up(args).await,
+        Command::Export(args) => return crate::transfer::export(args).await,
+        Command::Import(args) => return crate::transfer::import(args).await,
+        Command::ExecutorKey(args) => return crate::executor_key::run(&args),
+        command => Cli { command, ..cli },
+    };
+    let target = crate::connect::target(&cli);
+    let token = crate::connect::token(&cli)?;
+    let admin = Admin::connect(&target.url, &token)
+        .await
+        .map_err(|error| crate::connect::unreachable(&target, &error.root_cause()))?;
+    let json_out = cli.json;
+    let result = match cli.command {
+        Command::Tools(cmd) => tools(admin, cmd, json_out).await,
+        Command::Adrs(cmd) => adrs(admin, cmd, json_out).await,
+        Command::Policy(cmd) => policy(admin, cmd, json_out).await,
+        Command::Tenants(cmd) => tenants(admin, cmd, json_out).await,
+        Command::Keys(cmd) => keys(admin, cmd, json_out).await,
+        Command::Executors(cmd) => executors(admin, cmd, json_out).await,
+        Command::Providers(cmd) => providers(admin, cmd, json_out).await,
+        Command::Roles(cmd) => roles(admin, cmd, json_out).await,
+        Command::Registry(args) => registry(admin, args, json_out).await,
+        Command::Usage(args) => usage(admin, args, json_out).await,
+        Command::Docs(cmd) => docs(admin, cmd, json_out).await,
+        Command::Up(_) | Command::Export(_) | Command::Import(_) | Command::ExecutorKey(_) => {
+            unreachable!("handled above")
+        }
+    };
+    match result {
+        Ok(code) => Ok(code),
+        Err(error) => Err(crate::connect::explain(&target, error).await),
+    }
+}
