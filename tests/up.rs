@@ -279,15 +279,7 @@ async fn the_readme_tour_runs_as_written_against_up() {
             .kill_on_drop(true);
         command.spawn().unwrap()
     };
-    tp_test_support::eventually("up is ready", std::time::Duration::from_secs(30), || {
-        let ready = ready.clone();
-        async move {
-            std::fs::read_to_string(&ready)
-                .ok()
-                .filter(|s| !s.is_empty())
-        }
-    })
-    .await;
+    wait_for_ready(&ready).await;
 
     let output = tokio::process::Command::new("bash")
         .args(["-e", "-o", "pipefail", "-c", &script])
@@ -552,15 +544,7 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
     };
     let ready = dir.path().join("ready");
     let mut first = spawn(up_args(".toolplane", &ready), "up1");
-    tp_test_support::eventually("up is ready", std::time::Duration::from_secs(30), || {
-        let ready = ready.clone();
-        async move {
-            std::fs::read_to_string(&ready)
-                .ok()
-                .filter(|s| !s.is_empty())
-        }
-    })
-    .await;
+    wait_for_ready(&ready).await;
     let progress = std::fs::read_to_string(dir.path().join("up1.err")).unwrap();
     for stage in [
         "up: opening the store",
@@ -726,19 +710,7 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
     std::fs::rename(&path, dir.path().join("credentials.damaged")).unwrap();
     let ready4 = dir.path().join("ready4");
     let mut again = spawn(up_args(".toolplane", &ready4), "up4");
-    tp_test_support::eventually(
-        "up is ready again",
-        std::time::Duration::from_secs(30),
-        || {
-            let ready = ready4.clone();
-            async move {
-                std::fs::read_to_string(&ready)
-                    .ok()
-                    .filter(|s| !s.is_empty())
-            }
-        },
-    )
-    .await;
+    wait_for_ready(&ready4).await;
     let log = std::fs::read_to_string(dir.path().join("up4.err")).unwrap();
     assert!(log.contains("revoked 6 demo keys"), "{log}");
     let (ok, stdout, stderr) = ctl(dir.path(), &["--json", "keys", "list"]).await;
@@ -770,4 +742,17 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
     println!(
         "first hour: discovery, edge detection, port holder, damaged credentials, bulk progress and usage dates checked"
     );
+}
+
+/// Waits (up to 30 s) until `up` has written its ready file.
+async fn wait_for_ready(ready: &Path) {
+    tp_test_support::eventually("up is ready", std::time::Duration::from_secs(30), || {
+        let ready = ready.to_owned();
+        async move {
+            std::fs::read_to_string(&ready)
+                .ok()
+                .filter(|s| !s.is_empty())
+        }
+    })
+    .await;
 }

@@ -68,13 +68,6 @@ async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     bail!("--store-url: {url:?} is not sqlite://PATH or postgres://USER@HOST/DB")
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 /// Runs `export`.
 pub async fn export(args: ExportArgs) -> anyhow::Result<i32> {
     if let Some(path) = args.store_url.strip_prefix("sqlite://")
@@ -95,7 +88,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<i32> {
     let document = Export {
         format: FORMAT.to_owned(),
         revision: snapshot.revision,
-        exported_at_ms: now_ms(),
+        exported_at_ms: crate::output::now_ms(),
         objects: snapshot.objects,
     };
     let text = serde_json::to_string_pretty(&document)?;
@@ -172,7 +165,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
         .collect();
     let count = changes.len();
     eprintln!("import: writing {count} objects as one revision…");
-    match store.commit(0, &changes, now_ms()).await? {
+    match store.commit(0, &changes, crate::output::now_ms()).await? {
         Commit::Committed(revision) => {
             eprintln!("imported {count} objects as revision {revision}");
             Ok(0)
