@@ -274,7 +274,10 @@ async fn acknowledged_writes_survive_kill_9() {
     let mut edge = cp.as_edge().await;
     let identity = edge
         .registry
-        .authenticate(pb::AuthenticateRequest { key: key.key })
+        .authenticate(pb::AuthenticateRequest {
+            key: key.key,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
@@ -397,7 +400,10 @@ async fn tokens_guard_every_service() {
     );
     let mut wrong_registry = wrong.registry.clone();
     let refused = wrong_registry
-        .authenticate(pb::AuthenticateRequest { key: "x".into() })
+        .authenticate(pb::AuthenticateRequest {
+            key: "x".into(),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert_eq!(refused.code(), Code::Unauthenticated);
@@ -427,6 +433,7 @@ async fn tokens_guard_every_service() {
         .registry
         .authenticate(pb::AuthenticateRequest {
             key: issued.key.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -441,13 +448,17 @@ async fn tokens_guard_every_service() {
         .unwrap();
     let revoked = edge
         .registry
-        .authenticate(pb::AuthenticateRequest { key: issued.key })
+        .authenticate(pb::AuthenticateRequest {
+            key: issued.key,
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     let unknown = edge
         .registry
         .authenticate(pb::AuthenticateRequest {
             key: format!("tpk_{}", "0".repeat(64)),
+            ..Default::default()
         })
         .await
         .unwrap_err();

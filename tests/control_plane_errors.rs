@@ -652,6 +652,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         Code::Unauthenticated,
         r.authenticate(pb::AuthenticateRequest {
             key: "Robert'); DROP TABLE keys;--".into(),
+            ..Default::default()
         })
         .await,
     );

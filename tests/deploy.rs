@@ -735,6 +735,15 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
             "TOOLPLANE_EDGE_EXECUTORS__AUTH_KEY".to_owned(),
             format!("tpx_{}", "cd".repeat(32)),
         ),
+        // Set only when edge.oauth.resource is (as the HA render above does).
+        (
+            "TOOLPLANE_EDGE_OAUTH__RESOURCE".to_owned(),
+            "https://mcp.example.com/mcp".to_owned(),
+        ),
+        (
+            "TOOLPLANE_EDGE_OAUTH__AUTHORIZATION_SERVERS".to_owned(),
+            "[https://id.example.com/realms/acme]".to_owned(),
+        ),
     ]);
     for key in edge_env.keys() {
         assert!(
@@ -901,6 +910,10 @@ fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
                 "demoExecutor.enabled=true",
                 "--set",
                 "edge.autoscaling.enabled=false",
+                "--set",
+                "edge.oauth.resource=https://mcp.example.com/mcp",
+                "--set",
+                "edge.oauth.authorizationServers={https://id.example.com/realms/acme}",
             ],
         ),
     ];
@@ -910,6 +923,12 @@ fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
         args.extend(values);
         let (ok, manifests, stderr) = helm(&args);
         assert!(ok, "{name}: helm template failed:\n{stderr}");
+        // OAuth reaches the edges exactly when it is configured.
+        assert_eq!(
+            manifests.contains("value: \"[https://id.example.com/realms/acme]\""),
+            name.starts_with("HA"),
+            "{name}: OAuth settings"
+        );
         let documents = manifests
             .split("\n---")
             .filter(|d| d.lines().any(|l| l.starts_with("kind: ")))

@@ -20,6 +20,7 @@ mod faults;
 mod fleet;
 mod fuzz_mcp;
 mod hostile;
+mod oauth;
 mod postgres;
 mod rng;
 mod trust;

@@ -333,7 +333,10 @@ async fn export_and_import_move_a_sqlite_world_to_postgres_intact() {
         .as_edge()
         .await
         .registry
-        .authenticate(pb::AuthenticateRequest { key })
+        .authenticate(pb::AuthenticateRequest {
+            key,
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();

@@ -539,7 +539,28 @@ async fn t5_maximum_size_calls_keep_the_edge_within_its_memory_budget() {
         .filter(|r| r.status == 200 && r.result()["isError"] == false)
         .count();
     let big_shed = replies.iter().filter(|r| r.status == 503).count();
-    assert_eq!(served + big_shed, 24, "every call served or shed");
+    // On a loaded machine the executor may not answer some of them within the tool's
+    // timeout: that is an answer too (a tool error saying so), never a hang or a 5xx.
+    let timed_out = replies
+        .iter()
+        .filter(|r| {
+            r.status == 200
+                && r.result()["isError"] == true
+                && r.result()["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("echo did not answer within"))
+        })
+        .count();
+    let others: Vec<String> = replies
+        .iter()
+        .filter(|r| !(r.status == 200 && r.result()["isError"] == false) && r.status != 503)
+        .map(|r| format!("{} {}", r.status, &r.body[..r.body.len().min(200)]))
+        .collect();
+    assert_eq!(
+        served + big_shed + timed_out,
+        24,
+        "every call served, shed or timed out; the others: {others:?}"
+    );
     assert!(served >= 1, "the budget admits the largest allowed call");
     let peak_big = peak_rss_kib(pid);
     // The edge stays up and serves.

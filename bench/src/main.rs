@@ -520,6 +520,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
                 disclosure: tp_registry::Disclosure::default(),
                 rate_limit_per_minute: 0,
                 lint_webhook: None,
+                token_issuers: Vec::new(),
                 revision: 0,
                 uid: format!("bench-{i}"),
             },

@@ -86,6 +86,9 @@ pub struct RawAuth {
     /// The key executor calls are signed with (`tpx_…`), for the purges the control plane
     /// sends them; empty = derived from the edge token, as edges derive it.
     pub executor_key: String,
+    /// How soon an access token naming an unknown key id (`kid`) may make the control plane
+    /// fetch its issuer's key set again (after the provider rotated keys); 0 = 30 s.
+    pub token_key_refetch_secs: u64,
 }
 
 /// `[bootstrap]`.
@@ -143,6 +146,8 @@ pub struct ControlPlaneConfig {
     pub postgres_url: Option<String>,
     /// Admin token (None = generate/read from the data dir).
     pub admin_token: Option<String>,
+    /// Least time between fetches of one issuer's key set for unknown key ids.
+    pub token_key_refetch: std::time::Duration,
     /// Edge token (None = generate/read from the data dir).
     pub edge_token: Option<String>,
     /// Executor key (None = derived from the edge token).
@@ -306,6 +311,12 @@ impl RawConfig {
             data_dir: self.data_dir,
             sqlite_path,
             postgres_url,
+            token_key_refetch: std::time::Duration::from_secs(
+                match self.auth.token_key_refetch_secs {
+                    0 => 30,
+                    secs => secs,
+                },
+            ),
             admin_token: (!self.auth.admin_token.is_empty()).then_some(self.auth.admin_token),
             edge_token: (!self.auth.edge_token.is_empty()).then_some(self.auth.edge_token),
             executor_key,

@@ -177,6 +177,7 @@ impl ControlPlane {
             stopping,
             std::time::Duration::from_millis(config.grpc.request_timeout_ms),
             purges,
+            config.token_key_refetch,
         )
         .await?;
         let limits = config.grpc.limits();
@@ -209,6 +210,7 @@ async fn router(
     stopping: tokio::sync::watch::Receiver<bool>,
     request_timeout: std::time::Duration,
     purges: Arc<crate::purge::Purges>,
+    token_key_refetch: std::time::Duration,
 ) -> anyhow::Result<tonic::transport::server::Router> {
     let admin = TokenCheck::new("admin", &[&tokens.admin]);
     // The admin token is a superset: operators may call the edge-facing service to debug.
@@ -237,7 +239,8 @@ async fn router(
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     };
-    let registry = RegistryService::new(Arc::clone(engine), heartbeat_ms, stopping);
+    let registry = RegistryService::new(Arc::clone(engine), heartbeat_ms, stopping)
+        .with_tokens(crate::oidc::TokenVerifier::new(token_key_refetch));
     let registry = InterceptedService::new(
         RegistryServer::new(registry),
         move |request: tonic::Request<()>| edge.check(request),

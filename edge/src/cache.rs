@@ -297,10 +297,10 @@ impl Caches {
     /// The identity of an API key if the in-process cache holds it and it is current (no I/O;
     /// `None` otherwise, including for keys that are not valid).
     pub async fn identity_l1(&self, key: &str) -> Option<Arc<Identity>> {
-        if !tp_proto::keys::looks_like_key(key) {
+        if !tp_proto::keys::looks_like_credential(key) {
             return None;
         }
-        let (identity, loaded) = self.identities.get(&key_hash(key))?;
+        let (identity, loaded) = self.identities.get(&self.credential_id(key))?;
         if !self.young(loaded) || !self.current(&identity, now_secs()) {
             return None;
         }
@@ -534,12 +534,24 @@ impl Caches {
         Some(Arc::new(Identity::from_pb(identity)))
     }
 
-    /// The identity of an API key.
+    /// What identities are cached under, in process and in Redis: an API key's hash; an
+    /// access token's hash together with this edge's resource URL, because the control plane
+    /// checked the token's audience against that URL — an edge with another resource URL
+    /// sharing the Redis must not take the verdict over.
+    fn credential_id(&self, key: &str) -> KeyHash {
+        if tp_proto::keys::looks_like_key(key) {
+            key_hash(key)
+        } else {
+            key_hash(&format!("{}\n{key}", self.control.resource()))
+        }
+    }
+
+    /// The identity of an API key or access token.
     pub async fn identity(&self, key: &str) -> Result<Arc<Identity>, LookupError> {
-        if !tp_proto::keys::looks_like_key(key) {
+        if !tp_proto::keys::looks_like_credential(key) {
             return Err(LookupError::Unauthenticated);
         }
-        let id = key_hash(key);
+        let id = self.credential_id(key);
         let hash = hex::encode(id);
         let now = now_secs();
         let cached = self.identities.get(&id);

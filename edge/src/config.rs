@@ -49,6 +49,8 @@ pub struct RawConfig {
     /// Requests without `Authorization` act as this tenant and role (off when empty). For
     /// public demo endpoints and the MCP conformance suite; never for production tenants.
     pub anonymous: RawAnonymous,
+    /// OAuth 2.1 resource server (MCP authorization): off unless `oauth.resource` is set.
+    pub oauth: crate::oauth::RawOAuth,
     /// Logging.
     pub log: RawLog,
 }
@@ -221,6 +223,8 @@ pub struct EdgeConfig {
     pub audit: RawAudit,
     /// Anonymous (tenant, role), if enabled.
     pub anonymous: Option<(String, String)>,
+    /// OAuth resource-server settings, if enabled.
+    pub oauth: Option<crate::oauth::OAuth>,
     /// Log format is JSON.
     pub log_json: bool,
     /// Log filter.
@@ -246,6 +250,7 @@ impl Default for RawConfig {
             watch: RawWatch::default(),
             audit: RawAudit::default(),
             anonymous: RawAnonymous::default(),
+            oauth: crate::oauth::RawOAuth::default(),
             log: RawLog::default(),
         }
     }
@@ -509,7 +514,9 @@ impl RawConfig {
         } else {
             self.name
         };
+        let oauth = self.oauth.validate()?;
         Ok(EdgeConfig {
+            oauth,
             listen,
             admin_listen,
             http: self.http,

@@ -23,6 +23,9 @@ pub struct ControlPlane {
     clients: Vec<(String, Client)>,
     current: AtomicUsize,
     reachable: AtomicBool,
+    /// The edge's resource URL, sent with access tokens to be checked against their audience
+    /// (empty: OAuth is off and tokens are refused).
+    resource: String,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -49,8 +52,9 @@ pub fn is_unreachable(status: &Status) -> bool {
 // === impl ControlPlane ===
 
 impl ControlPlane {
-    /// Lazily connecting clients for every URL.
-    pub fn new(urls: &[String], token: &str) -> anyhow::Result<Arc<ControlPlane>> {
+    /// Lazily connecting clients for every URL; `resource` is the edge's resource URL for
+    /// access tokens (empty when OAuth is off).
+    pub fn new(urls: &[String], token: &str, resource: &str) -> anyhow::Result<Arc<ControlPlane>> {
         let bearer = Bearer::new(token)?;
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
@@ -68,7 +72,13 @@ impl ControlPlane {
             clients,
             current: AtomicUsize::new(0),
             reachable: AtomicBool::new(false),
+            resource: resource.to_owned(),
         }))
+    }
+
+    /// The edge's resource URL for access tokens (empty when OAuth is off).
+    pub fn resource(&self) -> &str {
+        &self.resource
     }
 
     /// Whether the last attempt to reach any replica succeeded.
@@ -134,6 +144,7 @@ impl ControlPlane {
     pub async fn authenticate(&self, key: &str) -> Result<pb::Identity, Status> {
         let request = pb::AuthenticateRequest {
             key: key.to_owned(),
+            resource: self.resource.clone(),
         };
         self.call(|mut client| {
             let request = request.clone();

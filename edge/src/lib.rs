@@ -19,6 +19,7 @@ pub mod disclosure;
 pub mod forward;
 pub mod limits;
 pub mod mcp;
+pub mod oauth;
 pub mod registry;
 pub mod shared;
 pub mod state;

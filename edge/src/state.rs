@@ -88,7 +88,8 @@ impl EdgeState {
     /// Builds the state and starts the background tasks (watch, audit, Redis connection).
     pub fn start(config: EdgeConfig) -> anyhow::Result<Arc<EdgeState>> {
         let metrics = metrics_handle();
-        let control = ControlPlane::new(&config.control_plane, &config.edge_token)?;
+        let resource = config.oauth.as_ref().map_or("", |o| o.resource.as_str());
+        let control = ControlPlane::new(&config.control_plane, &config.edge_token, resource)?;
         let shared = match &config.redis_url {
             Some(url) => Some(Shared::connect(
                 url,

@@ -28,6 +28,7 @@ pub struct RegistryService {
     engine: Arc<Engine>,
     default_heartbeat_ms: u32,
     stopping: tokio::sync::watch::Receiver<bool>,
+    tokens: Arc<crate::oidc::TokenVerifier>,
 }
 
 impl RegistryService {
@@ -42,7 +43,14 @@ impl RegistryService {
             engine,
             default_heartbeat_ms,
             stopping,
+            tokens: Arc::new(crate::oidc::TokenVerifier::new(Duration::from_secs(30))),
         }
+    }
+
+    /// Verifies access tokens with `tokens` (its key-refetch interval).
+    pub fn with_tokens(mut self, tokens: crate::oidc::TokenVerifier) -> Self {
+        self.tokens = Arc::new(tokens);
+        self
     }
 }
 
@@ -65,8 +73,33 @@ impl Registry for RegistryService {
         &self,
         request: Request<pb::AuthenticateRequest>,
     ) -> Result<Response<pb::Identity>, Status> {
-        let key = request.into_inner().key;
-        let refused = || Status::unauthenticated("invalid, revoked or expired API key");
+        let pb::AuthenticateRequest { key, resource } = request.into_inner();
+        let refused =
+            || Status::unauthenticated("invalid, revoked or expired API key or access token");
+        if tp_proto::keys::looks_like_jwt(&key) {
+            return match self.tokens.verify(&key, &resource, &self.engine).await {
+                Ok(caller) => Ok(Response::new(pb::Identity {
+                    tenant: caller.tenant,
+                    role: caller.role,
+                    key_id: caller.subject,
+                    expires_at: caller.expires_at,
+                    revision: caller.revision,
+                    confirmed_at_ms: 0,
+                })),
+                Err(crate::oidc::TokenError::Keys(error)) => {
+                    // The provider is down or misconfigured: not the caller's fault, and not
+                    // a reason for edges to remember the token as refused.
+                    tracing::warn!(%error, "cannot verify an access token");
+                    Err(Status::unavailable(
+                        "cannot fetch the token issuer's signing keys right now",
+                    ))
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "access token refused");
+                    Err(refused())
+                }
+            };
+        }
         if !tp_proto::keys::looks_like_key(&key) {
             return Err(refused());
         }

@@ -118,6 +118,8 @@ fn not_grpc(status: &tonic::Status) -> bool {
             | tonic::Code::Internal
             | tonic::Code::Unimplemented
             | tonic::Code::Unavailable
+            // hyper gives up on a connection closed mid-handshake as a cancellation.
+            | tonic::Code::Cancelled
     ) && [
         "grpc-status header missing",
         "HTTP status code",
@@ -126,6 +128,8 @@ fn not_grpc(status: &tonic::Status) -> bool {
         "frame with invalid size",
         // An HTTP/1-only server hangs up on the HTTP/2 preface.
         "transport error",
+        "connection closed",
+        "operation was canceled",
     ]
     .iter()
     .any(|needle| message.contains(needle))

@@ -266,6 +266,45 @@ pub enum TenantsCmd {
         /// Tenant id.
         id: String,
     },
+    /// Trust an identity provider's OAuth access tokens for the tenant's MCP callers (replaces
+    /// an earlier trust of the same issuer).
+    Trust(TrustArgs),
+    /// Stop trusting an identity provider: its tokens stop working at once.
+    Untrust {
+        /// Tenant id.
+        id: String,
+        /// The issuer URL.
+        #[arg(long)]
+        issuer: String,
+    },
+}
+
+/// `tenants trust`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Tenant id.
+    pub id: String,
+    /// The issuer (`iss`) exactly as the provider writes it (https; http only on loopback).
+    #[arg(long)]
+    pub issuer: String,
+    /// Map a group to a role, GROUP=ROLE; repeat in order of precedence.
+    #[arg(long = "group-role", value_name = "GROUP=ROLE")]
+    pub group_roles: Vec<String>,
+    /// The role of a caller in none of the groups (default: such callers are refused).
+    #[arg(long)]
+    pub default_role: Option<String>,
+    /// The claim holding the caller's groups.
+    #[arg(long, default_value = "groups")]
+    pub role_claim: String,
+    /// CLAIM=VALUE a token must hold to be this tenant's (needed when tenants share an issuer).
+    #[arg(long, value_name = "CLAIM=VALUE")]
+    pub tenant_claim: Option<String>,
+    /// The audience tokens must name (default: the edge's resource URL).
+    #[arg(long)]
+    pub audience: Option<String>,
+    /// The provider's key-set URL (default: discovered from the issuer's metadata).
+    #[arg(long)]
+    pub jwks_uri: Option<String>,
 }
 
 /// Tenant fields.

@@ -290,7 +290,10 @@ async fn demo_keys(
             let still_valid = match &previous {
                 Some(key) => admin
                     .registry
-                    .authenticate(pb::AuthenticateRequest { key: key.clone() })
+                    .authenticate(pb::AuthenticateRequest {
+                        key: key.clone(),
+                        resource: String::new(),
+                    })
                     .await
                     .is_ok_and(|identity| {
                         let identity = identity.into_inner();

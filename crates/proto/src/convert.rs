@@ -378,6 +378,7 @@ pub fn try_tenant(tenant: Option<pb::Tenant>) -> DomainResult<domain::Tenant> {
         disclosure: try_disclosure(tenant.disclosure)?,
         rate_limit_per_minute: tenant.rate_limit_per_minute,
         lint_webhook: non_empty(&tenant.lint_webhook),
+        token_issuers: tenant.token_issuers.iter().map(token_issuer).collect(),
         revision: 0,
         // Chosen by the control plane, never by the caller.
         uid: String::new(),
@@ -401,6 +402,49 @@ impl From<&domain::Tenant> for pb::Tenant {
             lint_webhook: t.lint_webhook.clone().unwrap_or_default(),
             revision: t.revision,
             uid: t.uid.clone(),
+            token_issuers: t.token_issuers.iter().map(pb::TokenIssuer::from).collect(),
+        }
+    }
+}
+
+fn token_issuer(t: &pb::TokenIssuer) -> domain::TokenIssuer {
+    domain::TokenIssuer {
+        issuer: t.issuer.clone(),
+        audience: non_empty(&t.audience),
+        jwks_uri: non_empty(&t.jwks_uri),
+        tenant_claim: non_empty(&t.tenant_claim),
+        tenant_value: non_empty(&t.tenant_value),
+        role_claim: non_empty(&t.role_claim).unwrap_or_else(|| "groups".to_owned()),
+        group_roles: t
+            .group_roles
+            .iter()
+            .map(|g| domain::GroupRole {
+                group: g.group.clone(),
+                role: g.role.clone(),
+            })
+            .collect(),
+        default_role: non_empty(&t.default_role),
+    }
+}
+
+impl From<&domain::TokenIssuer> for pb::TokenIssuer {
+    fn from(t: &domain::TokenIssuer) -> Self {
+        pb::TokenIssuer {
+            issuer: t.issuer.clone(),
+            audience: t.audience.clone().unwrap_or_default(),
+            jwks_uri: t.jwks_uri.clone().unwrap_or_default(),
+            tenant_claim: t.tenant_claim.clone().unwrap_or_default(),
+            tenant_value: t.tenant_value.clone().unwrap_or_default(),
+            role_claim: t.role_claim.clone(),
+            group_roles: t
+                .group_roles
+                .iter()
+                .map(|g| pb::GroupRole {
+                    group: g.group.clone(),
+                    role: g.role.clone(),
+                })
+                .collect(),
+            default_role: t.default_role.clone().unwrap_or_default(),
         }
     }
 }

@@ -17,9 +17,47 @@ pub fn looks_like_key(key: &str) -> bool {
         .is_some_and(|rest| rest.len() == 64 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// Longest access token accepted (bytes).
+pub const MAX_TOKEN_BYTES: usize = 8192;
+
+/// Whether a string has the shape of a signed JWT: three base64url segments, none empty
+/// (an unsigned `alg: none` token has an empty third one), at most [`MAX_TOKEN_BYTES`].
+pub fn looks_like_jwt(token: &str) -> bool {
+    let segments: Vec<&str> = token.split('.').collect();
+    token.len() <= MAX_TOKEN_BYTES
+        && segments.len() == 3
+        && segments.iter().all(|s| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+/// Whether a bearer credential is worth looking up: an API key or a signed JWT.
+pub fn looks_like_credential(credential: &str) -> bool {
+    looks_like_key(credential) || looks_like_jwt(credential)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jwt_shapes() {
+        assert!(looks_like_jwt("eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"));
+        assert!(!looks_like_jwt("eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0."));
+        assert!(!looks_like_jwt("a.b"));
+        assert!(!looks_like_jwt("a.b.c.d"));
+        assert!(!looks_like_jwt("a.b+.c"));
+        assert!(!looks_like_jwt(&format!(
+            "a.{}.c",
+            "b".repeat(MAX_TOKEN_BYTES)
+        )));
+        assert!(looks_like_credential(&format!(
+            "{KEY_PREFIX}{}",
+            "ab".repeat(32)
+        )));
+    }
 
     #[test]
     fn shapes_and_hashes() {

@@ -16,6 +16,7 @@ pub mod resolve;
 pub mod schema;
 pub mod state;
 pub mod strict;
+pub mod tokens;
 pub mod tool;
 
 pub use adr::{Adr, AdrStatus};
@@ -29,6 +30,7 @@ pub use model::{
 pub use policy::CeilingReport;
 pub use resolve::{ActionSet, ResolvedTool, project, resolve};
 pub use state::{Change, Object, ObjectKind, State};
+pub use tokens::{GroupRole, TokenIssuer, TokenRefusal};
 pub use tool::{
     Action, Admission, Annotations, Bucket, META_TOOLS, Polymorphism, Tool, ToolDef, ToolStatus,
 };

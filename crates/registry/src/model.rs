@@ -70,6 +70,10 @@ pub struct Tenant {
     /// Where material wiki lint findings are posted (optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lint_webhook: Option<String>,
+    /// Identity providers whose access tokens (JWTs) the tenant's callers may present
+    /// instead of API keys, and how their claims map to roles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_issuers: Vec<crate::tokens::TokenIssuer>,
     /// Revision of the last change.
     #[serde(default)]
     pub revision: u64,
@@ -246,6 +250,7 @@ impl Tenant {
             disclosure: Disclosure::default(),
             rate_limit_per_minute: 0,
             lint_webhook: None,
+            token_issuers: Vec::new(),
             revision: 0,
             uid: String::new(),
         }
@@ -294,6 +299,7 @@ impl Tenant {
         if let Some(url) = &self.lint_webhook {
             v.check("tenant.lint_webhook", check_http_url(url));
         }
+        crate::tokens::check_issuers(self, v);
     }
 }
 

@@ -772,6 +772,7 @@ impl State {
                 );
             }
         }
+        self.check_token_issuers(&tenant, &mut v);
         v.finish()?;
         Ok(tenant)
     }

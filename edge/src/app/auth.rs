@@ -2,27 +2,43 @@
 
 use super::*;
 
-pub(super) fn unauthorized(description: &str) -> Response {
+/// A 401 whose challenge names the error (RFC 6750 `invalid_token`) unless the request
+/// carried no credentials at all, and points at the protected-resource metadata when OAuth is
+/// on (RFC 9728).
+pub(super) fn unauthorized(
+    oauth: Option<&crate::oauth::OAuth>,
+    missing: bool,
+    description: &str,
+) -> Response {
     let mut response = (
         StatusCode::UNAUTHORIZED,
-        Json(json!({ "error": "unauthorized", "error_description": description })),
+        Json(json!({ "error": if missing { "unauthorized" } else { "invalid_token" }, "error_description": description })),
     )
         .into_response();
-    let challenge = format!(
-        "Bearer realm=\"toolplane\", error=\"invalid_token\", error_description=\"{description}\""
-    );
-    if let Ok(value) = HeaderValue::from_str(&challenge) {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
-    }
+    let challenge = crate::oauth::challenge(oauth, (!missing).then_some(description));
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, challenge);
     response
 }
 
 /// A 401, counted in `tp_edge_auth_refused_total` by reason (`missing`, `malformed`, `invalid`).
-pub(super) fn refused(reason: &'static str, description: &str) -> Response {
+pub(super) fn refused(state: &EdgeState, reason: &'static str, description: &str) -> Response {
     metrics::counter!("tp_edge_auth_refused_total", "reason" => reason).increment(1);
-    unauthorized(description)
+    unauthorized(
+        state.config.oauth.as_ref(),
+        reason == "missing",
+        description,
+    )
+}
+
+/// What a caller without credentials is told.
+fn missing_credentials(state: &EdgeState) -> &'static str {
+    if state.config.oauth.is_some() {
+        "missing Authorization: Bearer <api key or access token>"
+    } else {
+        "missing Authorization: Bearer <api key>"
+    }
 }
 
 pub(super) async fn authenticate(
@@ -45,20 +61,32 @@ pub(super) async fn authenticate(
                 confirmed_at_ms: 0,
             }),
             None => {
-                return refused("missing", "missing Authorization: Bearer <api key>");
+                return refused(&state, "missing", missing_credentials(&state));
             }
         },
         Some(Err(_)) => {
-            return refused("malformed", "the Authorization header is not valid text");
+            return refused(
+                &state,
+                "malformed",
+                "the Authorization header is not valid text",
+            );
         }
         Some(Ok(value)) => {
             let Some(key) = value.strip_prefix("Bearer ").map(str::trim) else {
-                return refused("malformed", "Authorization must be \"Bearer <api key>\"");
+                return refused(
+                    &state,
+                    "malformed",
+                    "Authorization must be \"Bearer <api key or access token>\"",
+                );
             };
             match state.caches.identity(key).await {
                 Ok(identity) => identity,
                 Err(LookupError::Unauthenticated | LookupError::NotFound) => {
-                    return refused("invalid", "invalid, revoked or expired API key");
+                    return refused(
+                        &state,
+                        "invalid",
+                        "invalid, revoked or expired API key or access token",
+                    );
                 }
                 Err(LookupError::Unavailable(_)) => {
                     let mut response = json_error(

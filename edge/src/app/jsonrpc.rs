@@ -463,7 +463,11 @@ pub(super) async fn answer(
 ) -> Response {
     use crate::mcp::ask::Refused;
     let Some(caller) = parts.extensions.get::<Caller>() else {
-        return unauthorized("missing Authorization: Bearer <api key>");
+        return unauthorized(
+            state.config.oauth.as_ref(),
+            true,
+            "missing Authorization: Bearer <api key>",
+        );
     };
     match state
         .questions

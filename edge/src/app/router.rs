@@ -54,7 +54,29 @@ pub fn router(state: Arc<EdgeState>) -> Router {
         .layer(middleware::from_fn_with_state(in_flight, shed_load))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*path}",
+            get(protected_resource),
+        )
         .with_state(state)
+}
+
+/// RFC 9728 metadata, when OAuth is on: at the path the resource URL implies, and at the root
+/// (clients that probe the host first).
+async fn protected_resource(State(state): State<Arc<EdgeState>>, uri: axum::http::Uri) -> Response {
+    match &state.config.oauth {
+        Some(oauth)
+            if uri.path() == oauth.metadata_path
+                || uri.path() == "/.well-known/oauth-protected-resource" =>
+        {
+            oauth.metadata()
+        }
+        _ => json_error(StatusCode::NOT_FOUND, "no protected-resource metadata here"),
+    }
 }
 
 /// The admin listener's router: `/metrics` (never on the MCP listener, which clients reach),

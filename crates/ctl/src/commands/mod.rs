@@ -13,7 +13,7 @@ use tp_registry as domain;
 use crate::output::{json as pretty, or_dash, table};
 use crate::{
     Admin, AdrArgs, AdrsCmd, Cli, Command, DocsCmd, ExecutorsCmd, KeysCmd, PolicyCmd, ProvidersCmd,
-    RolesCmd, TenantArgs, TenantsCmd, ToolsCmd,
+    RolesCmd, TenantArgs, TenantsCmd, ToolsCmd, TrustArgs,
 };
 
 /// `println!` that ignores a closed stdout (`toolplanectl ... | head` must not panic).

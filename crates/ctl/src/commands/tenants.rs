@@ -134,21 +134,8 @@ pub(super) async fn tenants(
                 .into_inner()
         }
         TenantsCmd::Update(args) => {
-            let mut tenant = admin
-                .tenants
-                .get_tenant(pb::GetTenantRequest {
-                    id: args.id.clone(),
-                })
-                .await?
-                .into_inner();
-            apply_tenant_args(&mut tenant, args)?;
-            admin
-                .tenants
-                .update_tenant(pb::UpdateTenantRequest {
-                    tenant: Some(tenant),
-                })
-                .await?
-                .into_inner()
+            let id = args.id.clone();
+            change(&mut admin, &id, |tenant| apply_tenant_args(tenant, args)).await?
         }
         TenantsCmd::Delete { id } => {
             let deleted = admin
@@ -172,7 +159,103 @@ pub(super) async fn tenants(
             }
             return Ok(0);
         }
+        TenantsCmd::Trust(args) => {
+            let trust = token_issuer(&args)?;
+            change(&mut admin, &args.id, |tenant| {
+                tenant.token_issuers.retain(|t| t.issuer != trust.issuer);
+                tenant.token_issuers.push(trust);
+                Ok(())
+            })
+            .await?
+        }
+        TenantsCmd::Untrust { id, issuer } => {
+            change(&mut admin, &id, |tenant| {
+                let before = tenant.token_issuers.len();
+                tenant.token_issuers.retain(|t| t.issuer != issuer);
+                if tenant.token_issuers.len() == before {
+                    bail!("tenant {id} does not trust {issuer:?}");
+                }
+                Ok(())
+            })
+            .await?
+        }
     };
-    print_tenants(&[tenant], json_out);
+    print_tenants(std::slice::from_ref(&tenant), json_out);
+    if !json_out {
+        for trust in &tenant.token_issuers {
+            let mapping: Vec<String> = trust
+                .group_roles
+                .iter()
+                .map(|g| format!("{}={}", g.group, g.role))
+                .chain(
+                    (!trust.default_role.is_empty()).then(|| format!("*={}", trust.default_role)),
+                )
+                .collect();
+            let selector = if trust.tenant_claim.is_empty() {
+                String::new()
+            } else {
+                format!(" where {}={}", trust.tenant_claim, trust.tenant_value)
+            };
+            out!(
+                "trusts {}{selector}: {} {}",
+                trust.issuer,
+                trust.role_claim,
+                mapping.join(" ")
+            );
+        }
+    }
     Ok(0)
+}
+
+/// Reads tenant `id`, changes it with `edit`, and writes it back.
+async fn change(
+    admin: &mut Admin,
+    id: &str,
+    edit: impl FnOnce(&mut pb::Tenant) -> anyhow::Result<()>,
+) -> anyhow::Result<pb::Tenant> {
+    let mut tenant = admin
+        .tenants
+        .get_tenant(pb::GetTenantRequest { id: id.to_owned() })
+        .await?
+        .into_inner();
+    edit(&mut tenant)?;
+    Ok(admin
+        .tenants
+        .update_tenant(pb::UpdateTenantRequest {
+            tenant: Some(tenant),
+        })
+        .await?
+        .into_inner())
+}
+
+/// A trust from `tenants trust` flags.
+fn token_issuer(args: &TrustArgs) -> anyhow::Result<pb::TokenIssuer> {
+    let pair = |text: &str, what: &str| -> anyhow::Result<(String, String)> {
+        match text.split_once('=') {
+            Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((a.to_owned(), b.to_owned())),
+            _ => bail!("{what}: expected NAME=VALUE, got {text:?}"),
+        }
+    };
+    let group_roles = args
+        .group_roles
+        .iter()
+        .map(|text| pair(text, "--group-role").map(|(group, role)| pb::GroupRole { group, role }))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (tenant_claim, tenant_value) = match &args.tenant_claim {
+        Some(text) => pair(text, "--tenant-claim")?,
+        None => Default::default(),
+    };
+    if group_roles.is_empty() && args.default_role.is_none() {
+        bail!("give --group-role GROUP=ROLE or --default-role ROLE (or both)");
+    }
+    Ok(pb::TokenIssuer {
+        issuer: args.issuer.clone(),
+        audience: args.audience.clone().unwrap_or_default(),
+        jwks_uri: args.jwks_uri.clone().unwrap_or_default(),
+        tenant_claim,
+        tenant_value,
+        role_claim: args.role_claim.clone(),
+        group_roles,
+        default_role: args.default_role.clone().unwrap_or_default(),
+    })
 }

@@ -1,0 +1,402 @@
+//! Which OAuth access tokens a tenant trusts, and how a verified token's claims become a
+//! (tenant, role): the issuer, the audience, an optional claim that tells this tenant's users
+//! apart from other tenants' users of the same issuer, and the group → role mapping.
+//!
+//! Signature, expiry and audience checks happen where the token is verified (the control
+//! plane's `oidc` module); this module only decides, from claims already verified, who the
+//! caller is. Pure: no I/O, no clock.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::Violations;
+use crate::ident::{MAX_LINK, check_text};
+use crate::model::{Tenant, check_http_url};
+use crate::state::State;
+
+/// Most token issuers per tenant.
+pub const MAX_TOKEN_ISSUERS: usize = 8;
+/// Most group → role entries per issuer.
+pub const MAX_GROUP_ROLES: usize = 64;
+/// Longest claim name or claim value in a mapping.
+pub const MAX_CLAIM_TEXT: usize = 256;
+
+/// One identity provider a tenant trusts for MCP access tokens (JWTs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenIssuer {
+    /// The issuer (`iss`), exactly as the provider writes it; https, or http on a loopback
+    /// host.
+    pub issuer: String,
+    /// The audience a token must name; `None` = the edge's resource URL (RFC 8707), which is
+    /// what an MCP client asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// Where the provider's signing keys are; `None` = discovered from the issuer's metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
+    /// A claim whose value must be `tenant_value` for a token to be this tenant's (needed when
+    /// several tenants trust the same issuer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_claim: Option<String>,
+    /// The value `tenant_claim` must hold (a string, or one element of an array).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_value: Option<String>,
+    /// The claim that carries the caller's groups (a string or an array of strings).
+    #[serde(default = "default_role_claim")]
+    pub role_claim: String,
+    /// Group → role, in order: the first group the token holds decides the role.
+    #[serde(default)]
+    pub group_roles: Vec<GroupRole>,
+    /// The role of a token holding none of the groups; `None` = such a token is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_role: Option<String>,
+}
+
+/// One entry of [`TokenIssuer::group_roles`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRole {
+    /// A value of the role claim.
+    pub group: String,
+    /// The role it grants.
+    pub role: String,
+}
+
+fn default_role_claim() -> String {
+    "groups".to_owned()
+}
+
+/// Why a verified token does not map to a caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenRefusal {
+    /// No tenant trusts the token's issuer (with a matching tenant claim).
+    UnknownIssuer,
+    /// Several tenants' mappings accept the token (a configuration error).
+    Ambiguous(Vec<String>),
+    /// The token holds no mapped group and the issuer has no default role.
+    NoRole,
+    /// The mapped role is not one the tenant allows.
+    RoleNotAllowed(String),
+}
+
+impl std::fmt::Display for TokenRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownIssuer => f.write_str("no tenant trusts this token's issuer"),
+            Self::Ambiguous(tenants) => write!(
+                f,
+                "the token maps to several tenants ({}); set tenant_claim",
+                tenants.join(", ")
+            ),
+            Self::NoRole => f.write_str("the token holds no group mapped to a role"),
+            Self::RoleNotAllowed(role) => write!(f, "role {role:?} is not allowed for the tenant"),
+        }
+    }
+}
+
+// === impl TokenIssuer ===
+
+impl TokenIssuer {
+    /// A trust of `issuer` giving every token `default_role`.
+    pub fn new(issuer: impl Into<String>, default_role: impl Into<String>) -> Self {
+        Self {
+            issuer: issuer.into(),
+            audience: None,
+            jwks_uri: None,
+            tenant_claim: None,
+            tenant_value: None,
+            role_claim: default_role_claim(),
+            group_roles: Vec::new(),
+            default_role: Some(default_role.into()),
+        }
+    }
+
+    /// Whether a token with `claims` belongs to this trust's tenant (the issuer already
+    /// matched).
+    pub fn selects(&self, claims: &Value) -> bool {
+        match (&self.tenant_claim, &self.tenant_value) {
+            (Some(claim), Some(value)) => claim_values(claims, claim).any(|v| v == value),
+            _ => true,
+        }
+    }
+
+    /// The role `claims` take under this trust: the first mapped group they hold, else the
+    /// default role.
+    pub fn role(&self, claims: &Value) -> Option<&str> {
+        let groups: Vec<&str> = claim_values(claims, &self.role_claim).collect();
+        self.group_roles
+            .iter()
+            .find(|entry| groups.contains(&entry.group.as_str()))
+            .map(|entry| entry.role.as_str())
+            .or(self.default_role.as_deref())
+    }
+
+    fn check_fields(&mut self, v: &mut Violations, at: &str) {
+        v.check(&format!("{at}.issuer"), check_issuer_url(&self.issuer));
+        if let Some(uri) = &self.jwks_uri {
+            v.check(&format!("{at}.jwks_uri"), check_issuer_url(uri));
+        }
+        if let Some(audience) = &self.audience {
+            v.check(
+                &format!("{at}.audience"),
+                check_text(audience, MAX_LINK, true),
+            );
+        }
+        match (&self.tenant_claim, &self.tenant_value) {
+            (None, None) => {}
+            (Some(claim), Some(value)) => {
+                v.check(
+                    &format!("{at}.tenant_claim"),
+                    check_text(claim, MAX_CLAIM_TEXT, true),
+                );
+                v.check(
+                    &format!("{at}.tenant_value"),
+                    check_text(value, MAX_CLAIM_TEXT, true),
+                );
+            }
+            _ => v.add(
+                format!("{at}.tenant_claim"),
+                "tenant_claim and tenant_value go together",
+            ),
+        }
+        v.check(
+            &format!("{at}.role_claim"),
+            check_text(&self.role_claim, MAX_CLAIM_TEXT, true),
+        );
+        if self.group_roles.len() > MAX_GROUP_ROLES {
+            v.add(
+                format!("{at}.group_roles"),
+                format!("at most {MAX_GROUP_ROLES} entries"),
+            );
+        }
+        for entry in &self.group_roles {
+            v.check(
+                &format!("{at}.group_roles"),
+                check_text(&entry.group, MAX_CLAIM_TEXT, true),
+            );
+        }
+        if self.group_roles.is_empty() && self.default_role.is_none() {
+            v.add(
+                format!("{at}.group_roles"),
+                "map at least one group to a role, or set default_role",
+            );
+        }
+    }
+
+    fn roles(&self) -> impl Iterator<Item = &str> {
+        self.group_roles
+            .iter()
+            .map(|entry| entry.role.as_str())
+            .chain(self.default_role.as_deref())
+    }
+}
+
+/// The string values of `claim` in `claims`: the value itself, or each string of an array.
+fn claim_values<'a>(claims: &'a Value, claim: &str) -> impl Iterator<Item = &'a str> {
+    let value = claims.get(claim);
+    let single = value.and_then(Value::as_str);
+    let many = value
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    single.into_iter().chain(many)
+}
+
+/// An issuer or key-set URL: https, or http only on a loopback host (a provider started next
+/// to the edge, as in tests and local stacks).
+pub fn check_issuer_url(url: &str) -> Result<(), String> {
+    check_http_url(url)?;
+    if let Some(rest) = url.strip_prefix("http://") {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+        if !matches!(host, "127.0.0.1" | "localhost" | "[::1]") {
+            return Err(format!(
+                "must use https (http only on a loopback host; got {url:?})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Field checks of a tenant's token issuers (references are checked by the state).
+pub(crate) fn check_issuers(tenant: &mut Tenant, v: &mut Violations) {
+    if tenant.token_issuers.len() > MAX_TOKEN_ISSUERS {
+        v.add(
+            "tenant.token_issuers",
+            format!("at most {MAX_TOKEN_ISSUERS} issuers"),
+        );
+    }
+    for (i, trust) in tenant.token_issuers.iter_mut().enumerate() {
+        trust.check_fields(v, &format!("tenant.token_issuers[{i}]"));
+    }
+    let mut issuers: Vec<&str> = tenant
+        .token_issuers
+        .iter()
+        .map(|t| t.issuer.as_str())
+        .collect();
+    issuers.sort_unstable();
+    if issuers.windows(2).any(|w| w[0] == w[1]) {
+        v.add("tenant.token_issuers", "each issuer at most once");
+    }
+}
+
+// === impl State ===
+
+impl State {
+    /// Checks of a tenant's token issuers against the rest of the state: every mapped role
+    /// exists and the tenant allows it, and no other tenant trusts the same issuer in a way
+    /// that could accept the same token.
+    pub(crate) fn check_token_issuers(&self, tenant: &Tenant, v: &mut Violations) {
+        for (i, trust) in tenant.token_issuers.iter().enumerate() {
+            for role in trust.roles() {
+                if !self.roles.contains_key(role) {
+                    v.add(
+                        format!("tenant.token_issuers[{i}]"),
+                        format!("unknown role {role:?}: register it first"),
+                    );
+                } else if !tenant.allows_role(role) {
+                    v.add(
+                        format!("tenant.token_issuers[{i}]"),
+                        format!("role {role:?} is not among the tenant's roles"),
+                    );
+                }
+            }
+            for other in self.tenants.values().filter(|t| t.id != tenant.id) {
+                let clash = other
+                    .token_issuers
+                    .iter()
+                    .filter(|o| o.issuer == trust.issuer)
+                    .any(|o| match (&trust.tenant_claim, &o.tenant_claim) {
+                        (Some(a), Some(b)) => a != b || trust.tenant_value == o.tenant_value,
+                        _ => true,
+                    });
+                if clash {
+                    v.add(
+                        format!("tenant.token_issuers[{i}]"),
+                        format!(
+                            "tenant {:?} trusts {:?} too: both need tenant_claim (same claim, different values)",
+                            other.id, trust.issuer
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The (tenant, role) a token from `issuer` with verified `claims` belongs to, with the
+    /// trust that accepted it (for its audience and key set).
+    pub fn map_token(
+        &self,
+        issuer: &str,
+        claims: &Value,
+    ) -> Result<(&Tenant, String), TokenRefusal> {
+        let mut matches = self.tenants.values().filter_map(|tenant| {
+            tenant
+                .token_issuers
+                .iter()
+                .find(|trust| trust.issuer == issuer && trust.selects(claims))
+                .map(|trust| (tenant, trust))
+        });
+        let Some((tenant, trust)) = matches.next() else {
+            return Err(TokenRefusal::UnknownIssuer);
+        };
+        let others: Vec<String> = matches.map(|(t, _)| t.id.clone()).collect();
+        if !others.is_empty() {
+            let mut all = vec![tenant.id.clone()];
+            all.extend(others);
+            return Err(TokenRefusal::Ambiguous(all));
+        }
+        let role = trust.role(claims).ok_or(TokenRefusal::NoRole)?;
+        if !tenant.allows_role(role) || !self.roles.contains_key(role) {
+            return Err(TokenRefusal::RoleNotAllowed(role.to_owned()));
+        }
+        Ok((tenant, role.to_owned()))
+    }
+
+    /// Every trust of `issuer`, with its tenant (which key set and audiences to verify with).
+    pub fn trusts_of<'a>(&'a self, issuer: &'a str) -> impl Iterator<Item = &'a TokenIssuer> {
+        self.tenants
+            .values()
+            .flat_map(|tenant| tenant.token_issuers.iter())
+            .filter(move |trust| trust.issuer == issuer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn trust() -> TokenIssuer {
+        TokenIssuer {
+            group_roles: vec![
+                GroupRole {
+                    group: "admins".into(),
+                    role: "operator".into(),
+                },
+                GroupRole {
+                    group: "staff".into(),
+                    role: "collector".into(),
+                },
+            ],
+            default_role: None,
+            ..TokenIssuer::new("https://id.example.com", "x")
+        }
+    }
+
+    #[test]
+    fn the_first_mapped_group_decides_the_role() {
+        let t = trust();
+        assert_eq!(
+            t.role(&json!({"groups": ["staff", "admins"]})),
+            Some("operator")
+        );
+        assert_eq!(t.role(&json!({"groups": "staff"})), Some("collector"));
+        assert_eq!(t.role(&json!({"groups": ["guests"]})), None);
+        assert_eq!(t.role(&json!({})), None);
+        let with_default = TokenIssuer {
+            default_role: Some("viewer".into()),
+            ..trust()
+        };
+        assert_eq!(with_default.role(&json!({"groups": 7})), Some("viewer"));
+    }
+
+    #[test]
+    fn the_tenant_claim_selects_the_tenant() {
+        let t = TokenIssuer {
+            tenant_claim: Some("org".into()),
+            tenant_value: Some("acme".into()),
+            ..trust()
+        };
+        assert!(t.selects(&json!({"org": "acme"})));
+        assert!(t.selects(&json!({"org": ["globex", "acme"]})));
+        assert!(!t.selects(&json!({"org": "globex"})));
+        assert!(!t.selects(&json!({})));
+        assert!(trust().selects(&json!({})));
+    }
+
+    #[test]
+    fn issuers_use_https_except_on_loopback() {
+        assert!(check_issuer_url("https://id.example.com").is_ok());
+        assert!(check_issuer_url("http://127.0.0.1:9000").is_ok());
+        assert!(check_issuer_url("http://localhost:9000/realms/x").is_ok());
+        assert!(check_issuer_url("http://id.example.com").is_err());
+        assert!(check_issuer_url("http://127.0.0.1.evil.com").is_err());
+        assert!(check_issuer_url("ftp://id.example.com").is_err());
+    }
+
+    #[test]
+    fn field_checks_refuse_half_a_tenant_claim_and_no_role_at_all() {
+        let mut tenant = Tenant::new("acme");
+        tenant.token_issuers = vec![TokenIssuer {
+            tenant_claim: Some("org".into()),
+            group_roles: Vec::new(),
+            ..trust()
+        }];
+        let mut v = Violations::default();
+        check_issuers(&mut tenant, &mut v);
+        let message = v.finish().unwrap_err().to_string();
+        assert!(message.contains("go together"), "{message}");
+        assert!(message.contains("default_role"), "{message}");
+    }
+}

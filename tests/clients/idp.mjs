@@ -1,0 +1,96 @@
+// A real OpenID provider for the OAuth tests (tests/oauth.rs): panva's certified `oidc-provider`
+// from npm, with dynamic client registration, PKCE and resource indicators (RFC 8707), issuing
+// JWT access tokens whose audience is the resource the client asked for.
+//
+// The only test-specific part is the user: the login and consent pages are answered at once for
+// the account named by `login_hint` (the test's user agent adds it to the authorization URL), so
+// the flow runs without a browser. Accounts, with the claims put into their access tokens, come
+// from IDP_ACCOUNTS as JSON: {"alice": {"org": "acme", "groups": ["admins"]}, ...}.
+//
+// Usage: IDP_PORT=... IDP_ACCOUNTS='{...}' node idp.mjs   (prints "ready <issuer>")
+
+import crypto from 'node:crypto';
+import http from 'node:http';
+import Provider from 'oidc-provider';
+
+const port = Number(process.env.IDP_PORT);
+const issuer = `http://127.0.0.1:${port}`;
+const accounts = JSON.parse(process.env.IDP_ACCOUNTS || '{}');
+const accessTokenTTL = Number(process.env.IDP_ACCESS_TOKEN_TTL || 600);
+
+function signingKey(type, options, alg, kid) {
+  const { privateKey } = crypto.generateKeyPairSync(type, options);
+  return { ...privateKey.export({ format: 'jwk' }), alg, use: 'sig', kid };
+}
+
+const provider = new Provider(issuer, {
+  jwks: {
+    keys: [
+      signingKey('rsa', { modulusLength: 2048 }, 'RS256', 'rsa-1'),
+      signingKey('ec', { namedCurve: 'P-256' }, 'ES256', 'ec-1'),
+    ],
+  },
+  findAccount: (_ctx, id) =>
+    accounts[id] ? { accountId: id, claims: () => ({ sub: id }) } : undefined,
+  extraTokenClaims: (_ctx, token) => {
+    const account = accounts[token.accountId];
+    return account ? { ...account } : {};
+  },
+  scopes: ['openid', 'offline_access', 'mcp'],
+  pkce: { required: () => true },
+  features: {
+    devInteractions: { enabled: false },
+    registration: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, resourceIndicator) => ({
+        scope: 'mcp',
+        audience: resourceIndicator,
+        accessTokenTTL,
+        accessTokenFormat: 'jwt',
+        jwt: { sign: { alg: 'ES256' } },
+      }),
+    },
+  },
+  interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+});
+
+// The user: logs in as login_hint and grants whatever the client asked for.
+async function interact(req, res) {
+  const details = await provider.interactionDetails(req, res);
+  const { prompt, params, session } = details;
+  let result;
+  if (prompt.name === 'login') {
+    const who = params.login_hint;
+    result = accounts[who]
+      ? { login: { accountId: who } }
+      : { error: 'access_denied', error_description: `no account ${who}` };
+  } else {
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+    const missing = prompt.details;
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+    for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes || {})) {
+      grant.addResourceScope(indicator, scopes.join(' '));
+    }
+    result = { consent: { grantId: await grant.save() } };
+  }
+  await provider.interactionFinished(req, res, result, { mergeWithLastSubmission: false });
+}
+
+const callback = provider.callback();
+http
+  .createServer((req, res) => {
+    if (req.url.startsWith('/interaction/')) {
+      interact(req, res).catch((error) => {
+        res.statusCode = 500;
+        res.end(String(error));
+      });
+      return;
+    }
+    callback(req, res);
+  })
+  .listen(port, '127.0.0.1', () => console.log(`ready ${issuer}`));
