@@ -125,13 +125,13 @@ async fn capabilities_and_tool_schema_show_exactly_the_callers_registry() {
         (
             "tool_schema",
             json!({"tools": vec!["gmail"; 21]}),
-            "either `tool`",
+            "1 to 20",
         ),
         ("dispatch", json!({"arguments": {}}), "`tool`"),
         (
             "dispatch",
             json!({"tool": "gmail", "arguments": []}),
-            "must be an object",
+            "`arguments`: invalid type: array, expected an object",
         ),
         (
             "dispatch",
@@ -139,6 +139,16 @@ async fn capabilities_and_tool_schema_show_exactly_the_callers_registry() {
             "unknown tool: dispatch",
         ),
         ("dispatch_parallel", json!({"calls": []}), "1 to 16"),
+        (
+            "dispatch_parallel",
+            json!({"calls": [{"tool": "gmail", "extra": 1}]}),
+            "`calls[0]`: unknown argument `extra`",
+        ),
+        (
+            "tool_schema",
+            json!({"action": "query"}),
+            "`action` goes with `tool`",
+        ),
         (
             "dispatch_parallel",
             json!({"calls": vec![json!({"tool": "gmail"}); 17]}),
@@ -253,7 +263,15 @@ async fn dispatch_parallel_returns_every_result_and_cuts_slow_calls() {
         results[1]["isError"], true,
         "executor failure stays a result"
     );
-    assert_eq!(results[2]["error"]["code"], -32001, "{}", results[2]);
+    // A call past `timeout_ms` is a tool error, like an executor that does not answer in
+    // time, not a protocol error.
+    assert_eq!(results[2]["isError"], true, "{}", results[2]);
+    assert_eq!(
+        results[2]["content"][0]["text"], "sleep did not answer within 1000 ms (timeout_ms)",
+        "{}",
+        results[2]
+    );
+    assert!(results[2].get("error").is_none(), "{}", results[2]);
     assert_eq!(
         results[3]["error"],
         json!({"code": -32602, "message": "unknown tool: gmail", "data": null})

@@ -4,12 +4,19 @@
 //! cached with it, and identical on every edge; no session state.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use rmcp::model::{JsonObject, Tool as McpTool};
+use rmcp::model::Tool as McpTool;
 use serde_json::{Value, json};
 
 use crate::registry::EdgeTool;
+
+mod args;
+
+pub use args::{
+    Bounded, CapabilitiesArgs, DispatchArgs, DispatchParallelArgs, ToolSchemaArgs, decode,
+    input_schema,
+};
 
 /// `capabilities` lists tools per category when the registry has at most this many tools;
 /// beyond it, categories with counts only unless a category is asked for.
@@ -47,14 +54,8 @@ impl MetaTool {
     }
 }
 
-fn object(value: Value) -> Arc<JsonObject> {
-    match value {
-        Value::Object(map) => Arc::new(map),
-        _ => Arc::new(JsonObject::new()),
-    }
-}
-
-/// The meta-tools' `tools/list` entries, in name order.
+/// The meta-tools' `tools/list` entries, in name order; their input schemas come from the
+/// argument types the edge decodes calls into ([`args`]).
 pub fn meta_tools() -> &'static [McpTool] {
     static TOOLS: OnceLock<Vec<McpTool>> = OnceLock::new();
     TOOLS.get_or_init(|| {
@@ -62,51 +63,22 @@ pub fn meta_tools() -> &'static [McpTool] {
             McpTool::new(
                 "capabilities",
                 "Start here: your tools by category, one line each (pass `category` to narrow).",
-                object(json!({
-                    "type": "object",
-                    "properties": {
-                        "category": {"type": "string"}
-                    }
-                })),
+                input_schema::<CapabilitiesArgs>(),
             ),
             McpTool::new(
                 "dispatch",
                 "Run one of your tools: `tool` and its `arguments`.",
-                object(json!({
-                    "type": "object",
-                    "properties": {
-                        "tool": {"type": "string"},
-                        "arguments": {"type": "object"}
-                    },
-                    "required": ["tool"]
-                })),
+                input_schema::<DispatchArgs>(),
             ),
             McpTool::new(
                 "dispatch_parallel",
                 "Run up to 16 tools at once; results in order. Calls slower than `timeout_ms` time out alone.",
-                object(json!({
-                    "type": "object",
-                    "properties": {
-                        "calls": {
-                            "type": "array", "minItems": 1, "maxItems": MAX_PARALLEL_CALLS,
-                            "items": {"type": "object", "description": "{tool, arguments}"}
-                        },
-                        "timeout_ms": {"type": "integer", "minimum": 1}
-                    },
-                    "required": ["calls"]
-                })),
+                input_schema::<DispatchParallelArgs>(),
             ),
             McpTool::new(
                 "tool_schema",
                 "Input schema of one tool (`tool`, optionally one `action`) or several (`tools`, up to 20).",
-                object(json!({
-                    "type": "object",
-                    "properties": {
-                        "tool": {"type": "string"},
-                        "action": {"type": "string"},
-                        "tools": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_SCHEMA_BATCH}
-                    }
-                })),
+                input_schema::<ToolSchemaArgs>(),
             ),
         ]
     })

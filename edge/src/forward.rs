@@ -30,6 +30,10 @@ use tp_proto::invoke_auth::ExecutorKey;
 use tp_proto::pb::{self, executor_client::ExecutorClient};
 use tp_registry::{Executor, ExecutorProtocol};
 
+use self::breaker::Breakers;
+#[cfg(test)]
+use self::breaker::BreakerState;
+
 /// Breaker and concurrency settings.
 #[derive(Debug, Clone)]
 pub struct BreakerSettings {
@@ -191,105 +195,6 @@ impl ForwardError {
             ForwardError::Failed { code, .. } if caused_by_caller(*code) => "refused",
             ForwardError::Failed { .. } | ForwardError::Unsupported { .. } => "failed",
         }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum BreakerState {
-    Closed { failures: u32 },
-    Open { until: Instant },
-    HalfOpen,
-}
-
-impl BreakerState {
-    /// Admits a call or refuses it; a half-open breaker admits one probe.
-    fn admit(&mut self) -> bool {
-        match *self {
-            BreakerState::Closed { .. } => true,
-            BreakerState::Open { until } if Instant::now() >= until => {
-                *self = BreakerState::HalfOpen;
-                true
-            }
-            BreakerState::Open { .. } | BreakerState::HalfOpen => false,
-        }
-    }
-
-    fn value(self) -> f64 {
-        match self {
-            BreakerState::Closed { .. } => 0.0,
-            BreakerState::HalfOpen => 1.0,
-            BreakerState::Open { .. } => 2.0,
-        }
-    }
-}
-
-/// The breakers of one (executor, tool).
-#[derive(Debug)]
-struct Breakers {
-    shared: BreakerState,
-    /// Tenants among the shared breaker's current run of failures (two are enough).
-    failing_tenants: Vec<String>,
-    /// Tenants whose own breaker is not closed with zero failures.
-    tenants: HashMap<String, BreakerState>,
-}
-
-impl Breakers {
-    fn new() -> Breakers {
-        Breakers {
-            shared: BreakerState::Closed { failures: 0 },
-            failing_tenants: Vec::new(),
-            tenants: HashMap::new(),
-        }
-    }
-
-    fn admit(&mut self, tenant: &str) -> bool {
-        if !self.shared.admit() {
-            return false;
-        }
-        match self.tenants.get_mut(tenant) {
-            Some(own) => own.admit(),
-            None => true,
-        }
-    }
-
-    fn succeeded(&mut self, tenant: &str) {
-        self.shared = BreakerState::Closed { failures: 0 };
-        self.failing_tenants.clear();
-        self.tenants.remove(tenant);
-    }
-
-    /// Records a failure; returns whether the shared breaker opened now.
-    fn failed(&mut self, tenant: &str, settings: &BreakerSettings) -> bool {
-        let open = || BreakerState::Open {
-            until: Instant::now() + settings.cooldown,
-        };
-        let own = self
-            .tenants
-            .entry(tenant.to_owned())
-            .or_insert(BreakerState::Closed { failures: 0 });
-        *own = match *own {
-            BreakerState::Closed { failures } if failures + 1 < settings.failures => {
-                BreakerState::Closed {
-                    failures: failures + 1,
-                }
-            }
-            _ => open(),
-        };
-        if !self.failing_tenants.iter().any(|t| t == tenant) && self.failing_tenants.len() < 2 {
-            self.failing_tenants.push(tenant.to_owned());
-        }
-        let was_open = matches!(self.shared, BreakerState::Open { .. });
-        self.shared = match self.shared {
-            BreakerState::Closed { failures }
-                if failures + 1 < settings.failures || self.failing_tenants.len() < 2 =>
-            {
-                BreakerState::Closed {
-                    failures: failures + 1,
-                }
-            }
-            _ => open(),
-        };
-        !was_open && matches!(self.shared, BreakerState::Open { .. })
     }
 }
 
@@ -660,101 +565,6 @@ fn classify(tool: &str, executor: &str, timeout_ms: u64, status: tonic::Status) 
     }
 }
 
+mod breaker;
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings() -> BreakerSettings {
-        BreakerSettings {
-            failures: 3,
-            cooldown: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(1),
-            tenant_share_percent: 50,
-            tool_share_percent: 100,
-            credential_env_prefix: "TOOLPLANE_CRED_".into(),
-            key: ExecutorKey::generate(),
-        }
-    }
-
-    #[test]
-    fn one_tenant_cannot_open_the_shared_breaker() {
-        let settings = settings();
-        let mut breakers = Breakers::new();
-        for _ in 0..100 {
-            breakers.failed("mallory", &settings);
-        }
-        assert!(!breakers.admit("mallory"), "its own breaker is open");
-        assert!(breakers.admit("alice"), "everyone else is still served");
-        assert!(matches!(breakers.shared, BreakerState::Closed { .. }));
-    }
-
-    #[test]
-    fn failures_from_two_tenants_open_it_for_everyone_and_a_success_closes_it() {
-        let settings = settings();
-        let mut breakers = Breakers::new();
-        breakers.failed("alice", &settings);
-        breakers.failed("bob", &settings);
-        assert!(breakers.admit("carol"));
-        assert!(
-            breakers.failed("alice", &settings),
-            "third failure, two tenants: open"
-        );
-        assert!(!breakers.admit("carol"));
-        let mut fresh = Breakers::new();
-        fresh.failed("alice", &settings);
-        fresh.failed("bob", &settings);
-        fresh.succeeded("carol");
-        fresh.failed("alice", &settings);
-        assert!(fresh.admit("carol"), "a success resets the run of failures");
-    }
-
-    #[test]
-    fn input_errors_never_count_and_callers_never_see_internals() {
-        for code in [
-            Code::InvalidArgument,
-            Code::PermissionDenied,
-            Code::NotFound,
-        ] {
-            let error = ForwardError::Failed {
-                tool: "t".into(),
-                executor: "wiki".into(),
-                code,
-                message: "bad action".into(),
-            };
-            assert!(!error.counts_against_executor());
-            assert_eq!(error.caller_message("r1"), "t refused the call: bad action");
-        }
-        let internal = ForwardError::Failed {
-            tool: "t".into(),
-            executor: "wiki".into(),
-            code: Code::Internal,
-            message: "failed to decode Protobuf message: recursion limit reached".into(),
-        };
-        assert!(internal.counts_against_executor());
-        let unreachable = ForwardError::Unreachable {
-            tool: "t".into(),
-            executor: "wiki".into(),
-            message: "transport error: tcp connect error: 10.0.0.5:50052".into(),
-        };
-        for error in [internal, unreachable] {
-            let shown = error.caller_message("r1");
-            assert!(
-                !shown.contains("wiki")
-                    && !shown.contains("10.0.0.5")
-                    && !shown.contains("Protobuf")
-                    && !shown.contains("transport"),
-                "{shown}"
-            );
-            assert!(shown.contains("r1"));
-        }
-    }
-
-    #[test]
-    fn shares_are_at_least_one_and_at_most_the_whole() {
-        assert_eq!(share(64, 50), 32);
-        assert_eq!(share(1, 50), 1);
-        assert_eq!(share(3, 50), 2);
-        assert_eq!(share(16, 100), 16);
-        assert_eq!(share(0, 100), 1);
-    }
-}
+mod tests;

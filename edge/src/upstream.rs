@@ -44,6 +44,10 @@ pub enum UpstreamError {
     Failed(String),
 }
 
+/// How long a finished call waits for progress its server sent before the result, while the
+/// last progress seen is short of its total.
+const PROGRESS_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Progress that arrived before its call registered (the request is on the wire before the
 /// call learns its token); claimed on registration, the oldest dropped beyond this many.
 const EARLY_EVENTS: usize = 256;
@@ -330,6 +334,14 @@ impl Upstream {
         let (sink, mut events) = mpsc::unbounded_channel();
         session.relay.register(token.clone(), sink);
         let mut pending = Pending(Some(handle));
+        // The last progress relayed, as (progress, total).
+        let mut last: Option<(f64, f64)> = None;
+        let mut relay = |event: CallEvent, last: &mut Option<(f64, f64)>| {
+            if let CallEvent::Progress(progress) = &event {
+                *last = Some((progress.progress, progress.total));
+            }
+            on_event(event);
+        };
         let outcome = loop {
             let Some(handle) = pending.0.as_mut() else {
                 break Err(rmcp::ServiceError::UnexpectedResponse);
@@ -339,11 +351,22 @@ impl Upstream {
                     pending.0 = None;
                     break outcome.unwrap_or(Err(rmcp::ServiceError::UnexpectedResponse));
                 }
-                Some(event) = events.recv() => on_event(event),
+                Some(event) = events.recv() => relay(event, &mut last),
             }
         };
         while let Ok(event) = events.try_recv() {
-            on_event(event);
+            relay(event, &mut last);
+        }
+        // rmcp hands notifications to their handler on a task of their own, so the result
+        // can overtake the progress the server sent before it. While the last progress seen
+        // is short of its total, give the rest a moment to arrive (bounded: a server may stop
+        // reporting early).
+        let grace = tokio::time::Instant::now() + PROGRESS_GRACE;
+        while matches!(last, Some((progress, total)) if total > 0.0 && progress < total) {
+            match tokio::time::timeout_at(grace, events.recv()).await {
+                Ok(Some(event)) => relay(event, &mut last),
+                _ => break,
+            }
         }
         session.relay.unregister(&token);
         match outcome {

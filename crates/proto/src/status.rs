@@ -109,21 +109,70 @@ mod tests {
 
     #[test]
     fn every_code_maps_both_ways() {
-        for code in [
-            ErrorCode::InvalidArgument,
-            ErrorCode::NotFound,
-            ErrorCode::AlreadyExists,
-            ErrorCode::FailedPrecondition,
-            ErrorCode::PermissionDenied,
-            ErrorCode::Unauthenticated,
-            ErrorCode::ResourceExhausted,
-            ErrorCode::Unavailable,
-            ErrorCode::Timeout,
-            ErrorCode::Internal,
-        ] {
+        for code in ErrorCode::ALL {
             let status = Status::new(grpc_code(code), "x");
             assert_eq!(code_from_status(&status), code);
             assert!(http_status(code).is_client_error() || http_status(code).is_server_error());
+        }
+    }
+
+    /// `INVALID_ARGUMENT` for `Code::InvalidArgument`.
+    fn grpc_name(code: Code) -> String {
+        let mut name = String::new();
+        for (i, c) in format!("{code:?}").chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                name.push('_');
+            }
+            name.push(c.to_ascii_uppercase());
+        }
+        name
+    }
+
+    /// The rows of the Markdown table under `heading` in docs/errors.md, as cells.
+    fn table(doc: &str, heading: &str) -> Vec<Vec<String>> {
+        let section = doc
+            .split("\n## ")
+            .find(|s| s.starts_with(heading))
+            .unwrap_or_else(|| panic!("no section {heading:?}"));
+        section
+            .lines()
+            .filter(|l| l.starts_with('|') && !l.starts_with("|---"))
+            .skip(1)
+            .map(|l| {
+                l.trim_matches('|')
+                    .split(" | ")
+                    .map(|c| c.trim().to_owned())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn docs_errors_md_is_the_table() {
+        use tp_registry::Fault;
+        let doc = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md"));
+        let rows = table(doc, "What MCP clients get from the edge");
+        assert_eq!(rows.len(), Fault::ALL.len(), "one row per fault");
+        for (row, fault) in rows.iter().zip(Fault::ALL) {
+            let expected = [
+                fault.name().to_owned(),
+                fault
+                    .jsonrpc()
+                    .map_or_else(|| "—".to_owned(), |c| c.to_string()),
+                format!("{} / {}", fault.http_status(true), fault.http_status(false)),
+                grpc_name(grpc_code(fault.class())),
+            ];
+            assert_eq!(row[..4], expected, "docs/errors.md row for {fault:?}");
+        }
+        let rows = table(doc, "Classes, across gRPC");
+        assert_eq!(rows.len(), ErrorCode::ALL.len());
+        for (row, code) in rows.iter().zip(ErrorCode::ALL) {
+            let expected = [
+                format!("{code:?}"),
+                grpc_name(grpc_code(code)),
+                http_status(code).as_u16().to_string(),
+            ];
+            assert_eq!(row[..3], expected, "docs/errors.md row for {code:?}");
         }
     }
 }

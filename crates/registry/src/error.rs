@@ -30,6 +30,22 @@ pub enum ErrorCode {
     Internal,
 }
 
+impl ErrorCode {
+    /// Every class, in the order of `docs/errors.md`.
+    pub const ALL: [ErrorCode; 10] = [
+        ErrorCode::InvalidArgument,
+        ErrorCode::NotFound,
+        ErrorCode::AlreadyExists,
+        ErrorCode::FailedPrecondition,
+        ErrorCode::PermissionDenied,
+        ErrorCode::Unauthenticated,
+        ErrorCode::ResourceExhausted,
+        ErrorCode::Unavailable,
+        ErrorCode::Timeout,
+        ErrorCode::Internal,
+    ];
+}
+
 /// Implemented by every error type that crosses a process boundary.
 pub trait HasErrorCode {
     /// The class of this error, used to pick the gRPC/HTTP/JSON-RPC code.

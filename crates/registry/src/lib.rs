@@ -9,6 +9,7 @@ pub mod adr;
 pub mod demo;
 pub mod docs;
 pub mod error;
+pub mod fault;
 pub mod ident;
 pub mod model;
 pub mod policy;
@@ -23,6 +24,7 @@ pub use adr::{Adr, AdrStatus};
 pub use error::{
     DomainError, DomainResult, ErrorCode, FieldViolation, HasErrorCode, PreconditionViolation,
 };
+pub use fault::{Fault, jsonrpc};
 pub use model::{
     ApiKey, CeilingChange, Disclosure, DisclosureMode, Executor, ExecutorProtocol, Policy,
     Provider, Role, Tenant,

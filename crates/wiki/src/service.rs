@@ -20,6 +20,10 @@ use crate::keys;
 
 type Events = Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::InvokeEvent, Status>> + Send>>;
 
+mod answer;
+
+use self::answer::{result, summary_text};
+
 /// The wiki executor.
 #[derive(Debug, Clone)]
 pub struct WikiService {
@@ -44,19 +48,6 @@ fn status(error: WikiError) -> Status {
         WikiError::Quota(message) => Status::resource_exhausted(message),
         WikiError::Storage(error) => Status::unavailable(format!("wiki storage: {error}")),
         WikiError::Internal(message) => Status::internal(message),
-    }
-}
-
-fn result(structured: Value, text: String) -> pb::InvokeEvent {
-    pb::InvokeEvent {
-        event: Some(pb::invoke_event::Event::Result(pb::Result {
-            content: vec![pb::ContentBlock {
-                block: Some(pb::content_block::Block::Text(text)),
-            }],
-            structured: tp_proto::json::to_struct(&structured),
-            is_error: false,
-            cost_usd: 0.0,
-        })),
     }
 }
 
@@ -473,58 +464,6 @@ impl WikiService {
             ))),
         }
     }
-}
-
-fn summary_text(value: &Value) -> String {
-    if let Some(answer) = value.get("answer").and_then(Value::as_str) {
-        return answer.to_owned();
-    }
-    if let Some(pages) = value.get("pages").and_then(Value::as_array)
-        && value.get("source").is_some()
-    {
-        let changed: Vec<String> = pages
-            .iter()
-            .filter(|p| p["change"] != "unchanged")
-            .map(|p| {
-                format!(
-                    "{} ({})",
-                    p["path"].as_str().unwrap_or_default(),
-                    p["change"].as_str().unwrap_or_default()
-                )
-            })
-            .collect();
-        return if changed.is_empty() {
-            format!(
-                "Already ingested: {} (no page changed).",
-                value["source"].as_str().unwrap_or_default()
-            )
-        } else {
-            format!(
-                "Ingested {} as {}. Pages: {}.",
-                value["source"].as_str().unwrap_or_default(),
-                value["doc_type"].as_str().unwrap_or_default(),
-                changed.join(", ")
-            )
-        };
-    }
-    if let Some(findings) = value.get("findings").and_then(Value::as_array) {
-        let mut text = format!(
-            "{} finding(s) in {} page(s).",
-            findings.len(),
-            value["pages_checked"]
-        );
-        for f in findings.iter().take(20) {
-            text.push_str(&format!(
-                "\n- [{}] {} {}: {}",
-                f["severity"].as_str().unwrap_or_default(),
-                f["rule"].as_str().unwrap_or_default(),
-                f["page"].as_str().unwrap_or_default(),
-                f["evidence"].as_str().unwrap_or_default()
-            ));
-        }
-        return text;
-    }
-    value.to_string()
 }
 
 #[tonic::async_trait]

@@ -11,7 +11,7 @@ pub(super) fn unauthorized(
     description: &str,
 ) -> Response {
     let mut response = (
-        StatusCode::UNAUTHORIZED,
+        status_of(Fault::Unauthenticated, false),
         Json(json!({ "error": if missing { "unauthorized" } else { "invalid_token" }, "error_description": description })),
     )
         .into_response();
@@ -89,8 +89,8 @@ pub(super) async fn authenticate(
                     );
                 }
                 Err(LookupError::Unavailable(_)) => {
-                    let mut response = json_error(
-                        StatusCode::SERVICE_UNAVAILABLE,
+                    let mut response = refuse(
+                        Fault::Unavailable,
                         "cannot verify the API key right now; retry",
                     );
                     response

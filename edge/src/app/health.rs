@@ -41,9 +41,6 @@ pub(super) async fn metrics_route(State(state): State<Arc<EdgeState>>) -> Respon
             )
                 .into_response()
         }
-        None => json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "metrics recorder not installed",
-        ),
+        None => refuse(Fault::Internal, "metrics recorder not installed"),
     }
 }

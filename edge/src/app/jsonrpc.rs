@@ -34,8 +34,8 @@ pub(super) async fn check_jsonrpc(
         Ok(bytes) => bytes,
         Err(error) if tp_net::is_body_timeout(&error) => return body_timed_out(),
         Err(_) => {
-            return json_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
+            return refuse(
+                Fault::BodyTooLarge,
                 "request body exceeds mcp.max_body_bytes",
             );
         }
@@ -46,15 +46,9 @@ pub(super) async fn check_jsonrpc(
     if values > state.config.mcp.max_json_values {
         metrics::counter!("tp_edge_requests_refused_total", "reason" => "values").increment(1);
         let id = crate::mcp::bounds::envelope_id(&bytes);
-        let status = if id.is_null() {
-            StatusCode::BAD_REQUEST
-        } else {
-            StatusCode::OK
-        };
-        return jsonrpc_error(
-            status,
+        return jsonrpc_refusal(
+            Fault::InvalidParams,
             id,
-            -32602,
             &format!(
                 "invalid params: the request holds more than {} JSON values (mcp.max_json_values)",
                 state.config.mcp.max_json_values
@@ -96,10 +90,9 @@ pub(super) async fn check_jsonrpc(
                         let id = request
                             .as_ref()
                             .map_or(serde_json::Value::Null, |(id, _, _)| id.clone());
-                        return jsonrpc_error(
-                            StatusCode::NOT_FOUND,
+                        return jsonrpc_refusal(
+                            Fault::SessionNotFound,
                             id,
-                            -32001,
                             "session not found: it expired or belongs to another caller; initialize again",
                         );
                     }
@@ -169,34 +162,21 @@ pub(super) async fn check_jsonrpc(
                 Some((id, method, _))
                     if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE =>
                 {
-                    let status = if id.is_null() {
-                        StatusCode::BAD_REQUEST
-                    } else {
-                        StatusCode::OK
-                    };
-                    jsonrpc_error(status, id, -32602, &format!("invalid params for {method}"))
+                    jsonrpc_refusal(
+                        Fault::InvalidParams,
+                        id,
+                        &format!("invalid params for {method}"),
+                    )
                 }
                 _ => response,
             }
         }
-        Err((status, id, code, message)) => jsonrpc_error(status, id, code, &message),
+        Err((fault, id, message)) => jsonrpc_refusal(fault, id, &message),
     }
 }
 
-pub(super) fn jsonrpc_error(
-    status: StatusCode,
-    id: serde_json::Value,
-    code: i64,
-    message: &str,
-) -> Response {
-    (
-        status,
-        Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})),
-    )
-        .into_response()
-}
-
-pub(super) type Refusal = (StatusCode, serde_json::Value, i64, String);
+/// A message refused before the transport: the fault, the id it answers, and why.
+pub(super) type Refusal = (Fault, serde_json::Value, String);
 
 /// `GET /mcp` with a session id (2025-xx): the standalone SSE stream on which the server sends
 /// what is not an answer — here `notifications/tools/list_changed` whenever the caller's
@@ -237,10 +217,9 @@ pub(super) async fn notification_stream(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if state.sessions.open(&caller.0, id).is_none() {
-        return jsonrpc_error(
-            StatusCode::NOT_FOUND,
+        return jsonrpc_refusal(
+            Fault::SessionNotFound,
             serde_json::Value::Null,
-            -32001,
             "session not found: it expired or belongs to another caller; initialize again",
         );
     }
@@ -301,7 +280,7 @@ pub(super) async fn with_session_id(
     }
     let (mut parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, 1024 * 1024).await else {
-        return json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+        return refuse(Fault::Internal, "internal error");
     };
     // An SSE answer carries the result in a `data:` line; a JSON one is the message itself.
     let succeeded = bytes.windows(9).any(|w| w == b"\"result\":");
@@ -349,22 +328,9 @@ pub(super) fn inspect_jsonrpc(
     max_argument_bytes: usize,
 ) -> Result<Inspected, Refusal> {
     use serde_json::Value;
-    let invalid = |message: &str| {
-        (
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            -32600,
-            message.to_owned(),
-        )
-    };
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        (
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            -32700,
-            format!("parse error: {e}"),
-        )
-    })?;
+    let invalid = |message: &str| (Fault::InvalidRequest, Value::Null, message.to_owned());
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| (Fault::ParseError, Value::Null, format!("parse error: {e}")))?;
     let Value::Object(mut message) = value else {
         return Err(invalid(if value.is_array() {
             "invalid request: JSON-RPC batches are not supported"
@@ -397,9 +363,8 @@ pub(super) fn inspect_jsonrpc(
     let params = message.get("params");
     let bad_params = |text: &str| {
         Err((
-            StatusCode::OK,
+            Fault::InvalidParams,
             id.clone(),
-            -32602,
             format!("invalid params: {text}"),
         ))
     };
@@ -479,10 +444,9 @@ pub(super) async fn answer(
         // across callers.
         Err(Refused::Unknown | Refused::NotYours) => {
             metrics::counter!("tp_edge_answers_refused_total").increment(1);
-            jsonrpc_error(
-                StatusCode::BAD_REQUEST,
+            jsonrpc_refusal(
+                Fault::InvalidRequest,
                 serde_json::Value::String(id),
-                -32600,
                 "no question with this id is waiting for this caller (answered, timed out or never asked)",
             )
         }

@@ -24,6 +24,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
+use tp_registry::Fault;
 
 use crate::cache::{Identity, LookupError};
 use crate::mcp::ask::StreamIds;

@@ -75,7 +75,7 @@ async fn protected_resource(State(state): State<Arc<EdgeState>>, uri: axum::http
         {
             oauth.metadata()
         }
-        _ => json_error(StatusCode::NOT_FOUND, "no protected-resource metadata here"),
+        _ => refuse(Fault::NotFound, "no protected-resource metadata here"),
     }
 }
 
@@ -110,8 +110,8 @@ pub(super) async fn limit_body(State(max): State<usize>, request: Request, next:
                 _ => break,
             }
         }
-        return json_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        return refuse(
+            Fault::BodyTooLarge,
             "request body exceeds mcp.max_body_bytes",
         );
     }
@@ -138,14 +138,14 @@ pub(super) async fn shed_load(
 
 pub(super) async fn middleware_error(error: BoxError) -> Response {
     if error.is::<tower::timeout::error::Elapsed>() {
-        return json_error(StatusCode::GATEWAY_TIMEOUT, "request timed out");
+        return refuse(Fault::TimedOut, "request timed out");
     }
     tracing::error!(%error, "unhandled middleware error");
-    json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    refuse(Fault::Internal, "internal error")
 }
 
 pub(super) fn overloaded() -> Response {
-    let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, "edge overloaded; retry");
+    let mut response = refuse(Fault::Overloaded, "edge overloaded; retry");
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -231,8 +231,8 @@ pub(super) fn body_cost_kib(
 
 /// The answer for a body that did not arrive in time.
 pub(crate) fn body_timed_out() -> Response {
-    json_error(
-        StatusCode::REQUEST_TIMEOUT,
+    refuse(
+        Fault::BodyTimedOut,
         "the request body did not arrive in time (http.body_read_timeout_ms)",
     )
 }
@@ -281,8 +281,8 @@ pub(super) async fn serve(
         // DNS rebinding and cross-site requests: a browser Origin must be listed.
         if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
             metrics::counter!("tp_edge_origin_refused_total").increment(1);
-            return json_error(
-                StatusCode::FORBIDDEN,
+            return refuse(
+                Fault::ForbiddenOrigin,
                 "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
             );
         }
@@ -320,6 +320,29 @@ pub(super) async fn serve(
     }
 }
 
-pub(super) fn json_error(status: StatusCode, message: &str) -> Response {
-    (status, Json(json!({ "error": message }))).into_response()
+/// The HTTP answer of a fault of the table ([`Fault`]), which gives the status: a JSON-RPC
+/// error with `id: null` for the faults MCP carries in JSON-RPC, else `{"error": message}`.
+pub(super) fn refuse(fault: Fault, message: &str) -> Response {
+    if fault.jsonrpc().is_some() {
+        return jsonrpc_refusal(fault, serde_json::Value::Null, message);
+    }
+    (status_of(fault, false), Json(json!({ "error": message }))).into_response()
+}
+
+/// A JSON-RPC error answering `id`, with the fault's code and status.
+pub(super) fn jsonrpc_refusal(fault: Fault, id: serde_json::Value, message: &str) -> Response {
+    let status = status_of(fault, !id.is_null());
+    let code = fault
+        .jsonrpc()
+        .unwrap_or(tp_registry::jsonrpc::INTERNAL_ERROR);
+    (
+        status,
+        Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}
+
+pub(super) fn status_of(fault: Fault, answers_an_id: bool) -> StatusCode {
+    StatusCode::from_u16(fault.http_status(answers_an_id))
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }

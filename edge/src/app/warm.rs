@@ -88,9 +88,9 @@ pub(super) async fn warm_list(state: &EdgeState, request: Request) -> Result<Res
         Ok(collected) => collected.to_bytes(),
         Err(error) if tp_net::is_body_timeout(error.as_ref()) => return Ok(body_timed_out()),
         Err(_) => {
-            return Ok(json_error(
-                StatusCode::BAD_REQUEST,
-                "the request body could not be read in full",
+            return Ok(refuse(
+                Fault::BodyTooLarge,
+                "request body exceeds mcp.max_body_bytes",
             ));
         }
     };

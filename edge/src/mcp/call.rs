@@ -2,6 +2,9 @@
 //! input-required round trips (2026-07-28) and questions on the stream (2025-xx), the audit.
 
 use super::relay::Relay;
+use super::validate::{
+    check_action, declared_capabilities, missing_client_capabilities, validate_schema,
+};
 use super::*;
 
 fn request_id() -> String {
@@ -53,29 +56,6 @@ pub struct Retry {
     pub request_state: Option<String>,
 }
 
-/// The client capabilities that an executor may ask for and the caller declared: in a
-/// 2026-07-28 request's `_meta`, or in a 2025-xx client's session id (`None` without one).
-fn declared_capabilities(ctx: &RequestContext<RoleServer>) -> Option<Vec<&'static str>> {
-    if !stateless(ctx) {
-        return ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<session::Session>())
-            .map(session::Session::declared);
-    }
-    let declared = ctx
-        .meta
-        .client_capabilities()
-        .and_then(|caps| serde_json::to_value(caps).ok())
-        .unwrap_or(Value::Null);
-    Some(
-        ["elicitation", "sampling", "roots"]
-            .into_iter()
-            .filter(|c| declared.get(*c).is_some_and(|v| !v.is_null()))
-            .collect(),
-    )
-}
-
 impl McpHandler {
     /// Validates and forwards one call to a tool of `registry`. Shared by `tools/call` and
     /// (later) `dispatch`.
@@ -114,8 +94,8 @@ impl McpHandler {
                 pb::CallOutcome::Rejected,
                 started,
             );
-            return Err(ErrorData::new(
-                RATE_LIMITED,
+            return Err(fault(
+                Fault::RateLimited,
                 format!(
                     "rate limit of {} tool calls per minute reached; retry in {} s",
                     limited.limit, limited.retry_after_secs
@@ -152,7 +132,7 @@ impl McpHandler {
                 Ok(state) => state,
                 Err(error) => {
                     self.audit(identity, name, &action, pb::CallOutcome::Rejected, started);
-                    return Err(ErrorData::invalid_params(error.to_string(), None));
+                    return Err(fault(Fault::InvalidParams, error.to_string(), None));
                 }
             },
         };
@@ -473,158 +453,4 @@ impl McpHandler {
             tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, action, outcome = outcome.as_str_name(), duration_ms, "tool call");
         }
     }
-}
-
-/// The action of a polymorphic tool, checked against the role's allowed actions ("" for plain
-/// tools). A forbidden action fails exactly like one that does not exist, and the caller's
-/// value is not echoed.
-fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String, ErrorData> {
-    let Some(set) = &tool.resolved.actions else {
-        return Ok(String::new());
-    };
-    let requested = arguments
-        .get(&set.discriminator)
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if !set.allowed.iter().any(|a| a == requested) {
-        // A hidden action gets the same answer as one that does not exist, as hidden tools do.
-        return Err(ErrorData::invalid_params(
-            format!(
-                "invalid arguments for {}: {}; available: {}",
-                tool.resolved.name,
-                if requested.is_empty() {
-                    format!("{} is required", set.discriminator)
-                } else {
-                    format!("unknown {} {requested:?}", set.discriminator)
-                },
-                set.allowed.join(", ")
-            ),
-            Some(
-                json!({ "errors": [{ "path": format!("/{}", set.discriminator), "message": "unknown action" }] }),
-            ),
-        ));
-    }
-    Ok(requested.to_owned())
-}
-
-/// Arguments at least this large (bytes of JSON) are validated on the blocking pool, with
-/// `mcp.validation_timeout_ms`, instead of on the request's thread.
-const INLINE_VALIDATION_BYTES: usize = 16 * 1024;
-
-/// Longest message reported for one validation error.
-const MAX_ERROR_MESSAGE: usize = 200;
-
-/// The schema errors of `arguments`: path and message, with the caller's values masked (they
-/// are not echoed back, nor logged).
-fn schema_errors(validator: &jsonschema::Validator, arguments: &Value) -> Vec<(String, String)> {
-    validator
-        .iter_errors(arguments)
-        .take(MAX_REPORTED_ERRORS)
-        .map(|error| {
-            let path = error.instance_path().to_string();
-            let mut message = error.masked_with("the value").to_string();
-            if message.len() > MAX_ERROR_MESSAGE {
-                let mut cut = MAX_ERROR_MESSAGE;
-                while !message.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                message.truncate(cut);
-                message.push('…');
-            }
-            (
-                if path.is_empty() {
-                    "/".to_owned()
-                } else {
-                    path
-                },
-                message,
-            )
-        })
-        .collect()
-}
-
-/// Validates the arguments against the tool's (role-projected) schema, with the linear-time
-/// pattern engine; large arguments are validated off the request threads within `timeout`.
-/// Returns the arguments back.
-async fn validate_schema(
-    tool: &EdgeTool,
-    arguments: Value,
-    timeout: std::time::Duration,
-) -> Result<Value, ErrorData> {
-    let validator = tool
-        .validator()
-        .map_err(|message| ErrorData::internal_error(message, None))?;
-    let (arguments, errors) = if bounds::size(&arguments) < INLINE_VALIDATION_BYTES {
-        let errors = schema_errors(&validator, &arguments);
-        (arguments, errors)
-    } else {
-        let job = tokio::task::spawn_blocking(move || {
-            let errors = schema_errors(&validator, &arguments);
-            (arguments, errors)
-        });
-        match tokio::time::timeout(timeout, job).await {
-            Ok(Ok(done)) => done,
-            Ok(Err(_)) => {
-                return Err(ErrorData::internal_error(
-                    "validating the arguments failed",
-                    None,
-                ));
-            }
-            Err(_) => {
-                ::metrics::counter!("tp_edge_validation_timeouts_total").increment(1);
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "invalid arguments for {}: validating them took longer than {} ms",
-                        tool.resolved.name,
-                        timeout.as_millis()
-                    ),
-                    None,
-                ));
-            }
-        }
-    };
-    if errors.is_empty() {
-        return Ok(arguments);
-    }
-    let summary = errors
-        .iter()
-        .map(|(path, message)| format!("{path}: {message}"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    Err(ErrorData::invalid_params(
-        format!("invalid arguments for {}: {summary}", tool.resolved.name),
-        Some(
-            json!({ "errors": errors.iter().map(|(p, m)| json!({"path": p, "message": m})).collect::<Vec<_>>() }),
-        ),
-    ))
-}
-
-/// A 2026-07-28 caller must declare, in the request's `_meta`, every client capability the
-/// tool needs; otherwise -32021 (HTTP 400) names them and nothing runs. Earlier versions
-/// declared capabilities at `initialize`, which a stateless edge does not keep: not checked.
-fn missing_client_capabilities(
-    tool: &EdgeTool,
-    ctx: &RequestContext<RoleServer>,
-) -> Result<(), ErrorData> {
-    if tool.resolved.client_capabilities.is_empty() || ctx.meta.protocol_version().is_none() {
-        return Ok(());
-    }
-    let declared = ctx
-        .meta
-        .client_capabilities()
-        .and_then(|caps| serde_json::to_value(caps).ok())
-        .unwrap_or(Value::Null);
-    let missing: serde_json::Map<String, Value> = tool
-        .resolved
-        .client_capabilities
-        .iter()
-        .filter(|capability| declared.get(capability.as_str()).is_none_or(Value::is_null))
-        .map(|capability| (capability.clone(), json!({})))
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let required: rmcp::model::ClientCapabilities =
-        serde_json::from_value(Value::Object(missing)).unwrap_or_default();
-    Err(ErrorData::missing_required_client_capability(required))
 }

@@ -27,12 +27,13 @@ impl McpHandler {
         let arguments = arguments.unwrap_or_default();
         match meta {
             MetaTool::Capabilities => {
-                only_keys(&arguments, "capabilities", &["category"])?;
-                let category = optional_str(&arguments, "category")?;
+                let args: disclosure::CapabilitiesArgs = decode("capabilities", arguments)?;
+                let category = args.category.as_deref();
                 let answer =
                     disclosure::capabilities(&registry.tools, category, registry.progressive)
                         .ok_or_else(|| {
-                            ErrorData::invalid_params(
+                            fault(
+                                Fault::InvalidParams,
                                 format!("unknown category: {}", category.unwrap_or_default()),
                                 None,
                             )
@@ -44,10 +45,11 @@ impl McpHandler {
                 Ok(result)
             }
             MetaTool::ToolSchema => {
-                only_keys(&arguments, "tool_schema", &["tool", "tools", "action"])?;
-                if let Some(action) = optional_str(&arguments, "action")? {
-                    let Some(Value::String(name)) = arguments.get("tool") else {
-                        return Err(ErrorData::invalid_params(
+                let args: disclosure::ToolSchemaArgs = decode("tool_schema", arguments)?;
+                if let Some(action) = &args.action {
+                    let (Some(name), None) = (&args.tool, &args.tools) else {
+                        return Err(fault(
+                            Fault::InvalidParams,
                             "tool_schema: `action` goes with `tool`",
                             None,
                         ));
@@ -60,31 +62,19 @@ impl McpHandler {
                             .as_ref()
                             .map(|set| set.allowed.join(", "))
                             .unwrap_or_default();
-                        ErrorData::invalid_params(
+                        fault(Fault::InvalidParams,
                             format!("tool_schema: {name} has no action {action:?} for you (allowed: {allowed})"),
                             None,
                         )
                     })?;
                     return Ok(CallToolResult::structured(json!({ "tools": [entry] })));
                 }
-                let names: Vec<String> = match (arguments.get("tool"), arguments.get("tools")) {
-                    (Some(Value::String(name)), None) => vec![name.clone()],
-                    (None, Some(Value::Array(names)))
-                        if !names.is_empty() && names.len() <= disclosure::MAX_SCHEMA_BATCH =>
-                    {
-                        names
-                            .iter()
-                            .map(|n| n.as_str().map(str::to_owned))
-                            .collect::<Option<Vec<_>>>()
-                            .ok_or_else(|| {
-                                ErrorData::invalid_params(
-                                    "tool_schema: `tools` must be names",
-                                    None,
-                                )
-                            })?
-                    }
+                let names: Vec<String> = match (args.tool, args.tools) {
+                    (Some(name), None) => vec![name],
+                    (None, Some(names)) => names.0,
                     _ => {
-                        return Err(ErrorData::invalid_params(
+                        return Err(fault(
+                            Fault::InvalidParams,
                             format!(
                                 "tool_schema takes either `tool` (a name) or `tools` (1 to {} names)",
                                 disclosure::MAX_SCHEMA_BATCH
@@ -108,55 +98,25 @@ impl McpHandler {
                 Ok(CallToolResult::structured(json!({ "tools": schemas })))
             }
             MetaTool::Dispatch => {
-                only_keys(&arguments, "dispatch", &["tool", "arguments"])?;
-                let (name, inner) = dispatch_target(&arguments)?;
+                let args: disclosure::DispatchArgs = decode("dispatch", arguments)?;
+                let (name, inner) = dispatch_target(args)?;
                 self.call(identity, registry, &name, inner, Retry::default(), ctx)
                     .await
                     .map(|response| complete(response, &name))
             }
             MetaTool::DispatchParallel => {
-                only_keys(&arguments, "dispatch_parallel", &["calls", "timeout_ms"])?;
+                let args: disclosure::DispatchParallelArgs =
+                    decode("dispatch_parallel", arguments)?;
                 let limit = self.state.config.request_timeout();
-                let timeout = match arguments.get("timeout_ms") {
-                    None => limit,
-                    Some(value) => match value.as_u64() {
-                        Some(ms) if ms >= 1 => std::time::Duration::from_millis(ms).min(limit),
-                        _ => {
-                            return Err(ErrorData::invalid_params(
-                                "dispatch_parallel: `timeout_ms` must be a positive integer",
-                                None,
-                            ));
-                        }
-                    },
-                };
-                let calls = match arguments.get("calls") {
-                    Some(Value::Array(calls))
-                        if !calls.is_empty() && calls.len() <= disclosure::MAX_PARALLEL_CALLS =>
-                    {
-                        calls
-                            .iter()
-                            .map(|call| match call {
-                                Value::Object(call) => {
-                                    only_keys(call, "dispatch_parallel call", &["tool", "arguments"])?;
-                                    dispatch_target(call)
-                                }
-                                _ => Err(ErrorData::invalid_params(
-                                    "dispatch_parallel: every call is an object with `tool` and `arguments`",
-                                    None,
-                                )),
-                            })
-                            .collect::<Result<Vec<_>, _>>()?
-                    }
-                    _ => {
-                        return Err(ErrorData::invalid_params(
-                            format!(
-                                "dispatch_parallel: `calls` must hold 1 to {} calls",
-                                disclosure::MAX_PARALLEL_CALLS
-                            ),
-                            None,
-                        ));
-                    }
-                };
+                let timeout = args.timeout_ms.map_or(limit, |ms| {
+                    std::time::Duration::from_millis(ms.get()).min(limit)
+                });
+                let calls = args
+                    .calls
+                    .0
+                    .into_iter()
+                    .map(dispatch_target)
+                    .collect::<Result<Vec<_>, _>>()?;
                 use futures::StreamExt as _;
                 let results: Vec<Value> = futures::stream::iter(calls)
                     .map(|(name, inner)| async move {
@@ -180,9 +140,15 @@ impl McpHandler {
                                 "tool": name,
                                 "error": {"code": error.code.0, "message": error.message, "data": error.data},
                             }),
+                            // Like an executor that does not answer in time: a tool
+                            // error, not a protocol error.
                             Err(_) => json!({
                                 "tool": name,
-                                "error": {"code": -32001, "message": format!("timed out after {} ms", timeout.as_millis())},
+                                "isError": true,
+                                "content": [{"type": "text", "text": format!(
+                                    "{name} did not answer within {} ms (timeout_ms)",
+                                    timeout.as_millis()
+                                )}],
                             }),
                         }
                     })
@@ -195,60 +161,21 @@ impl McpHandler {
     }
 }
 
-/// Refuses keys other than `allowed` in a meta-tool's arguments.
-fn only_keys(
-    arguments: &rmcp::model::JsonObject,
+/// A meta-tool's arguments as their type ([`disclosure::decode`]); anything else is -32602.
+fn decode<T: serde::de::DeserializeOwned>(
     tool: &str,
-    allowed: &[&str],
-) -> Result<(), ErrorData> {
-    match arguments.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(key) => Err(ErrorData::invalid_params(
-            format!(
-                "{tool}: unknown argument {key:?} (allowed: {})",
-                allowed.join(", ")
-            ),
-            None,
-        )),
-        None => Ok(()),
-    }
-}
-
-fn optional_str<'a>(
-    arguments: &'a rmcp::model::JsonObject,
-    key: &str,
-) -> Result<Option<&'a str>, ErrorData> {
-    match arguments.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(value)) => Ok(Some(value.as_str())),
-        Some(_) => Err(ErrorData::invalid_params(
-            format!("`{key}` must be a string"),
-            None,
-        )),
-    }
+    arguments: rmcp::model::JsonObject,
+) -> Result<T, ErrorData> {
+    disclosure::decode(tool, arguments)
+        .map_err(|message| fault(Fault::InvalidParams, message, None))
 }
 
 /// `tool` and `arguments` of a dispatch; meta-tools cannot be dispatched.
 fn dispatch_target(
-    arguments: &rmcp::model::JsonObject,
+    args: disclosure::DispatchArgs,
 ) -> Result<(String, Option<rmcp::model::JsonObject>), ErrorData> {
-    let Some(Value::String(name)) = arguments.get("tool") else {
-        return Err(ErrorData::invalid_params(
-            "dispatch: `tool` (a tool name) is required",
-            None,
-        ));
-    };
-    if MetaTool::parse(name).is_some() {
-        return Err(unknown_tool(name));
+    if MetaTool::parse(&args.tool).is_some() {
+        return Err(unknown_tool(&args.tool));
     }
-    let inner = match arguments.get("arguments") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(inner)) => Some(inner.clone()),
-        Some(_) => {
-            return Err(ErrorData::invalid_params(
-                "dispatch: `arguments` must be an object",
-                None,
-            ));
-        }
-    };
-    Ok((name.clone(), inner))
+    Ok((args.tool, args.arguments))
 }

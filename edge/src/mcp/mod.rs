@@ -22,6 +22,7 @@ mod metrics;
 pub mod params;
 mod relay;
 pub mod session;
+mod validate;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,6 +37,7 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tp_proto::pb;
+use tp_registry::Fault;
 
 use crate::cache::{Identity, LookupError};
 use crate::disclosure::{self, MetaTool};
@@ -48,10 +50,18 @@ pub use cursor::{decode_cursor, encode_cursor};
 pub use call::Retry;
 pub(crate) use metrics::count_request;
 
-/// JSON-RPC code for a refused call because of the tenant's rate limit.
-pub const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
-/// JSON-RPC code when the registry cannot be loaded (control plane down, nothing cached).
-pub const REGISTRY_UNAVAILABLE: ErrorCode = ErrorCode(-32030);
+/// An MCP error from the table ([`Fault`]): the row's JSON-RPC code, a sentence and data.
+/// Every error the handler returns is made here.
+pub(crate) fn fault(
+    fault: Fault,
+    message: impl Into<std::borrow::Cow<'static, str>>,
+    data: Option<Value>,
+) -> ErrorData {
+    let code = fault
+        .jsonrpc()
+        .unwrap_or(tp_registry::jsonrpc::INTERNAL_ERROR);
+    ErrorData::new(ErrorCode(code), message, data)
+}
 /// Most validation errors reported for one call.
 const MAX_REPORTED_ERRORS: usize = 5;
 
@@ -67,7 +77,7 @@ pub struct McpHandler {
 
 /// The error every unknown, hidden or forbidden tool gets.
 pub fn unknown_tool(name: &str) -> ErrorData {
-    ErrorData::invalid_params(format!("unknown tool: {name}"), None)
+    fault(Fault::InvalidParams, format!("unknown tool: {name}"), None)
 }
 
 /// The access log of the HTTP request a handler serves.
@@ -79,8 +89,8 @@ fn access_log(ctx: &RequestContext<RoleServer>) -> Option<&crate::access::Access
 
 /// Method-not-found for a method of a capability the edge does not offer, with a sentence.
 fn not_offered(method: &str, capability: &str) -> ErrorData {
-    ErrorData::new(
-        ErrorCode::METHOD_NOT_FOUND,
+    fault(
+        Fault::MethodNotFound,
         format!(
             "method not found: {method}; this server offers tools only, and its capabilities do not include {capability}"
         ),
@@ -94,19 +104,23 @@ fn caller(ctx: &RequestContext<RoleServer>) -> Result<Arc<Identity>, ErrorData> 
         .and_then(|parts| parts.extensions.get::<Caller>())
         .map(|caller| Arc::clone(&caller.0))
         .ok_or_else(|| {
-            ErrorData::internal_error("request reached the MCP handler unauthenticated", None)
+            fault(
+                Fault::Internal,
+                "request reached the MCP handler unauthenticated",
+                None,
+            )
         })
 }
 
 fn lookup_error(error: LookupError) -> ErrorData {
     match error {
-        LookupError::Unauthenticated | LookupError::NotFound => ErrorData::new(
-            ErrorCode::INVALID_REQUEST,
+        LookupError::Unauthenticated | LookupError::NotFound => fault(
+            Fault::InvalidRequest,
             "the caller's tenant no longer exists",
             None,
         ),
-        LookupError::Unavailable(message) => ErrorData::new(
-            REGISTRY_UNAVAILABLE,
+        LookupError::Unavailable(message) => fault(
+            Fault::RegistryUnavailable,
             "the tool registry is temporarily unavailable; retry shortly",
             Some(json!({ "reason": message })),
         ),
@@ -189,7 +203,8 @@ impl ServerHandler for McpHandler {
         request: rmcp::model::ReadResourceRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        Err(ErrorData::resource_not_found(
+        Err(fault(
+            Fault::ResourceNotFound,
             format!(
                 "resource not found: {}; this server offers tools only, no resources",
                 request.uri
@@ -233,7 +248,7 @@ impl ServerHandler for McpHandler {
         let after = match request.and_then(|r| r.cursor) {
             Some(cursor) => Some(
                 decode_cursor(&cursor)
-                    .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
+                    .ok_or_else(|| fault(Fault::InvalidParams, "invalid cursor", None))?,
             ),
             None => None,
         };
@@ -289,7 +304,7 @@ impl ServerHandler for McpHandler {
                         &parts.headers,
                     )
                 {
-                    return Err(ErrorData::new(ErrorCode::HEADER_MISMATCH, reason, None));
+                    return Err(fault(Fault::HeaderMismatch, reason, None));
                 }
                 let retry = Retry {
                     input_responses: request.input_responses,

@@ -1,0 +1,112 @@
+//! The tool lifecycle: registering within the ceiling, updating, deprecating with a sunset
+//! date, retiring and reactivating.
+
+use super::*;
+
+impl State {
+    /// Registers a new active tool, inside the ceiling.
+    pub fn register_tool(&self, def: ToolDef) -> DomainResult<Vec<Change>> {
+        let def = def.validate(self)?;
+        if self.tools.contains_key(&def.name) {
+            return Err(DomainError::already_exists("tool", &def.name));
+        }
+        // `GMAIL` beside `gmail` would be two tools to the catalogue and one to a model.
+        let key = crate::ident::tool_name_key(&def.name);
+        if let Some(existing) = self
+            .tools
+            .keys()
+            .find(|name| crate::ident::tool_name_key(name) == key)
+        {
+            return Err(DomainError::invalid(
+                "tool.name",
+                format!(
+                    "{:?} differs from the existing tool {existing:?} only in letter case",
+                    def.name
+                ),
+            ));
+        }
+        policy::check_admit(self.policy()?, self.live_tool_count(), &def.name)?;
+        Ok(vec![Change::put(Object::Tool(Tool {
+            def,
+            status: ToolStatus::Active,
+            revision: 0,
+        }))])
+    }
+
+    /// Replaces the definition of a live tool (its status is kept).
+    pub fn update_tool(&self, def: ToolDef) -> DomainResult<Vec<Change>> {
+        let def = def.validate(self)?;
+        let existing = self.tool(&def.name)?;
+        if !existing.status.is_live() {
+            return Err(DomainError::precondition(
+                "TOOL_RETIRED",
+                format!("tools/{}", def.name),
+                format!(
+                    "tool {:?} is retired; reactivate it before updating it",
+                    def.name
+                ),
+            ));
+        }
+        Ok(vec![Change::put(Object::Tool(Tool {
+            def,
+            status: existing.status.clone(),
+            revision: existing.revision,
+        }))])
+    }
+
+    /// Marks a live tool deprecated with a sunset date.
+    pub fn deprecate_tool(&self, name: &str, sunset: &str) -> DomainResult<Vec<Change>> {
+        check_date(sunset).map_err(|e| DomainError::invalid("sunset_date", e))?;
+        let existing = self.tool(name)?;
+        if !existing.status.is_live() {
+            return Err(DomainError::precondition(
+                "TOOL_RETIRED",
+                format!("tools/{name}"),
+                format!("tool {name:?} is retired and cannot be deprecated"),
+            ));
+        }
+        let mut tool = existing.clone();
+        tool.status = ToolStatus::Deprecated {
+            sunset: sunset.to_owned(),
+        };
+        Ok(vec![Change::put(Object::Tool(tool))])
+    }
+
+    /// Retires a tool: it stops counting against the ceiling and disappears from registries.
+    pub fn retire_tool(&self, name: &str) -> DomainResult<Vec<Change>> {
+        let existing = self.tool(name)?;
+        if !existing.status.is_live() {
+            return Err(DomainError::precondition(
+                "TOOL_RETIRED",
+                format!("tools/{name}"),
+                format!("tool {name:?} is already retired"),
+            ));
+        }
+        let mut tool = existing.clone();
+        tool.status = ToolStatus::Retired;
+        Ok(vec![Change::put(Object::Tool(tool))])
+    }
+
+    /// Makes a deprecated or retired tool active again (a retired one goes through the ceiling).
+    pub fn reactivate_tool(&self, name: &str) -> DomainResult<Vec<Change>> {
+        let existing = self.tool(name)?;
+        match existing.status {
+            ToolStatus::Active => {
+                return Err(DomainError::precondition(
+                    "TOOL_ACTIVE",
+                    format!("tools/{name}"),
+                    format!("tool {name:?} is already active"),
+                ));
+            }
+            ToolStatus::Retired => {
+                policy::check_admit(self.policy()?, self.live_tool_count(), name)?;
+                // References may have gone since it was retired.
+                existing.def.clone().validate(self)?;
+            }
+            ToolStatus::Deprecated { .. } => {}
+        }
+        let mut tool = existing.clone();
+        tool.status = ToolStatus::Active;
+        Ok(vec![Change::put(Object::Tool(tool))])
+    }
+}

@@ -1,0 +1,158 @@
+use super::*;
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn sentences_of_many_shapes_give_their_claim() {
+    let e = names(&["Portugal", "Acme Corp", "United States"]);
+    let cases = [
+        (
+            "The population of Portugal is 10,467,366 (2024 est.).",
+            "population",
+            Some(10_467_366.0),
+            20_240_000,
+        ),
+        ("Portugal's capital is Lisbon.", "capital", None, 0),
+        (
+            "Portugal has an area of 92,090 sq km.",
+            "area",
+            Some(92_090.0),
+            0,
+        ),
+        (
+            "In 2019, the GDP of Portugal was $239.5 billion.",
+            "gdp",
+            Some(239.5e9),
+            20_190_000,
+        ),
+        (
+            "Acme Corp has 1,200 employees.",
+            "employees",
+            Some(1200.0),
+            0,
+        ),
+        (
+            "Acme Corp was founded in 1999 by Jane Smith.",
+            "founded",
+            Some(1999.0),
+            0,
+        ),
+        (
+            "The total area of the United States is 9,833,517 square kilometres.",
+            "area",
+            Some(9_833_517.0),
+            0,
+        ),
+        (
+            "The United States had an estimated population of 331 million as of July 2021.",
+            "population",
+            Some(331e6),
+            20_210_700,
+        ),
+    ];
+    for (sentence, attribute, number, date) in cases {
+        let claims = extract(sentence, 3, &e, None, 0);
+        let claim = claims
+            .iter()
+            .find(|c| c.attribute == attribute)
+            .unwrap_or_else(|| panic!("{sentence}: {claims:?}"));
+        assert_eq!(claim.number, number, "{sentence}");
+        assert_eq!(claim.date, date, "{sentence}");
+        assert_eq!(claim.sentence, 3);
+    }
+    let capital = &extract("Portugal's capital is Lisbon.", 0, &e, None, 0)[0];
+    assert_eq!(capital.value, "Lisbon");
+}
+
+#[test]
+fn fact_lines_belong_to_the_subject_and_tables_to_their_rows() {
+    let claims = extract(
+        "Population: 10,467,366 (2024 est.)",
+        0,
+        &[],
+        Some("Portugal"),
+        0,
+    );
+    assert_eq!(claims[0].entity, "Portugal");
+    assert_eq!(claims[0].attribute, "population");
+    assert_eq!(claims[0].date, 20_240_000);
+    let table = [
+        "| Country | Population | Area (sq km) |",
+        "|---|---|---|",
+        "| Portugal | 10,467,366 | 92,090 |",
+        "| Spain | 47.5 million | 505,370 |",
+    ];
+    let claims = from_table(&table, 10, 20_240_000);
+    assert_eq!(claims.len(), 4);
+    let spain = claims
+        .iter()
+        .find(|c| c.entity == "Spain" && c.attribute == "population")
+        .unwrap();
+    assert_eq!(spain.number, Some(47.5e6));
+    let area = claims
+        .iter()
+        .find(|c| c.entity == "Portugal" && c.attribute == "area")
+        .unwrap();
+    assert_eq!(area.unit, "km²");
+}
+
+#[test]
+fn numbers_and_units_normalise() {
+    for (text, value, unit) in [
+        ("10,467,366 people", 10_467_366.0, ""),
+        ("4.2M", 4.2e6, ""),
+        ("1,200m", 1200.0, "m"),
+        ("$4.2M in revenue", 4.2e6, "USD"),
+        ("€3bn", 3e9, "EUR"),
+        ("12.5%", 12.5, "%"),
+        ("92,090 sq km", 92_090.0, "km²"),
+        ("1.5 million", 1.5e6, ""),
+        ("-0.3 percent", -0.3, "%"),
+    ] {
+        let (_, n, u, _) = number(text).unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            (n - value).abs() < 1e-6 * value.abs().max(1.0),
+            "{text}: {n}"
+        );
+        assert_eq!(u, unit, "{text}");
+    }
+    assert!(number("hello").is_none());
+    assert_eq!(number("1,2,3").unwrap().1, 1.0);
+}
+
+#[test]
+fn keys_merge_spellings() {
+    assert_eq!(key("The United States"), "united states");
+    assert_eq!(key("U.S."), "us");
+    assert_eq!(key("Acme's"), "acme");
+    assert_eq!(attribute("total area").as_deref(), Some("area"));
+    assert_eq!(attribute("inhabitants").as_deref(), Some("population"));
+    assert_eq!(attribute("it"), None);
+}
+
+#[test]
+fn disagreement_has_a_tolerance() {
+    let claim = |n: f64| Claim {
+        entity: "X".into(),
+        key: "x".into(),
+        attribute: "population".into(),
+        value: n.to_string(),
+        number: Some(n),
+        unit: String::new(),
+        date: 0,
+        sentence: 0,
+    };
+    assert!(!disagree(&claim(10_000_000.0), &claim(10_010_000.0)));
+    assert!(disagree(&claim(10_000_000.0), &claim(11_000_000.0)));
+    let founded = |year: f64| Claim {
+        attribute: "founded".into(),
+        ..claim(year)
+    };
+    assert!(
+        disagree(&founded(1999.0), &founded(2001.0)),
+        "years are exact"
+    );
+    assert!(!disagree(&founded(1999.0), &founded(1999.0)));
+}

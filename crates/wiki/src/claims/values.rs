@@ -1,0 +1,228 @@
+//! Values in text: numbers with their scale and unit, and the date a sentence states.
+
+use super::*;
+
+/// Multipliers written after a number.
+pub(super) const SCALES: &[(&str, f64)] = &[
+    ("thousand", 1e3),
+    ("million", 1e6),
+    ("millions", 1e6),
+    ("billion", 1e9),
+    ("billions", 1e9),
+    ("trillion", 1e12),
+    ("mn", 1e6),
+    ("bn", 1e9),
+];
+
+/// Units written after a number, to their normal form.
+pub(super) const UNITS: &[(&str, &str)] = &[
+    ("sq km", "km²"),
+    ("sq. km", "km²"),
+    ("square kilometres", "km²"),
+    ("square kilometers", "km²"),
+    ("km2", "km²"),
+    ("km²", "km²"),
+    ("sq mi", "mi²"),
+    ("square miles", "mi²"),
+    ("km", "km"),
+    ("kilometres", "km"),
+    ("kilometers", "km"),
+    ("m", "m"),
+    ("metres", "m"),
+    ("meters", "m"),
+    ("percent", "%"),
+    ("per cent", "%"),
+    ("%", "%"),
+    ("years", "years"),
+    ("year", "years"),
+    ("people", ""),
+    ("inhabitants", ""),
+    ("employees", ""),
+    ("usd", "USD"),
+    ("dollars", "USD"),
+    ("eur", "EUR"),
+    ("euros", "EUR"),
+    ("deaths/1,000 population", "per 1,000"),
+    ("births/1,000 population", "per 1,000"),
+];
+
+/// A numeric value at the start of `text`: (value as written, number, unit, rest).
+pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
+    let trimmed = text.trim_start();
+    let mut chars = trimmed.char_indices().peekable();
+    let mut currency = "";
+    let mut start = 0;
+    if let Some(&(_, c)) = chars.peek()
+        && matches!(c, '$' | '€' | '£')
+    {
+        currency = match c {
+            '$' => "USD",
+            '€' => "EUR",
+            _ => "GBP",
+        };
+        chars.next();
+        start = c.len_utf8();
+    }
+    let mut end = start;
+    let mut digits = String::new();
+    let mut seen_digit = false;
+    for (i, c) in trimmed[start..].char_indices() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            seen_digit = true;
+            end = start + i + 1;
+        } else if c == ',' && seen_digit {
+            // Thousands separator only when three digits follow.
+            let after: String = trimmed[start + i + 1..].chars().take(4).collect();
+            let three = after.chars().take(3).all(|c| c.is_ascii_digit())
+                && after.chars().nth(3).is_none_or(|c| !c.is_ascii_digit());
+            if !three {
+                break;
+            }
+        } else if c == '.' && seen_digit {
+            let next = trimmed[start + i + 1..].chars().next();
+            if next.is_some_and(|c| c.is_ascii_digit()) {
+                digits.push('.');
+            } else {
+                break;
+            }
+        } else if c == '-' && !seen_digit && digits.is_empty() && currency.is_empty() {
+            digits.push('-');
+        } else {
+            break;
+        }
+    }
+    if !seen_digit {
+        return None;
+    }
+    let mut value: f64 = digits.parse().ok()?;
+    let mut rest = &trimmed[end..];
+    let mut written = trimmed[..end].to_owned();
+    // A suffix glued to the number: 4.2M, 3bn, 12%.
+    let glued: String = rest
+        .chars()
+        .take_while(|c| c.is_alphabetic() || *c == '%')
+        .collect();
+    let mut unit = currency.to_owned();
+    let glued_lower = glued.to_lowercase();
+    // `M` is a million (4.2M); a lower-case `m` is a million after a currency ($4.2m) and
+    // metres otherwise (1,200m).
+    let million = glued == "M" || (glued_lower == "m" && !currency.is_empty());
+    match glued_lower.as_str() {
+        "k" => value *= 1e3,
+        _ if million => value *= 1e6,
+        "mn" => value *= 1e6,
+        "b" | "bn" => value *= 1e9,
+        "%" => unit = "%".into(),
+        _ => {}
+    }
+    if matches!(glued_lower.as_str(), "k" | "mn" | "b" | "bn" | "%") || million {
+        written.push_str(&glued);
+        rest = &rest[glued.len()..];
+    }
+    // A scale word: 10.5 million.
+    let lower_rest = rest.trim_start().to_lowercase();
+    for (word, scale) in SCALES {
+        if lower_rest.starts_with(word)
+            && lower_rest[word.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric())
+        {
+            value *= scale;
+            let skip = rest.len() - rest.trim_start().len() + word.len();
+            written.push_str(&rest[..skip]);
+            rest = &rest[skip..];
+            break;
+        }
+    }
+    let lower_rest = rest.trim_start().to_lowercase();
+    for (word, normal) in UNITS {
+        if lower_rest.starts_with(word)
+            && lower_rest[word.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric())
+        {
+            if !normal.is_empty() {
+                unit = (*normal).to_owned();
+            }
+            let skip = rest.len() - rest.trim_start().len() + word.len();
+            written.push_str(&rest[..skip]);
+            rest = &rest[skip..];
+            break;
+        }
+    }
+    Some((written.trim().to_owned(), value, unit, rest))
+}
+
+/// A year 1800–2100 as a word.
+fn year(word: &str) -> Option<u32> {
+    let digits: String = word.chars().filter(char::is_ascii_digit).collect();
+    if digits.len() != 4 || word.chars().filter(|c| c.is_alphabetic()).count() > 0 {
+        return None;
+    }
+    let year: u32 = digits.parse().ok()?;
+    (1800..=2100).contains(&year).then_some(year)
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// The vintage a sentence states for its figures: `(2024 est.)`, `in 2024`, `as of July 2023`,
+/// `2021 census`, `(2019)`; the latest when several. `YYYYMMDD`, 0 when none.
+pub fn stated_date(sentence: &str) -> u32 {
+    let lower = sentence.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',' | ';' | '[' | ']'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut best = 0u32;
+    for (i, word) in words.iter().enumerate() {
+        let Some(y) = year(word.trim_end_matches('.')) else {
+            continue;
+        };
+        let before = i.checked_sub(1).map(|j| words[j]).unwrap_or_default();
+        let after = words.get(i + 1).copied().unwrap_or_default();
+        // "founded in 1999", "born in 1950": the year of an event, not of the figures.
+        let event = i
+            .checked_sub(2)
+            .map(|j| words[j])
+            .is_some_and(|w| EVENT_VERBS.contains(&w) || before == "since")
+            || EVENT_VERBS.contains(&before);
+        if event {
+            continue;
+        }
+        let dated = matches!(
+            before,
+            "in" | "of" | "since" | "during" | "for" | "by" | "year"
+        ) || matches!(
+            after.trim_end_matches('.'),
+            "est" | "estimate" | "census" | "data" | "figures" | "survey"
+        ) || sentence.contains(&format!("({y})"))
+            || sentence.contains(&format!("({y} est"))
+            || MONTHS.contains(&before);
+        if !dated {
+            continue;
+        }
+        let month = MONTHS
+            .iter()
+            .position(|m| *m == before)
+            .map_or(0, |m| u32::try_from(m).unwrap_or(0) + 1);
+        let date = y * 10_000 + month * 100;
+        best = best.max(date);
+    }
+    best
+}

@@ -1,0 +1,194 @@
+//! Who a credential is: API keys and access tokens, from L1, Redis or the control plane,
+//! and how long a known identity is trusted while the control plane cannot be reached.
+
+use super::*;
+
+impl Caches {
+    /// Whether a cached identity may be served without asking the control plane: while the
+    /// watch is caught up, resolved at or after the tenant's latest revision; while it is not,
+    /// trusted as the last known good ([`Caches::trusted_while_unreachable`]).
+    pub(super) fn current(&self, identity: &Identity, now: u64) -> bool {
+        match self.versions.required(&identity.tenant) {
+            Some(required) => {
+                identity.revision >= required
+                    && !identity.expired(now)
+                    && !self.versions.key_changed_after(
+                        &identity.tenant,
+                        &identity.key_id,
+                        identity.revision,
+                    )
+            }
+            None => self.trusted_while_unreachable(identity, now),
+        }
+    }
+
+    /// Whether a stale identity may still be served as the last known good while the control
+    /// plane cannot be asked: not expired, no known change of its key or tenant deletion since
+    /// it was resolved, and confirmed by the control plane within `identity_max_stale`.
+    pub(super) fn trusted_while_unreachable(&self, identity: &Identity, now: u64) -> bool {
+        let max_stale_ms =
+            u64::try_from(self.settings.identity_max_stale.as_millis()).unwrap_or(u64::MAX);
+        !identity.expired(now)
+            && !self.versions.key_changed_after(
+                &identity.tenant,
+                &identity.key_id,
+                identity.revision,
+            )
+            && now_ms().saturating_sub(identity.confirmed_at_ms) <= max_stale_ms
+    }
+
+    /// An identity from Redis, under its `id:<hash>` key.
+    pub(super) async fn l2_identity(&self, shared_key: Option<&str>) -> Option<Arc<Identity>> {
+        let identity = self
+            .shared
+            .as_ref()?
+            .get(shared_key?)
+            .await
+            .and_then(|b| pb::Identity::decode(b.as_slice()).ok())?;
+        Some(Arc::new(Identity::from_pb(identity)))
+    }
+
+    /// What identities are cached under, in process and in Redis: an API key's hash; an
+    /// access token's hash together with this edge's resource URL, because the control plane
+    /// checked the token's audience against that URL — an edge with another resource URL
+    /// sharing the Redis must not take the verdict over.
+    pub(super) fn credential_id(&self, key: &str) -> KeyHash {
+        if tp_proto::keys::looks_like_key(key) {
+            key_hash(key)
+        } else {
+            key_hash(&format!("{}\n{key}", self.control.resource()))
+        }
+    }
+
+    /// The identity of an API key or access token.
+    pub async fn identity(&self, key: &str) -> Result<Arc<Identity>, LookupError> {
+        if !tp_proto::keys::looks_like_credential(key) {
+            return Err(LookupError::Unauthenticated);
+        }
+        let id = self.credential_id(key);
+        let hash = hex::encode(id);
+        let now = now_secs();
+        let cached = self.identities.get(&id);
+        if let Some((identity, loaded)) = &cached
+            && self.young(*loaded)
+            && self.current(identity, now)
+        {
+            hit("l1", "identity");
+            return Ok(Arc::clone(identity));
+        }
+        let cached = cached.map(|(identity, _)| identity);
+        // Refused by the control plane a moment ago: while the watch is caught up, until the
+        // next change; while it is not, until the entry expires (a refused key stays refused
+        // through an outage).
+        match self.refused.get(&id).await {
+            Some(head) if !self.versions.synced() || head == self.versions.head() => {
+                return Err(LookupError::Unauthenticated);
+            }
+            _ => {}
+        }
+        let shared_key = self.shared.as_ref().map(|s| s.key(&["id", &hash]));
+        let mut stale = cached;
+        if let Some(identity) = self.l2_identity(shared_key.as_deref()).await {
+            if self.current(&identity, now) {
+                hit("l2", "identity");
+                self.identities
+                    .insert(id, (Arc::clone(&identity), Instant::now()));
+                return Ok(identity);
+            }
+            stale.get_or_insert(identity);
+        }
+        hit("l3", "identity");
+        match self.control.authenticate(key).await {
+            Ok(identity) => {
+                let mut identity = Identity::from_pb(identity);
+                identity.confirmed_at_ms = now_ms();
+                let identity = Arc::new(identity);
+                if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key) {
+                    let by_key_id = shared.key(&["idk", &identity.key_id]);
+                    shared
+                        .set_many(
+                            &[
+                                (shared_key.clone(), identity.to_pb().encode_to_vec()),
+                                (by_key_id, hash.clone().into_bytes()),
+                            ],
+                            self.settings.l2_ttl,
+                        )
+                        .await;
+                }
+                self.identities
+                    .insert(id, (Arc::clone(&identity), Instant::now()));
+                Ok(identity)
+            }
+            Err(status) if status.code() == Code::Unauthenticated => {
+                // A cached identity of the key stays, so that the edge still knows the key
+                // changed (and refuses it) if the control plane becomes unreachable later.
+                self.refused.insert(id, self.versions.head()).await;
+                Err(LookupError::Unauthenticated)
+            }
+            Err(status) => {
+                // Control plane unreachable: the last known good, unless the edge has seen the
+                // key change (revoked, deleted) or its tenant deleted since, or it was last
+                // confirmed too long ago: revocation wins over availability.
+                if stale.is_none() {
+                    // Nothing else to ask: give Redis a second chance (the first read may
+                    // have timed out on a loaded or freshly connected edge).
+                    stale = self.l2_identity(shared_key.as_deref()).await;
+                    if stale.is_some() {
+                        hit("l2_retry", "identity");
+                    }
+                }
+                match stale {
+                    Some(identity) if self.trusted_while_unreachable(&identity, now) => {
+                        hit("l1_stale", "identity");
+                        self.identities
+                            .insert(id, (Arc::clone(&identity), Instant::now()));
+                        Ok(identity)
+                    }
+                    Some(_) => {
+                        metrics::counter!("tp_edge_stale_identities_refused_total").increment(1);
+                        Err(LookupError::Unauthenticated)
+                    }
+                    None => Err(LookupError::Unavailable(status.message().to_owned())),
+                }
+            }
+        }
+    }
+
+    /// Drops what a change made stale that lazy revision checks cannot catch: the shared
+    /// identity of a changed key (a fresh edge could otherwise trust it during an outage).
+    /// An identity resolved at or after `revision` already reflects the change and is kept —
+    /// a fresh edge replays the change log from the start, and must not forget the keys it
+    /// verified a moment ago (it would then have nothing to serve them from in an outage).
+    pub async fn forget_key(&self, key_id: &str, revision: u64) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let by_key_id = shared.key(&["idk", key_id]);
+        let Some(hash) = shared
+            .get(&by_key_id)
+            .await
+            .and_then(|b| String::from_utf8(b).ok())
+        else {
+            return;
+        };
+        let shared_key = shared.key(&["id", &hash]);
+        let stored = shared
+            .get(&shared_key)
+            .await
+            .and_then(|b| pb::Identity::decode(b.as_slice()).ok());
+        if stored.is_some_and(|identity| identity.revision >= revision) {
+            return;
+        }
+        shared.del(&shared_key).await;
+        let Some(id) = key_hash_from_hex(&hash) else {
+            return;
+        };
+        if self
+            .identities
+            .get(&id)
+            .is_none_or(|(identity, _)| identity.revision < revision)
+        {
+            self.identities.remove(&id);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+use super::*;
+
+fn settings() -> BreakerSettings {
+    BreakerSettings {
+        failures: 3,
+        cooldown: Duration::from_secs(60),
+        connect_timeout: Duration::from_secs(1),
+        tenant_share_percent: 50,
+        tool_share_percent: 100,
+        credential_env_prefix: "TOOLPLANE_CRED_".into(),
+        key: ExecutorKey::generate(),
+    }
+}
+
+#[test]
+fn one_tenant_cannot_open_the_shared_breaker() {
+    let settings = settings();
+    let mut breakers = Breakers::new();
+    for _ in 0..100 {
+        breakers.failed("mallory", &settings);
+    }
+    assert!(!breakers.admit("mallory"), "its own breaker is open");
+    assert!(breakers.admit("alice"), "everyone else is still served");
+    assert!(matches!(breakers.shared, BreakerState::Closed { .. }));
+}
+
+#[test]
+fn failures_from_two_tenants_open_it_for_everyone_and_a_success_closes_it() {
+    let settings = settings();
+    let mut breakers = Breakers::new();
+    breakers.failed("alice", &settings);
+    breakers.failed("bob", &settings);
+    assert!(breakers.admit("carol"));
+    assert!(
+        breakers.failed("alice", &settings),
+        "third failure, two tenants: open"
+    );
+    assert!(!breakers.admit("carol"));
+    let mut fresh = Breakers::new();
+    fresh.failed("alice", &settings);
+    fresh.failed("bob", &settings);
+    fresh.succeeded("carol");
+    fresh.failed("alice", &settings);
+    assert!(fresh.admit("carol"), "a success resets the run of failures");
+}
+
+#[test]
+fn input_errors_never_count_and_callers_never_see_internals() {
+    for code in [
+        Code::InvalidArgument,
+        Code::PermissionDenied,
+        Code::NotFound,
+    ] {
+        let error = ForwardError::Failed {
+            tool: "t".into(),
+            executor: "wiki".into(),
+            code,
+            message: "bad action".into(),
+        };
+        assert!(!error.counts_against_executor());
+        assert_eq!(error.caller_message("r1"), "t refused the call: bad action");
+    }
+    let internal = ForwardError::Failed {
+        tool: "t".into(),
+        executor: "wiki".into(),
+        code: Code::Internal,
+        message: "failed to decode Protobuf message: recursion limit reached".into(),
+    };
+    assert!(internal.counts_against_executor());
+    let unreachable = ForwardError::Unreachable {
+        tool: "t".into(),
+        executor: "wiki".into(),
+        message: "transport error: tcp connect error: 10.0.0.5:50052".into(),
+    };
+    for error in [internal, unreachable] {
+        let shown = error.caller_message("r1");
+        assert!(
+            !shown.contains("wiki")
+                && !shown.contains("10.0.0.5")
+                && !shown.contains("Protobuf")
+                && !shown.contains("transport"),
+            "{shown}"
+        );
+        assert!(shown.contains("r1"));
+    }
+}
+
+#[test]
+fn shares_are_at_least_one_and_at_most_the_whole() {
+    assert_eq!(share(64, 50), 32);
+    assert_eq!(share(1, 50), 1);
+    assert_eq!(share(3, 50), 2);
+    assert_eq!(share(16, 100), 16);
+    assert_eq!(share(0, 100), 1);
+}
