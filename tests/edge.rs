@@ -1126,3 +1126,82 @@ async fn every_request_is_one_info_line_and_client_mistakes_are_not_warnings() {
         requests.len()
     );
 }
+
+/// A deprecated tool tells its callers when it goes away: every result carries the notice in
+/// `_meta` (through `tools/call` and `dispatch`, on both protocol generations), its listing
+/// says so, and reactivating it ends the notice.
+#[tokio::test]
+async fn a_deprecated_tool_announces_its_sunset_in_every_result() {
+    let fleet = Fleet::start(1, "").await;
+    let clients = [
+        fleet.client(0, "qa", "collector", LEGACY),
+        fleet.client(0, "qa", "collector", STATELESS),
+    ];
+    for client in &clients {
+        let reply = client.call("echo", json!({"text": "before"})).await;
+        assert_eq!(reply.result()["isError"], false, "{}", reply.body);
+        assert!(
+            reply.result().get("_meta").is_none(),
+            "an active tool carries no notice: {}",
+            reply.body
+        );
+    }
+    let mut admin = fleet.cp.admin().await;
+    admin
+        .catalog
+        .deprecate_tool(pb::DeprecateToolRequest {
+            name: "echo".into(),
+            sunset_date: "2027-03-31".into(),
+        })
+        .await
+        .unwrap();
+    let notice = json!({
+        "sunset": "2027-03-31",
+        "message": "echo is deprecated and will be removed after 2027-03-31",
+    });
+    for client in &clients {
+        eventually(
+            "the deprecation to reach the edge",
+            Duration::from_secs(5),
+            || async {
+                let reply = client.call("echo", json!({"text": "during"})).await;
+                (reply.result()["_meta"]["toolplane/deprecation"] == notice).then_some(())
+            },
+        )
+        .await;
+        let reply = client.call("echo", json!({"text": "during"})).await;
+        // Still a normal result.
+        assert_eq!(reply.result()["isError"], false, "{}", reply.body);
+        assert_eq!(
+            reply.result()["content"][0]["text"],
+            "[qa/collector] during",
+            "{}",
+            reply.body
+        );
+        let listed = client.request(7, "tools/list", json!({})).await;
+        let echo = listed.result()["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == "echo"))
+            .unwrap_or_else(|| panic!("echo listed: {}", listed.body))
+            .clone();
+        assert!(
+            echo["description"]
+                .as_str()
+                .unwrap()
+                .contains("Deprecated: removed after 2027-03-31"),
+            "{echo}"
+        );
+    }
+    admin
+        .catalog
+        .reactivate_tool(pb::ReactivateToolRequest {
+            name: "echo".into(),
+        })
+        .await
+        .unwrap();
+    eventually("the notice to end", Duration::from_secs(5), || async {
+        let reply = clients[0].call("echo", json!({"text": "after"})).await;
+        (reply.result()["isError"] == false && reply.result().get("_meta").is_none()).then_some(())
+    })
+    .await;
+}

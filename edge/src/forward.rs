@@ -30,9 +30,9 @@ use tp_proto::invoke_auth::ExecutorKey;
 use tp_proto::pb::{self, executor_client::ExecutorClient};
 use tp_registry::{Executor, ExecutorProtocol};
 
-use self::breaker::Breakers;
 #[cfg(test)]
 use self::breaker::BreakerState;
+use self::breaker::Breakers;
 
 /// Breaker and concurrency settings.
 #[derive(Debug, Clone)]

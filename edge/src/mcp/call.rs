@@ -155,7 +155,13 @@ impl McpHandler {
             )
             .await;
         self.audit(identity, name, &action, outcome.audit, started);
-        Ok(outcome.result)
+        let mut response = outcome.result;
+        if let (Some(sunset), CallToolResponse::Complete(result)) =
+            (&tool.resolved.sunset, &mut response)
+        {
+            deprecation_notice(result, name, sunset);
+        }
+        Ok(response)
     }
 
     /// An executor's `InputRequired` as an MCP input-required result: for 2026-07-28 callers,
@@ -453,4 +459,21 @@ impl McpHandler {
             tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, action, outcome = outcome.as_str_name(), duration_ms, "tool call");
         }
     }
+}
+
+/// The `_meta` key of the notice a deprecated tool's results carry.
+pub(super) const DEPRECATION_META: &str = "toolplane/deprecation";
+
+/// Tells the caller of a deprecated tool, in the result's `_meta`, when the tool goes away, so
+/// that an agent (or the person reading its logs) can move off it before its sunset date; the
+/// tool's description in `tools/list` says the same.
+fn deprecation_notice(result: &mut CallToolResult, name: &str, sunset: &str) {
+    let meta = result.meta.get_or_insert_with(Default::default);
+    meta.0.insert(
+        DEPRECATION_META.to_owned(),
+        json!({
+            "sunset": sunset,
+            "message": format!("{name} is deprecated and will be removed after {sunset}"),
+        }),
+    );
 }

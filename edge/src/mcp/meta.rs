@@ -134,6 +134,9 @@ impl McpHandler {
                                 if let Some(structured) = result.structured_content {
                                     entry["structuredContent"] = structured;
                                 }
+                                if let Some(meta) = result.meta {
+                                    entry["_meta"] = Value::Object(meta.0);
+                                }
                                 entry
                             }
                             Ok(Err(error)) => json!({
