@@ -20,6 +20,7 @@ mod faults;
 mod fleet;
 mod fuzz_mcp;
 mod hostile;
+mod metrics;
 mod oauth;
 mod postgres;
 mod rng;

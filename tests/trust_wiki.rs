@@ -29,7 +29,11 @@ fn structured(reply: &tp_test_support::HttpReply) -> &Value {
 }
 
 /// A signed `Invoke` of `client_wiki` for `tenant` with `arguments`.
-async fn invoke_wiki(addr: &str, tenant: &str, arguments: Value) -> Result<Value, tonic::Status> {
+pub(crate) async fn invoke_wiki(
+    addr: &str,
+    tenant: &str,
+    arguments: Value,
+) -> Result<Value, tonic::Status> {
     let (key, _) = tp_test_support::services::executor_key();
     let key = tp_proto::invoke_auth::ExecutorKey::parse(key).unwrap();
     let mut client = pb::executor_client::ExecutorClient::connect(format!("http://{addr}"))

@@ -32,6 +32,8 @@ pub struct RawConfig {
     pub watch: RawWatch,
     /// Connection limits of the gRPC listener.
     pub grpc: RawGrpc,
+    /// Where to serve Prometheus metrics (`GET /metrics`); empty = not served.
+    pub metrics_listen: String,
     /// Logging.
     pub log: RawLog,
 }
@@ -164,6 +166,8 @@ pub struct ControlPlaneConfig {
     pub log_level: String,
     /// gRPC listener limits.
     pub grpc: RawGrpc,
+    /// Where `GET /metrics` is served, if anywhere.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 // === impl RawConfig ===
@@ -178,6 +182,7 @@ impl Default for RawConfig {
             bootstrap: RawBootstrap::default(),
             watch: RawWatch::default(),
             grpc: RawGrpc::default(),
+            metrics_listen: String::new(),
             log: RawLog::default(),
         }
     }
@@ -306,7 +311,14 @@ impl RawConfig {
         if !(100..=3_600_000).contains(&self.grpc.request_timeout_ms) {
             bail!("grpc.request_timeout_ms: must be between 100 and 3600000");
         }
+        let metrics_listen = match self.metrics_listen.as_str() {
+            "" => None,
+            addr => Some(addr.parse::<SocketAddr>().with_context(|| {
+                format!("metrics_listen: {addr:?} is not an address like 127.0.0.1:9091")
+            })?),
+        };
         Ok(ControlPlaneConfig {
+            metrics_listen,
             listen,
             data_dir: self.data_dir,
             sqlite_path,

@@ -43,6 +43,8 @@ pub struct ControlPlane {
     pub tokens: Tokens,
     /// The engine (for in-process launchers and tests).
     pub engine: Arc<Engine>,
+    /// Where `GET /metrics` is served, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
     /// The server task.
     pub task: JoinHandle<anyhow::Result<()>>,
 }
@@ -163,6 +165,23 @@ impl ControlPlane {
             shutdown.await;
             let _ = stop_streams.send(true);
         };
+        // Prometheus metrics, on a listener of their own (the gRPC one speaks gRPC only).
+        let metrics_addr = match config.metrics_listen {
+            Some(metrics_listen) => {
+                let listener = TcpListener::bind(metrics_listen)
+                    .await
+                    .with_context(|| format!("binding metrics_listen {metrics_listen}"))?;
+                let addr = listener.local_addr()?;
+                tp_telemetry::metrics::prometheus();
+                let mut stopped = stopping.clone();
+                tokio::spawn(tp_telemetry::metrics::serve_metrics(listener, async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                }));
+                tracing::info!(%addr, "metrics on /metrics");
+                Some(addr)
+            }
+            None => None,
+        };
         let purges = crate::purge::Purges::start(
             config.data_dir.join("purges.json"),
             config
@@ -196,12 +215,21 @@ impl ControlPlane {
         tracing::info!(%addr, revision = engine.revision().await, "control plane listening");
         Ok(ControlPlane {
             addr,
+            metrics_addr,
             tokens,
             engine,
             task,
         })
     }
 }
+
+/// The control plane's gRPC router, every call measured.
+type MeasuredRouter = tonic::transport::server::Router<
+    tower::layer::util::Stack<
+        tp_telemetry::metrics::GrpcMetricsLayer,
+        tower::layer::util::Identity,
+    >,
+>;
 
 async fn router(
     engine: &Arc<Engine>,
@@ -211,7 +239,7 @@ async fn router(
     request_timeout: std::time::Duration,
     purges: Arc<crate::purge::Purges>,
     token_key_refetch: std::time::Duration,
-) -> anyhow::Result<tonic::transport::server::Router> {
+) -> anyhow::Result<MeasuredRouter> {
     let admin = TokenCheck::new("admin", &[&tokens.admin]);
     // The admin token is a superset: operators may call the edge-facing service to debug.
     let edge = TokenCheck::new("edge", &[&tokens.edge, &tokens.admin]);
@@ -246,6 +274,10 @@ async fn router(
         move |request: tonic::Request<()>| edge.check(request),
     );
     Ok(Server::builder()
+        // Every call counted and timed (tp_grpc_server_*{server="control_plane"}).
+        .layer(tp_telemetry::metrics::GrpcMetricsLayer::new(
+            "control_plane",
+        ))
         // Unary calls (their request included) end within the timeout; streams (Watch) are
         // answered at once and then kept alive by heartbeats.
         .timeout(request_timeout)

@@ -55,7 +55,7 @@ impl MetaTool {
 }
 
 /// The meta-tools' `tools/list` entries, in name order; their input schemas come from the
-/// argument types the edge decodes calls into ([`args`]).
+/// argument types the edge decodes calls into ([`CapabilitiesArgs`] and the others).
 pub fn meta_tools() -> &'static [McpTool] {
     static TOOLS: OnceLock<Vec<McpTool>> = OnceLock::new();
     TOOLS.get_or_init(|| {

@@ -1,9 +1,9 @@
 //! Everything a request needs, shared by all requests of an edge.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::broadcast;
 
 use crate::audit::Audit;
@@ -53,33 +53,9 @@ pub struct EdgeState {
     pub abort: tokio_util::sync::CancellationToken,
 }
 
-/// Bucket bounds (seconds) of every `*_seconds` histogram: 0.25 ms to 30 s.
-const LATENCY_BUCKETS: [f64; 16] = [
-    0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-    10.0, 30.0,
-];
-
-/// Installs the process-wide metrics recorder once.
+/// Installs the process-wide metrics recorder once ([`tp_telemetry::metrics::prometheus`]).
 pub fn metrics_handle() -> Option<PrometheusHandle> {
-    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            match PrometheusBuilder::new()
-                // Latencies as Prometheus histograms (summaries cannot be aggregated across edges).
-                .set_buckets_for_metric(
-                    metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
-                    &LATENCY_BUCKETS,
-                )
-                .and_then(PrometheusBuilder::install_recorder)
-            {
-                Ok(handle) => Some(handle),
-                Err(error) => {
-                    tracing::warn!(%error, "metrics recorder not installed");
-                    None
-                }
-            }
-        })
-        .clone()
+    tp_telemetry::metrics::prometheus()
 }
 
 // === impl EdgeState ===

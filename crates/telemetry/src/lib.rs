@@ -1,4 +1,4 @@
-//! Tracing initialisation shared by every Toolplane binary: an `EnvFilter` (from `RUST_LOG`
+//! Tracing and metrics shared by every Toolplane binary. Tracing: an `EnvFilter` (from `RUST_LOG`
 //! when set, else the configured level) and text or JSON output on stderr.
 //!
 //! Text is coloured only on a terminal and never when `NO_COLOR` is set (<https://no-color.org>),
@@ -7,6 +7,8 @@
 //! failed request is left out by default: the edge's access log carries each request once.
 
 use std::io::IsTerminal as _;
+
+pub mod metrics;
 
 use tracing_subscriber::EnvFilter;
 

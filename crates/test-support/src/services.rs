@@ -244,6 +244,13 @@ impl WikiProcess {
         Self::start_with(&[]).await
     }
 
+    /// Starts `tp-wiki` with loopback fetching allowed and `extra` arguments.
+    pub async fn start_with_args(extra: &[&str]) -> WikiProcess {
+        let mut args = vec!["--allow-private-urls", "--allow-http"];
+        args.extend_from_slice(extra);
+        Self::start_with(&args).await
+    }
+
     async fn start_with(extra: &[&str]) -> WikiProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let (process, addr) = Self::spawn(dir.path(), "127.0.0.1:0", extra).await;

@@ -70,6 +70,9 @@ struct Args {
     /// Once listening, write the bound address here.
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address.
+    #[arg(long)]
+    metrics_listen: Option<String>,
     /// Validate the flags, print a summary and exit.
     #[arg(long)]
     check_config: bool,
@@ -90,6 +93,12 @@ async fn main() -> anyhow::Result<()> {
         args.allow_unsigned,
     )
     .map_err(anyhow::Error::msg)?;
+    let metrics_listen = match &args.metrics_listen {
+        Some(addr) => Some(addr.parse::<std::net::SocketAddr>().with_context(|| {
+            format!("--metrics-listen: {addr:?} is not an address like 127.0.0.1:9092")
+        })?),
+        None => None,
+    };
     if args.check_config {
         println!(
             "tp-wiki: configuration is valid: listen {listen}, pages in {}, llm {}",
@@ -158,6 +167,17 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
+    if let Some(metrics_listen) = metrics_listen {
+        let metrics = tokio::net::TcpListener::bind(metrics_listen)
+            .await
+            .with_context(|| format!("binding --metrics-listen {metrics_listen}"))?;
+        tracing::info!(addr = %metrics.local_addr()?, "metrics on /metrics");
+        tp_telemetry::metrics::prometheus();
+        tokio::spawn(tp_telemetry::metrics::serve_metrics(
+            metrics,
+            tp_telemetry::shutdown_signal(),
+        ));
+    }
     if let Some(path) = &args.ready_file {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, format!("{addr}\n"))?;

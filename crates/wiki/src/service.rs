@@ -485,6 +485,7 @@ impl Executor for WikiService {
         // clients that sent a progressToken), then the result or the error.
         let (sender, receiver) = tokio::sync::mpsc::channel(16);
         let service = self.clone();
+        let started = std::time::Instant::now();
         tokio::spawn(async move {
             let progress_sender = sender.clone();
             let progress = move |done: f64, total: f64, message: &str| {
@@ -515,6 +516,18 @@ impl Executor for WikiService {
                     Ok(result(value, text))
                 }
             };
+            // The whole call, not only its start (which is all the gRPC layer sees of a
+            // stream); actions outside the three are one label, so callers cannot grow the set.
+            let action = match request.action.as_str() {
+                action @ ("ingest" | "query" | "lint") => action.to_owned(),
+                _ => "other".to_owned(),
+            };
+            let code = tp_telemetry::metrics::grpc_code_name(match &event {
+                Ok(_) => 0,
+                Err(status) => status.code() as i32,
+            });
+            metrics::histogram!("tp_wiki_call_duration_seconds", "action" => action, "code" => code)
+                .record(started.elapsed().as_secs_f64());
             let _ = sender.send(event).await;
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
@@ -548,6 +561,8 @@ pub async fn serve(
     reporter.set_serving::<ExecutorServer<WikiService>>().await;
     service.recover().await;
     tonic::transport::Server::builder()
+        // Every call counted and timed (tp_grpc_server_*{server="wiki"}).
+        .layer(tp_telemetry::metrics::GrpcMetricsLayer::new("wiki"))
         .add_service(health)
         .add_service(ExecutorServer::new(service))
         .serve_with_incoming_shutdown(

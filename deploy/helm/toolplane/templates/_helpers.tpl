@@ -54,3 +54,14 @@ securityContext:
   readOnlyRootFilesystem: true
   capabilities: { drop: [ALL] }
 {{- end -}}
+
+{{/* An ingress rule: the `metrics` port, from networkPolicy.metricsPeers (default: this namespace). */}}
+{{- define "toolplane.metricsPeers" -}}
+- ports: [{ port: metrics }]
+  from:
+    {{- if .Values.networkPolicy.metricsPeers }}
+    {{- toYaml .Values.networkPolicy.metricsPeers | nindent 4 }}
+    {{- else }}
+    - podSelector: {}
+    {{- end }}
+{{- end }}
