@@ -587,3 +587,120 @@ async fn ctl_json_shows_the_stored_tenant_revision() {
     let revision = value[0]["revision"].as_u64().unwrap_or(0);
     assert!(revision > 0, "{stdout}");
 }
+
+/// ADR-037's trimming rule, answered: `usage --unused-days N` lists the live tools no tenant
+/// called in the last N days (never-called ones included), and nothing else; with `--tenant`
+/// it asks about one tenant.
+#[tokio::test]
+async fn usage_lists_the_tools_no_tenant_called_for_n_days() {
+    let cp = ControlPlaneProcess::start(true).await;
+    let day_ms = 86_400_000u64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let record = |tenant: &str, tool: &str, at_ms: u64| pb::UsageRecord {
+        tenant: tenant.into(),
+        role: "collector".into(),
+        tool: tool.into(),
+        outcome: pb::CallOutcome::Ok as i32,
+        at_ms,
+        ..Default::default()
+    };
+    let mut edge = cp.as_edge().await;
+    edge.registry
+        .report_usage(pb::ReportUsageRequest {
+            records: vec![
+                // Called yesterday by one tenant, long ago by another: used.
+                record("acme", "gmail", now - day_ms),
+                record("globex", "gmail", now - 200 * day_ms),
+                // Called only 90 days ago: unused for 60 days, used within 100.
+                record("acme", "web_fetch", now - 90 * day_ms),
+                // Called last week by globex only.
+                record("globex", "hubspot_crm", now - 7 * day_ms),
+            ],
+        })
+        .await
+        .unwrap();
+    // A retired tool is not live: never listed.
+    let mut admin = cp.admin().await;
+    admin
+        .catalog
+        .retire_tool(pb::RetireToolRequest {
+            name: "salesforce_query".into(),
+        })
+        .await
+        .unwrap();
+    let ctl = binary("toolplanectl");
+    let token_file = cp.data_dir.join("admin-token");
+    let unused = |extra: &[&str]| {
+        let mut args = vec![
+            "--addr".to_owned(),
+            cp.url(),
+            "--token-file".to_owned(),
+            token_file.display().to_string(),
+            "--json".to_owned(),
+            "usage".to_owned(),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let ctl = ctl.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (code, stdout, stderr) = run(&ctl, &args).await;
+            assert_eq!(code, 0, "{stdout}{stderr}");
+            let listed: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+            listed
+                .iter()
+                .map(|t| t["tool"].as_str().unwrap().to_owned())
+                .collect::<Vec<String>>()
+        }
+    };
+    let live = admin
+        .catalog
+        .list_tools(pb::ListToolsRequest {
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tools
+        .iter()
+        .filter(|t| t.status != pb::ToolStatus::Retired as i32)
+        .count();
+    let sixty = unused(&["--unused-days", "60"]).await;
+    assert!(sixty.contains(&"web_fetch".to_owned()), "{sixty:?}");
+    assert!(!sixty.contains(&"gmail".to_owned()), "{sixty:?}");
+    assert!(!sixty.contains(&"hubspot_crm".to_owned()), "{sixty:?}");
+    assert!(!sixty.contains(&"salesforce_query".to_owned()), "{sixty:?}");
+    // Every other live tool was never called.
+    assert_eq!(sixty.len(), live - 2, "{sixty:?}");
+    // Oldest use first: never-called tools, then web_fetch.
+    assert_eq!(sixty.last().map(String::as_str), Some("web_fetch"));
+    let hundred = unused(&["--unused-days", "100"]).await;
+    assert!(!hundred.contains(&"web_fetch".to_owned()), "{hundred:?}");
+    assert_eq!(hundred.len(), live - 3);
+    // One tenant: acme never called hubspot_crm.
+    let acme = unused(&["--unused-days", "60", "--tenant", "acme"]).await;
+    assert!(acme.contains(&"hubspot_crm".to_owned()), "{acme:?}");
+    assert!(!acme.contains(&"gmail".to_owned()), "{acme:?}");
+    // Bad input: a clear usage error (exit 2), nothing listed.
+    for bad in ["0", "-3", "lots", "4000"] {
+        let (code, stdout, stderr) = run(
+            &ctl,
+            &[
+                "--addr",
+                &cp.url(),
+                "--token-file",
+                token_file.to_str().unwrap(),
+                "usage",
+                // `=` so clap reads "-3" as the value, not as a flag.
+                &format!("--unused-days={bad}"),
+            ],
+        )
+        .await;
+        assert_eq!(code, 2, "{bad}: {stdout}{stderr}");
+        assert!(stderr.contains("--unused-days"), "{bad}: {stderr}");
+        assert!(stdout.is_empty(), "{bad}: {stdout}");
+    }
+}

@@ -509,12 +509,17 @@ pub struct RegistryArgs {
     pub role: String,
 }
 
-/// `usage [--tenant T]`
+/// `usage [--tenant T] [--unused-days N]`
 #[derive(Debug, Args)]
 pub struct UsageArgs {
     /// Only this tenant.
     #[arg(long, default_value = "")]
     pub tenant: String,
+    /// Instead, the live tools (active or deprecated) nobody called in the last N days —
+    /// across all tenants unless --tenant — never-called ones included. ADR-037 makes a tool
+    /// unused by every tenant for 60 days a candidate for retirement.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub unused_days: Option<u32>,
 }
 
 /// `docs ...`

@@ -73,8 +73,8 @@ pub enum Fault {
     BodyTooLarge,
     /// The edge is at `mcp.max_in_flight` requests or its in-flight byte budget: retry.
     Overloaded,
-    /// A credential cannot be checked right now (the control plane, or the token issuer,
-    /// does not answer): retry.
+    /// Something the answer needs is not available right now — a credential cannot be
+    /// checked (the control plane or the token issuer does not answer): retry.
     Unavailable,
     /// The request took longer than `mcp.request_timeout_ms`.
     TimedOut,

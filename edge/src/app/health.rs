@@ -41,6 +41,6 @@ pub(super) async fn metrics_route(State(state): State<Arc<EdgeState>>) -> Respon
             )
                 .into_response()
         }
-        None => refuse(Fault::Internal, "metrics recorder not installed"),
+        None => refuse(Fault::Unavailable, "metrics recorder not installed"),
     }
 }

@@ -90,6 +90,31 @@ pub(super) fn print_tool(tool: &pb::Tool, json_out: bool) {
     out!("description: {}", spec.description);
 }
 
+/// Every tool `filter` selects, through all pages.
+pub(super) async fn all_tools(
+    admin: &mut Admin,
+    filter: pb::ListToolsRequest,
+) -> anyhow::Result<Vec<pb::Tool>> {
+    let mut tools = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = admin
+            .catalog
+            .list_tools(pb::ListToolsRequest {
+                page_size: 500,
+                page_token: page_token.clone(),
+                ..filter.clone()
+            })
+            .await?
+            .into_inner();
+        tools.extend(page.tools);
+        if page.next_page_token.is_empty() {
+            return Ok(tools);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
 pub(super) async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> anyhow::Result<i32> {
     match cmd {
         ToolsCmd::List {
@@ -102,26 +127,16 @@ pub(super) async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> an
                 .map(parse_status)
                 .transpose()?
                 .unwrap_or(pb::ToolStatus::Unspecified);
-            let mut tools = Vec::new();
-            let mut page_token = String::new();
-            loop {
-                let page = admin
-                    .catalog
-                    .list_tools(pb::ListToolsRequest {
-                        page_size: 500,
-                        page_token: page_token.clone(),
-                        category: category.clone(),
-                        provider: provider.clone(),
-                        status: status as i32,
-                    })
-                    .await?
-                    .into_inner();
-                tools.extend(page.tools);
-                if page.next_page_token.is_empty() {
-                    break;
-                }
-                page_token = page.next_page_token;
-            }
+            let tools = all_tools(
+                &mut admin,
+                pb::ListToolsRequest {
+                    category: category.clone(),
+                    provider: provider.clone(),
+                    status: status as i32,
+                    ..Default::default()
+                },
+            )
+            .await?;
             if json_out {
                 out!(
                     "{}",
