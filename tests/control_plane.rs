@@ -23,7 +23,7 @@ fn extra_tool(name: &str) -> pb::ToolSpec {
     }
 }
 
-async fn run(program: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+pub(crate) async fn run(program: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let output = tokio::process::Command::new(program)
         .args(args)
         .output()
@@ -48,6 +48,7 @@ async fn grpcurl_lists_and_describes_without_proto_files() {
         "toolplane.v1.Tenants",
         "toolplane.v1.Executors",
         "toolplane.v1.Registry",
+        "toolplane.v1.Audit",
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
     ] {
@@ -619,6 +620,7 @@ async fn usage_lists_the_tools_no_tenant_called_for_n_days() {
                 // Called last week by globex only.
                 record("globex", "hubspot_crm", now - 7 * day_ms),
             ],
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -644,6 +644,40 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         Code::InvalidArgument,
         r.report_usage(pb::ReportUsageRequest {
             records: vec![pb::UsageRecord::default(); 1001],
+            ..Default::default()
+        })
+        .await,
+    );
+    let record = pb::UsageRecord {
+        tenant: "acme".into(),
+        tool: "gmail".into(),
+        outcome: pb::CallOutcome::Ok as i32,
+        ..Default::default()
+    };
+    t.check(
+        "usage: a principal of 2000 bytes",
+        Code::InvalidArgument,
+        r.report_usage(pb::ReportUsageRequest {
+            records: vec![
+                record.clone(),
+                pb::UsageRecord {
+                    principal: "p".repeat(2000),
+                    ..record.clone()
+                },
+            ],
+            ..Default::default()
+        })
+        .await,
+    );
+    t.check(
+        "usage: an unknown outcome",
+        Code::InvalidArgument,
+        r.report_usage(pb::ReportUsageRequest {
+            records: vec![pb::UsageRecord {
+                outcome: 77,
+                ..record.clone()
+            }],
+            ..Default::default()
         })
         .await,
     );
@@ -688,6 +722,23 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         .into_inner()
         .revision;
     assert_eq!(after, baseline, "no rejected request changed anything");
+    // A refused usage batch keeps nothing, not even its valid records.
+    let trail = admin
+        .audit
+        .list_audit_records(pb::ListAuditRecordsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .records;
+    assert!(trail.is_empty(), "{trail:?}");
+    let usage = admin
+        .registry
+        .get_usage(pb::GetUsageRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    assert!(usage.is_empty(), "{usage:?}");
 
     // Validation failures carry field violations as google.rpc.BadRequest.
     let status = admin

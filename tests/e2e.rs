@@ -7,6 +7,7 @@
 mod admin_fuzz;
 mod adversarial;
 mod ask;
+mod audit;
 mod clients;
 mod conformance;
 mod control_plane;

@@ -34,8 +34,24 @@ pub struct RawConfig {
     pub grpc: RawGrpc,
     /// Where to serve Prometheus metrics (`GET /metrics`); empty = not served.
     pub metrics_listen: String,
+    /// The audit trail.
+    pub audit: RawAudit,
     /// Logging.
     pub log: RawLog,
+}
+
+/// `[audit]`: how long the audit trail is kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAudit {
+    /// Records older than this many days are deleted (hourly); 0 = kept forever.
+    pub retention_days: u32,
+}
+
+impl Default for RawAudit {
+    fn default() -> Self {
+        Self { retention_days: 90 }
+    }
 }
 
 /// `[grpc]`: the listener's connection limits and the whole-call timeout of unary calls.
@@ -168,6 +184,8 @@ pub struct ControlPlaneConfig {
     pub grpc: RawGrpc,
     /// Where `GET /metrics` is served, if anywhere.
     pub metrics_listen: Option<SocketAddr>,
+    /// How long audit records are kept (`None`: forever).
+    pub audit_retention: Option<std::time::Duration>,
 }
 
 // === impl RawConfig ===
@@ -183,6 +201,7 @@ impl Default for RawConfig {
             watch: RawWatch::default(),
             grpc: RawGrpc::default(),
             metrics_listen: String::new(),
+            audit: RawAudit::default(),
             log: RawLog::default(),
         }
     }
@@ -317,8 +336,14 @@ impl RawConfig {
                 format!("metrics_listen: {addr:?} is not an address like 127.0.0.1:9091")
             })?),
         };
+        if self.audit.retention_days > 36_500 {
+            bail!("audit.retention_days: must be between 0 (keep forever) and 36500");
+        }
         Ok(ControlPlaneConfig {
             metrics_listen,
+            audit_retention: (self.audit.retention_days > 0).then(|| {
+                std::time::Duration::from_secs(u64::from(self.audit.retention_days) * 86_400)
+            }),
             listen,
             data_dir: self.data_dir,
             sqlite_path,

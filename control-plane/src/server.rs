@@ -12,14 +12,14 @@ use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 use tp_proto::pb::{
-    catalog_server::CatalogServer, executors_server::ExecutorsServer, policy_server::PolicyServer,
-    registry_server::RegistryServer, tenants_server::TenantsServer,
+    audit_server::AuditServer, catalog_server::CatalogServer, executors_server::ExecutorsServer,
+    policy_server::PolicyServer, registry_server::RegistryServer, tenants_server::TenantsServer,
 };
 use tp_store::{PostgresStore, SqliteStore, Store};
 
 use crate::api::{
-    catalog::CatalogService, executors::ExecutorsService, policy::PolicyService,
-    registry::RegistryService, tenants::TenantsService,
+    audit::AuditService, catalog::CatalogService, executors::ExecutorsService,
+    policy::PolicyService, registry::RegistryService, tenants::TenantsService,
 };
 use crate::auth::TokenCheck;
 use crate::config::ControlPlaneConfig;
@@ -182,6 +182,13 @@ impl ControlPlane {
             }
             None => None,
         };
+        if let Some(retention) = config.audit_retention {
+            tokio::spawn(prune_audit(
+                Arc::clone(&engine),
+                retention,
+                stopping.clone(),
+            ));
+        }
         let purges = crate::purge::Purges::start(
             config.data_dir.join("purges.json"),
             config
@@ -261,6 +268,9 @@ async fn router(
     health_reporter
         .set_serving::<RegistryServer<RegistryService>>()
         .await;
+    health_reporter
+        .set_serving::<AuditServer<AuditService>>()
+        .await;
     let reflection = || {
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(tp_proto::FILE_DESCRIPTOR_SET)
@@ -301,9 +311,42 @@ async fn router(
         ))
         .add_service(ExecutorsServer::with_interceptor(
             ExecutorsService::new(Arc::clone(engine)),
+            admin_check.clone(),
+        ))
+        .add_service(AuditServer::with_interceptor(
+            AuditService::new(Arc::clone(engine)),
             admin_check,
         ))
         .add_service(registry))
+}
+
+/// Deletes audit records older than `retention`, at start and then hourly, until `stopping`.
+async fn prune_audit(
+    engine: Arc<Engine>,
+    retention: Duration,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stopping.wait_for(|stop| *stop) => return,
+        }
+        let now_ms = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis(),
+        )
+        .unwrap_or(u64::MAX);
+        let before =
+            now_ms.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
+        match engine.store().prune_audit(before).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(pruned, "audit records past retention deleted"),
+            Err(error) => tracing::warn!(%error, "pruning the audit trail failed; will retry"),
+        }
+    }
 }
 
 /// A database URL without its password, for logs and errors.

@@ -13,6 +13,7 @@ const FILES: &[&str] = &[
     "toolplane/v1/executors.proto",
     "toolplane/v1/registry.proto",
     "toolplane/v1/executor.proto",
+    "toolplane/v1/audit.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -166,9 +166,19 @@ impl ControlPlane {
         .await
     }
 
-    /// Sends audit records.
-    pub async fn report_usage(&self, records: Vec<pb::UsageRecord>) -> Result<(), Status> {
-        let request = pb::ReportUsageRequest { records };
+    /// Sends audit records as edge `edge`, with the count of records it shed since its last
+    /// delivered report.
+    pub async fn report_usage(
+        &self,
+        records: Vec<pb::UsageRecord>,
+        edge: &str,
+        shed: u64,
+    ) -> Result<(), Status> {
+        let request = pb::ReportUsageRequest {
+            records,
+            shed,
+            edge: edge.to_owned(),
+        };
         self.call(|mut client| {
             let request = request.clone();
             async move { client.report_usage(request).await }

@@ -62,22 +62,22 @@ pub fn meta_tools() -> &'static [McpTool] {
         vec![
             McpTool::new(
                 "capabilities",
-                "Start here: your tools by category, one line each (pass `category` to narrow).",
+                "Start here: your tools by category, one line each.",
                 input_schema::<CapabilitiesArgs>(),
             ),
             McpTool::new(
                 "dispatch",
-                "Run one of your tools: `tool` and its `arguments`.",
+                "Run one of your tools.",
                 input_schema::<DispatchArgs>(),
             ),
             McpTool::new(
                 "dispatch_parallel",
-                "Run up to 16 tools at once; results in order. Calls slower than `timeout_ms` time out alone.",
+                "Run up to 16 tools at once; results in order.",
                 input_schema::<DispatchParallelArgs>(),
             ),
             McpTool::new(
                 "tool_schema",
-                "Input schema of one tool (`tool`, optionally one `action`) or several (`tools`, up to 20).",
+                "Input schema of `tool` (optionally one `action`) or of `tools`.",
                 input_schema::<ToolSchemaArgs>(),
             ),
         ]

@@ -152,6 +152,27 @@ fn caused_by_caller(code: Code) -> bool {
 }
 
 impl ForwardError {
+    /// The audit trail's short code for the failure: `breaker_open`, `timeout`,
+    /// `unreachable`, `unsupported`, or `executor_<grpc code>` (`executor_invalid_argument`).
+    pub fn audit_code(&self) -> String {
+        match self {
+            ForwardError::BreakerOpen { .. } => "breaker_open".into(),
+            ForwardError::Timeout { .. } => "timeout".into(),
+            ForwardError::Unreachable { .. } => "unreachable".into(),
+            ForwardError::Unsupported { .. } => "unsupported".into(),
+            ForwardError::Failed { code, .. } => {
+                let mut name = String::from("executor");
+                for c in format!("{code:?}").chars() {
+                    if c.is_ascii_uppercase() {
+                        name.push('_');
+                    }
+                    name.push(c.to_ascii_lowercase());
+                }
+                name
+            }
+        }
+    }
+
     /// Whether the failure says something about the executor's health (as opposed to the
     /// call's input).
     pub fn counts_against_executor(&self) -> bool {

@@ -142,7 +142,11 @@ impl EdgeState {
             settings,
         ));
         if state.config.audit.enabled {
-            tokio::spawn(audit.run(control, Duration::from_millis(state.config.audit.flush_ms)));
+            tokio::spawn(audit.run(
+                control,
+                Duration::from_millis(state.config.audit.flush_ms),
+                state.config.name.clone(),
+            ));
         }
         Ok(state)
     }

@@ -1,5 +1,6 @@
 //! gRPC handlers: decode → domain → engine → encode. Thin on purpose.
 
+pub mod audit;
 pub mod catalog;
 pub mod executors;
 pub mod policy;

@@ -12,7 +12,6 @@ use tonic::{Request, Response, Status};
 use tp_proto::convert::change_pb;
 use tp_proto::pb::{self, registry_server::Registry};
 use tp_registry::{Change, DomainError, ObjectKind, resolve};
-use tp_store::UsageEvent;
 
 use super::{domain, required, status};
 use crate::engine::{Engine, EngineError, now_secs};
@@ -202,7 +201,11 @@ impl Registry for RegistryService {
         &self,
         request: Request<pb::ReportUsageRequest>,
     ) -> Result<Response<pb::ReportUsageResponse>, Status> {
-        let records = request.into_inner().records;
+        let pb::ReportUsageRequest {
+            records,
+            shed,
+            edge,
+        } = request.into_inner();
         if records.len() > MAX_USAGE_RECORDS {
             return Err(domain(DomainError::invalid(
                 "records",
@@ -212,26 +215,32 @@ impl Registry for RegistryService {
                 ),
             )));
         }
-        let events: Vec<UsageEvent> = records
-            .iter()
+        if edge.len() > super::audit::MAX_FIELD_BYTES {
+            return Err(domain(DomainError::invalid(
+                "edge",
+                format!("at most {} bytes", super::audit::MAX_FIELD_BYTES),
+            )));
+        }
+        // The whole batch or nothing: a bad record refuses the call before anything is kept.
+        let calls = records
+            .into_iter()
             .filter(|r| !r.tenant.is_empty() && !r.tool.is_empty())
-            .map(|r| UsageEvent {
-                tenant: r.tenant.clone(),
-                tool: r.tool.clone(),
-                error: !matches!(
-                    pb::CallOutcome::try_from(r.outcome),
-                    Ok(pb::CallOutcome::Ok | pb::CallOutcome::InputRequired)
-                ),
-                at_ms: r.at_ms,
-            })
-            .collect();
+            .enumerate()
+            .map(|(index, record)| super::audit::call_record(index, record))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(domain)?;
+        if shed > 0 {
+            tracing::warn!(edge = %edge, shed, "an edge shed audit records before it could deliver them");
+            ::metrics::counter!("tp_cp_audit_shed_total").increment(shed);
+        }
         self.engine
             .store()
-            .record_usage(&events)
+            .record_calls(&calls, &edge, shed)
             .await
             .map_err(|e| status(EngineError::Store(e)))?;
+        ::metrics::counter!("tp_cp_audit_records_total").increment(calls.len() as u64);
         Ok(Response::new(pb::ReportUsageResponse {
-            accepted: u32::try_from(events.len()).unwrap_or(u32::MAX),
+            accepted: u32::try_from(calls.len()).unwrap_or(u32::MAX),
         }))
     }
 

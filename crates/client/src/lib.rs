@@ -12,8 +12,8 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tp_proto::pb::{
-    catalog_client::CatalogClient, executors_client::ExecutorsClient, policy_client::PolicyClient,
-    registry_client::RegistryClient, tenants_client::TenantsClient,
+    audit_client::AuditClient, catalog_client::CatalogClient, executors_client::ExecutorsClient,
+    policy_client::PolicyClient, registry_client::RegistryClient, tenants_client::TenantsClient,
 };
 
 /// Adds `authorization: Bearer <token>` to every request. Its `Debug` hides the token.
@@ -61,6 +61,8 @@ pub struct Admin {
     pub executors: ExecutorsClient<Authed>,
     /// Registry (usage; edges use it with the edge token).
     pub registry: RegistryClient<Authed>,
+    /// The audit trail.
+    pub audit: AuditClient<Authed>,
 }
 
 // === impl Admin ===
@@ -91,7 +93,8 @@ impl Admin {
             policy: PolicyClient::with_interceptor(channel.clone(), bearer.clone()),
             tenants: TenantsClient::with_interceptor(channel.clone(), bearer.clone()),
             executors: ExecutorsClient::with_interceptor(channel.clone(), bearer.clone()),
-            registry: RegistryClient::with_interceptor(channel, bearer),
+            registry: RegistryClient::with_interceptor(channel.clone(), bearer.clone()),
+            audit: AuditClient::with_interceptor(channel, bearer),
         }
     }
 }

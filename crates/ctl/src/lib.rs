@@ -76,6 +76,9 @@ pub enum Command {
     Registry(RegistryArgs),
     /// Tool usage counts reported by edges.
     Usage(UsageArgs),
+    /// The audit trail: one record per tool call (never argument values), oldest first;
+    /// `--json` prints JSON lines, a page at a time, for export.
+    Audit(AuditArgs),
     /// The catalogue as a document.
     #[command(subcommand)]
     Docs(DocsCmd),
@@ -520,6 +523,33 @@ pub struct UsageArgs {
     /// unused by every tenant for 60 days a candidate for retirement.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3650))]
     pub unused_days: Option<u32>,
+}
+
+/// `audit [--tenant T] [--tool X] [--principal P] [--outcome O] [--since W] [--until W]
+/// [--limit N]`
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only this tenant.
+    #[arg(long, default_value = "")]
+    pub tenant: String,
+    /// Only this tool.
+    #[arg(long, default_value = "")]
+    pub tool: String,
+    /// Only this caller: an API key's id, or `<issuer>#<subject>` for an OAuth token.
+    #[arg(long, default_value = "")]
+    pub principal: String,
+    /// Only this outcome.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(commands::audit::outcomes()))]
+    pub outcome: Option<String>,
+    /// From this time on: RFC 3339 (2026-11-25T10:00:00Z) or an age (90s, 30m, 12h, 7d).
+    #[arg(long, value_parser = commands::audit::parse_when)]
+    pub since: Option<u64>,
+    /// Before this time (same forms as --since).
+    #[arg(long, value_parser = commands::audit::parse_when)]
+    pub until: Option<u64>,
+    /// At most this many records.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
 }
 
 /// `docs ...`

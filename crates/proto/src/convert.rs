@@ -488,6 +488,32 @@ pub fn change_pb(
 
 mod tenants;
 
+/// Every call outcome and the name the audit trail stores it under (what
+/// `toolplanectl audit --outcome` takes).
+pub const OUTCOME_NAMES: [(pb::CallOutcome, &str); 5] = [
+    (pb::CallOutcome::Ok, "ok"),
+    (pb::CallOutcome::ToolError, "tool_error"),
+    (pb::CallOutcome::ExecutorError, "executor_error"),
+    (pb::CallOutcome::Rejected, "rejected"),
+    (pb::CallOutcome::InputRequired, "input_required"),
+];
+
+/// The stored name of an outcome (`unspecified` for the zero value).
+pub fn outcome_name(outcome: pb::CallOutcome) -> &'static str {
+    OUTCOME_NAMES
+        .iter()
+        .find(|(o, _)| *o == outcome)
+        .map_or("unspecified", |(_, name)| name)
+}
+
+/// The outcome stored under `name` (`Unspecified` for any other name).
+pub fn outcome_named(name: &str) -> pb::CallOutcome {
+    OUTCOME_NAMES
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map_or(pb::CallOutcome::Unspecified, |(outcome, _)| *outcome)
+}
+
 pub use self::tenants::try_tenant;
 
 #[cfg(test)]

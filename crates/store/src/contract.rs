@@ -76,34 +76,32 @@ pub(crate) async fn contract(store: &dyn Store) {
     let snapshot = store.load().await.unwrap();
     assert!(!snapshot.objects.iter().any(|o| o.key() == "initech"));
 
-    // Usage counters.
+    // Usage counters and the audit trail, written together.
+    let call = |tenant: &str, tool: &str, outcome: &str, at_ms: u64| CallRecord {
+        at_ms,
+        request_id: format!("r{at_ms}"),
+        edge: "edge-a".into(),
+        tenant: tenant.into(),
+        principal: format!("key-{tenant}"),
+        role: "reader".into(),
+        tool: tool.into(),
+        action: String::new(),
+        outcome: outcome.into(),
+        error_code: if outcome == "ok" {
+            String::new()
+        } else {
+            "timeout".into()
+        },
+        duration_ms: 7,
+    };
     let events = [
-        UsageEvent {
-            tenant: "acme".into(),
-            tool: "gmail".into(),
-            error: false,
-            at_ms: 10,
-        },
-        UsageEvent {
-            tenant: "acme".into(),
-            tool: "gmail".into(),
-            error: true,
-            at_ms: 30,
-        },
-        UsageEvent {
-            tenant: "globex".into(),
-            tool: "gmail".into(),
-            error: false,
-            at_ms: 20,
-        },
-        UsageEvent {
-            tenant: "globex".into(),
-            tool: "call_api".into(),
-            error: false,
-            at_ms: 5,
-        },
+        call("acme", "gmail", "ok", 10),
+        call("acme", "gmail", "executor_error", 30),
+        call("globex", "gmail", "input_required", 20),
+        call("globex", "call_api", "ok", 5),
     ];
-    store.record_usage(&events).await.unwrap();
+    store.record_calls(&events, "edge-a", 0).await.unwrap();
+    audit_contract(store, &events).await;
     let all = store.usage(None).await.unwrap();
     assert_eq!(
         all,
@@ -132,6 +130,89 @@ pub(crate) async fn contract(store: &dyn Store) {
             last_used_ms: 30
         }]
     );
+}
+
+/// Reading the trail back: filters, pages, the time window, shed counts and pruning.
+async fn audit_contract(store: &dyn Store, stored: &[CallRecord]) {
+    let everything = store
+        .audit(&AuditQuery {
+            limit: 1000,
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    let records: Vec<&CallRecord> = everything.iter().map(|e| &e.record).collect();
+    assert_eq!(records, stored.iter().collect::<Vec<_>>());
+    assert!(everything.windows(2).all(|w| w[0].seq < w[1].seq));
+    let query = |f: fn(&mut AuditQuery)| {
+        let mut query = AuditQuery::default();
+        f(&mut query);
+        async move {
+            store
+                .audit(&query)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.record.at_ms)
+                .collect::<Vec<u64>>()
+        }
+    };
+    assert_eq!(query(|q| q.tenant = Some("acme".into())).await, [10, 30]);
+    assert_eq!(query(|q| q.tool = Some("call_api".into())).await, [5]);
+    assert_eq!(
+        query(|q| q.principal = Some("key-globex".into())).await,
+        [20, 5]
+    );
+    assert_eq!(
+        query(|q| q.outcome = Some("executor_error".into())).await,
+        [30]
+    );
+    assert_eq!(
+        query(|q| q.tenant = Some("initech".into())).await,
+        [] as [u64; 0]
+    );
+    // since inclusive, until exclusive.
+    assert_eq!(
+        query(|q| {
+            q.since_ms = 10;
+            q.until_ms = 30;
+        })
+        .await,
+        [10, 20]
+    );
+    // Pages: `after_seq` continues where the last page ended.
+    let first = store
+        .audit(&AuditQuery {
+            limit: 3,
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 3);
+    let rest = store
+        .audit(&AuditQuery {
+            after_seq: first[2].seq,
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].record.at_ms, 5);
+
+    // Shed counts add up per edge.
+    assert!(store.audit_shed().await.unwrap().is_empty());
+    store.record_calls(&[], "edge-b", 4).await.unwrap();
+    store.record_calls(&[], "edge-b", 2).await.unwrap();
+    store.record_calls(&[], "edge-a", 1).await.unwrap();
+    assert_eq!(
+        store.audit_shed().await.unwrap(),
+        vec![("edge-a".to_owned(), 1), ("edge-b".to_owned(), 6)]
+    );
+
+    // Pruning drops old records only; the usage counters stay.
+    assert_eq!(store.prune_audit(20).await.unwrap(), 2);
+    assert_eq!(query(|_| {}).await, [30, 20]);
+    assert_eq!(store.prune_audit(20).await.unwrap(), 0);
 }
 
 #[tokio::test]

@@ -11,12 +11,14 @@
 //! there first. That makes the ceiling check, done in memory against exactly that revision,
 //! serialisable across processes.
 
+mod audit;
 mod postgres;
 mod sqlite;
 
 use async_trait::async_trait;
 use tp_registry::{Change, Object};
 
+pub use audit::{AuditEntry, AuditQuery, CallRecord};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -75,19 +77,6 @@ pub enum Commit {
     },
 }
 
-/// One tool call reported by an edge.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageEvent {
-    /// Tenant.
-    pub tenant: String,
-    /// Tool.
-    pub tool: String,
-    /// Whether the call failed.
-    pub error: bool,
-    /// Unix milliseconds.
-    pub at_ms: u64,
-}
-
 /// Aggregated usage of one tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolUsage {
@@ -119,8 +108,19 @@ pub trait Store: Send + Sync + 'static {
     /// The newest committed revision.
     async fn head(&self) -> StoreResult<u64>;
 
-    /// Adds usage events to the per-(tenant, tool) counters.
-    async fn record_usage(&self, events: &[UsageEvent]) -> StoreResult<()>;
+    /// Appends `calls` to the audit trail and adds them to the per-(tenant, tool) counters,
+    /// and adds `shed` to the count of records `edge` dropped before delivering them; one
+    /// transaction.
+    async fn record_calls(&self, calls: &[CallRecord], edge: &str, shed: u64) -> StoreResult<()>;
+
+    /// Audit records matching `query`, in the order they were stored.
+    async fn audit(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>>;
+
+    /// Records shed by each edge before delivery (edges that shed none are not listed).
+    async fn audit_shed(&self) -> StoreResult<Vec<(String, u64)>>;
+
+    /// Deletes audit records older than `before_ms`; how many went.
+    async fn prune_audit(&self, before_ms: u64) -> StoreResult<u64>;
 
     /// Usage per tool, for one tenant or all (summed), in tool order.
     async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>>;

@@ -17,9 +17,10 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::broadcast;
 use tp_registry::{Change, Object};
 
+use crate::audit::{self, AuditEntry, AuditQuery, CallRecord};
 use crate::{
-    ChangeRecord, Commit, Snapshot, Store, StoreError, StoreResult, ToolUsage, UsageEvent, decode,
-    encode, stamped,
+    ChangeRecord, Commit, Snapshot, Store, StoreError, StoreResult, ToolUsage, decode, encode,
+    stamped,
 };
 
 /// The channel commits are announced on.
@@ -39,6 +40,14 @@ const MIGRATIONS: &[&str] = &[
      CREATE TABLE IF NOT EXISTS tp_usage (
          tenant TEXT NOT NULL, tool TEXT NOT NULL, calls BIGINT NOT NULL, errors BIGINT NOT NULL,
          last_used_ms BIGINT NOT NULL, PRIMARY KEY (tenant, tool));",
+    "CREATE TABLE IF NOT EXISTS tp_audit (
+         seq BIGSERIAL PRIMARY KEY, at_ms BIGINT NOT NULL, request_id TEXT NOT NULL,
+         edge TEXT NOT NULL, tenant TEXT NOT NULL, principal TEXT NOT NULL, role TEXT NOT NULL,
+         tool TEXT NOT NULL, action TEXT NOT NULL, outcome TEXT NOT NULL,
+         error_code TEXT NOT NULL, duration_ms BIGINT NOT NULL);
+     CREATE INDEX IF NOT EXISTS tp_audit_by_tenant ON tp_audit (tenant, seq);
+     CREATE INDEX IF NOT EXISTS tp_audit_by_time ON tp_audit (at_ms);
+     CREATE TABLE IF NOT EXISTS tp_audit_shed (edge TEXT PRIMARY KEY, records BIGINT NOT NULL);",
 ];
 
 /// PostgreSQL-backed [`Store`].
@@ -228,24 +237,91 @@ impl Store for PostgresStore {
         Ok(to_u64(revision))
     }
 
-    async fn record_usage(&self, events: &[UsageEvent]) -> StoreResult<()> {
+    async fn record_calls(&self, calls: &[CallRecord], edge: &str, shed: u64) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        for event in events {
+        for call in calls {
             sqlx::query(
                 "INSERT INTO tp_usage (tenant, tool, calls, errors, last_used_ms) VALUES ($1, $2, 1, $3, $4)
                  ON CONFLICT (tenant, tool) DO UPDATE SET calls = tp_usage.calls + 1,
                  errors = tp_usage.errors + excluded.errors,
                  last_used_ms = GREATEST(tp_usage.last_used_ms, excluded.last_used_ms)",
             )
-            .bind(&event.tenant)
-            .bind(&event.tool)
-            .bind(i64::from(event.error))
-            .bind(to_i64(event.at_ms))
+            .bind(&call.tenant)
+            .bind(&call.tool)
+            .bind(i64::from(call.failed()))
+            .bind(to_i64(call.at_ms))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO tp_audit (at_ms, request_id, edge, tenant, principal, role, tool,
+                 action, outcome, error_code, duration_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            )
+            .bind(to_i64(call.at_ms))
+            .bind(&call.request_id)
+            .bind(&call.edge)
+            .bind(&call.tenant)
+            .bind(&call.principal)
+            .bind(&call.role)
+            .bind(&call.tool)
+            .bind(&call.action)
+            .bind(&call.outcome)
+            .bind(&call.error_code)
+            .bind(i64::from(call.duration_ms))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if shed > 0 {
+            sqlx::query(
+                "INSERT INTO tp_audit_shed (edge, records) VALUES ($1, $2)
+                 ON CONFLICT (edge) DO UPDATE SET records = tp_audit_shed.records + excluded.records",
+            )
+            .bind(edge)
+            .bind(to_i64(shed))
             .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
+        let sql = concat!(
+            "SELECT ",
+            audit::audit_columns!(),
+            " FROM tp_audit WHERE seq > $1 AND ($2::TEXT IS NULL OR tenant = $2)
+             AND ($3::TEXT IS NULL OR tool = $3) AND ($4::TEXT IS NULL OR principal = $4)
+             AND ($5::TEXT IS NULL OR outcome = $5) AND at_ms >= $6 AND at_ms < $7
+             ORDER BY seq LIMIT $8"
+        );
+        let rows = sqlx::query(sql)
+            .bind(to_i64(query.after_seq))
+            .bind(query.tenant.as_deref())
+            .bind(query.tool.as_deref())
+            .bind(query.principal.as_deref())
+            .bind(query.outcome.as_deref())
+            .bind(to_i64(query.since_ms))
+            .bind(to_i64(query.until_ms))
+            .bind(i64::from(query.limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(audit::entry).collect()
+    }
+
+    async fn audit_shed(&self) -> StoreResult<Vec<(String, u64)>> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT edge, records FROM tp_audit_shed ORDER BY edge")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(|(e, n)| (e, to_u64(n))).collect())
+    }
+
+    async fn prune_audit(&self, before_ms: u64) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM tp_audit WHERE at_ms < $1")
+            .bind(to_i64(before_ms))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>> {

@@ -12,9 +12,10 @@ use sqlx::sqlite::{
 };
 use tp_registry::{Change, Object};
 
+use crate::audit::{self, AuditEntry, AuditQuery, CallRecord};
 use crate::{
-    ChangeRecord, Commit, Snapshot, Store, StoreError, StoreResult, ToolUsage, UsageEvent, decode,
-    encode, stamped,
+    ChangeRecord, Commit, Snapshot, Store, StoreError, StoreResult, ToolUsage, decode, encode,
+    stamped,
 };
 
 /// Ordered schema migrations; the index + 1 is the schema version.
@@ -28,6 +29,14 @@ const MIGRATIONS: &[&str] = &[
      CREATE TABLE IF NOT EXISTS usage (
          tenant TEXT NOT NULL, tool TEXT NOT NULL, calls INTEGER NOT NULL, errors INTEGER NOT NULL,
          last_used_ms INTEGER NOT NULL, PRIMARY KEY (tenant, tool));",
+    "CREATE TABLE IF NOT EXISTS audit (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL, request_id TEXT NOT NULL,
+         edge TEXT NOT NULL, tenant TEXT NOT NULL, principal TEXT NOT NULL, role TEXT NOT NULL,
+         tool TEXT NOT NULL, action TEXT NOT NULL, outcome TEXT NOT NULL,
+         error_code TEXT NOT NULL, duration_ms INTEGER NOT NULL);
+     CREATE INDEX IF NOT EXISTS audit_by_tenant ON audit (tenant, seq);
+     CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at_ms);
+     CREATE TABLE IF NOT EXISTS audit_shed (edge TEXT PRIMARY KEY, records INTEGER NOT NULL);",
 ];
 
 /// SQLite-backed [`Store`].
@@ -221,23 +230,89 @@ impl Store for SqliteStore {
         Ok(to_u64(revision))
     }
 
-    async fn record_usage(&self, events: &[UsageEvent]) -> StoreResult<()> {
+    async fn record_calls(&self, calls: &[CallRecord], edge: &str, shed: u64) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        for event in events {
+        for call in calls {
             sqlx::query(
                 "INSERT INTO usage (tenant, tool, calls, errors, last_used_ms) VALUES (?, ?, 1, ?, ?)
                  ON CONFLICT (tenant, tool) DO UPDATE SET calls = calls + 1, errors = errors + excluded.errors,
                  last_used_ms = MAX(last_used_ms, excluded.last_used_ms)",
             )
-            .bind(&event.tenant)
-            .bind(&event.tool)
-            .bind(i64::from(event.error))
-            .bind(to_i64(event.at_ms))
+            .bind(&call.tenant)
+            .bind(&call.tool)
+            .bind(i64::from(call.failed()))
+            .bind(to_i64(call.at_ms))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO audit (at_ms, request_id, edge, tenant, principal, role, tool, action,
+                 outcome, error_code, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(to_i64(call.at_ms))
+            .bind(&call.request_id)
+            .bind(&call.edge)
+            .bind(&call.tenant)
+            .bind(&call.principal)
+            .bind(&call.role)
+            .bind(&call.tool)
+            .bind(&call.action)
+            .bind(&call.outcome)
+            .bind(&call.error_code)
+            .bind(i64::from(call.duration_ms))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if shed > 0 {
+            sqlx::query(
+                "INSERT INTO audit_shed (edge, records) VALUES (?, ?)
+                 ON CONFLICT (edge) DO UPDATE SET records = records + excluded.records",
+            )
+            .bind(edge)
+            .bind(to_i64(shed))
             .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
+        let sql = concat!(
+            "SELECT ",
+            audit::audit_columns!(),
+            " FROM audit WHERE seq > ?1 AND (?2 IS NULL OR tenant = ?2)
+             AND (?3 IS NULL OR tool = ?3) AND (?4 IS NULL OR principal = ?4)
+             AND (?5 IS NULL OR outcome = ?5) AND at_ms >= ?6 AND at_ms < ?7
+             ORDER BY seq LIMIT ?8"
+        );
+        let rows = sqlx::query(sql)
+            .bind(to_i64(query.after_seq))
+            .bind(query.tenant.as_deref())
+            .bind(query.tool.as_deref())
+            .bind(query.principal.as_deref())
+            .bind(query.outcome.as_deref())
+            .bind(to_i64(query.since_ms))
+            .bind(to_i64(query.until_ms))
+            .bind(i64::from(query.limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(audit::entry).collect()
+    }
+
+    async fn audit_shed(&self) -> StoreResult<Vec<(String, u64)>> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT edge, records FROM audit_shed ORDER BY edge")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(|(e, n)| (e, to_u64(n))).collect())
+    }
+
+    async fn prune_audit(&self, before_ms: u64) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM audit WHERE at_ms < ?")
+            .bind(to_i64(before_ms))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>> {

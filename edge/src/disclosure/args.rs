@@ -56,12 +56,20 @@ impl<T: JsonSchema, const MIN: usize, const MAX: usize> JsonSchema for Bounded<T
     }
 }
 
+/// An optional argument that, when given, must be a `T` (`null` is refused, as the schema
+/// says: the argument's type is `T`'s, not "`T` or null").
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
 /// `capabilities`: your tools by category.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct CapabilitiesArgs {
     /// Only this category, with one line per tool.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub category: Option<String>,
 }
 
@@ -70,13 +78,13 @@ pub struct CapabilitiesArgs {
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct ToolSchemaArgs {
     /// One tool's name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub tool: Option<String>,
     /// One action of `tool`, for a tool with actions.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub action: Option<String>,
     /// Several tools' names, instead of `tool`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub tools: Option<Bounded<String, 1, MAX_SCHEMA_BATCH>>,
 }
 
@@ -90,7 +98,7 @@ pub struct DispatchArgs {
     /// The tool to run.
     pub tool: String,
     /// Its arguments.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub arguments: Option<JsonObject>,
 }
 
@@ -102,13 +110,15 @@ pub struct DispatchParallelArgs {
     pub calls: Bounded<DispatchArgs, 1, MAX_PARALLEL_CALLS>,
     /// A call slower than this (milliseconds) times out alone; at most the edge's request
     /// timeout.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub timeout_ms: Option<NonZeroU64>,
 }
 
 /// The input schema of `T`: JSON Schema 2020-12 (MCP's default dialect) with everything
-/// inlined (no `$ref`, which some model providers refuse) and without the type's own title
-/// and description (the tool's description says it).
+/// inlined (no `$ref`, which some model providers refuse), and only what constrains a value:
+/// the doc comments, `default`s and `format` annotations are left out, because every agent in
+/// progressive mode reads these four schemas first and the tools' descriptions already say
+/// what each argument is for (the token budget in `benches/disclosure_tokens.rs`).
 pub fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
     let generator = SchemaSettings::draft2020_12()
         .with(|settings| settings.inline_subschemas = true)
@@ -117,10 +127,41 @@ pub fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
     let Ok(Value::Object(mut object)) = serde_json::to_value(schema) else {
         unreachable!("a derived schema is a JSON object");
     };
-    for key in ["$schema", "title", "description"] {
-        object.remove(key);
-    }
+    object.remove("$schema");
+    constraints_only(&mut object);
     Arc::new(object)
+}
+
+/// Removes annotations (`title`, `description`, `default`, `format`) and the no-op
+/// `additionalProperties: true` from a schema and its subschemas, and the `null` schemars adds
+/// to an `Option`'s type (an optional argument is absent or a value: [`present`] refuses
+/// null); property names are kept whatever they are called.
+fn constraints_only(schema: &mut JsonObject) {
+    for key in ["title", "description", "default", "format"] {
+        schema.remove(key);
+    }
+    if let Some(Value::Array(types)) = schema.get("type") {
+        let mut types: Vec<Value> = types
+            .iter()
+            .filter(|t| t.as_str() != Some("null"))
+            .cloned()
+            .collect();
+        let single = (types.len() == 1).then(|| types.remove(0));
+        schema.insert("type".into(), single.unwrap_or(Value::Array(types)));
+    }
+    if schema.get("additionalProperties") == Some(&Value::Bool(true)) {
+        schema.remove("additionalProperties");
+    }
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for property in properties.values_mut() {
+            if let Value::Object(property) = property {
+                constraints_only(property);
+            }
+        }
+    }
+    if let Some(Value::Object(items)) = schema.get_mut("items") {
+        constraints_only(items);
+    }
 }
 
 /// Decodes `tool`'s arguments into `T`; the error names the argument at fault in JSON's
@@ -192,7 +233,7 @@ mod tests {
             &[
                 (json!({}), true),
                 (json!({"category": "crm"}), true),
-                (json!({"category": null}), true),
+                (json!({"category": null}), false),
                 (json!({"category": 3}), false),
                 (json!({"extra": 1}), false),
             ],
@@ -218,7 +259,7 @@ mod tests {
             &[
                 (json!({"tool": "gmail"}), true),
                 (json!({"tool": "gmail", "arguments": {"q": 1}}), true),
-                (json!({"tool": "gmail", "arguments": null}), true),
+                (json!({"tool": "gmail", "arguments": null}), false),
                 (json!({"arguments": {}}), false),
                 (json!({"tool": "gmail", "arguments": []}), false),
                 (json!({"tool": "gmail", "args": {}}), false),

@@ -93,3 +93,33 @@ fn shares_are_at_least_one_and_at_most_the_whole() {
     assert_eq!(share(16, 100), 16);
     assert_eq!(share(0, 100), 1);
 }
+
+#[test]
+fn audit_codes_are_short_snake_case_and_never_carry_messages() {
+    let failed = |code| ForwardError::Failed {
+        tool: "t".into(),
+        executor: "wiki".into(),
+        code,
+        message: "secret detail".into(),
+    };
+    assert_eq!(
+        failed(Code::InvalidArgument).audit_code(),
+        "executor_invalid_argument"
+    );
+    assert_eq!(failed(Code::Internal).audit_code(), "executor_internal");
+    assert_eq!(
+        failed(Code::DeadlineExceeded).audit_code(),
+        "executor_deadline_exceeded"
+    );
+    let timeout = ForwardError::Timeout {
+        tool: "t".into(),
+        timeout_ms: 5,
+    };
+    assert_eq!(timeout.audit_code(), "timeout");
+    let unreachable = ForwardError::Unreachable {
+        tool: "t".into(),
+        executor: "wiki".into(),
+        message: "10.0.0.5:50052".into(),
+    };
+    assert_eq!(unreachable.audit_code(), "unreachable");
+}

@@ -19,19 +19,51 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// The request id of a call: the HTTP request's (`x-request-id`, in the access log), so that
+/// the reference a caller is shown, the executor's request id and the audit record agree.
+fn call_id(ctx: &RequestContext<RoleServer>) -> String {
+    access_log(ctx).map_or_else(request_id, |log| log.id().to_owned())
+}
+
+/// Longest text the edge puts in an audit record field; longer (a caller's made-up tool or
+/// action name) is cut, so that no caller can make a batch the control plane refuses.
+const AUDIT_FIELD_BYTES: usize = 256;
+
+fn clip(text: &str) -> String {
+    if text.len() <= AUDIT_FIELD_BYTES {
+        return text.to_owned();
+    }
+    let mut end = AUDIT_FIELD_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
 /// What a tool call produced, before it becomes an MCP response.
 struct Outcome {
     result: CallToolResponse,
     audit: pb::CallOutcome,
+    /// The audit trail's short code for a call that did not succeed.
+    code: String,
 }
 
 impl Outcome {
-    fn error(message: String, audit: pb::CallOutcome) -> Outcome {
+    fn error(message: String, audit: pb::CallOutcome, code: impl Into<String>) -> Outcome {
         Outcome {
             result: CallToolResult::error(vec![ContentBlock::text(message)]).into(),
             audit,
+            code: code.into(),
         }
     }
+}
+
+/// How a call ended, for its audit record.
+struct Audited<'a> {
+    tool: &'a str,
+    action: &'a str,
+    outcome: pb::CallOutcome,
+    code: &'a str,
 }
 
 /// One validated call on its way to the executor.
@@ -43,6 +75,8 @@ struct Invocation<'a> {
     input_responses: Option<prost_types::Struct>,
     /// The executor state from the verified `requestState` (empty on a first call).
     state: Vec<u8>,
+    /// The call's request id.
+    request_id: &'a str,
     /// What a new `requestState` is bound to.
     binding: &'a [u8],
 }
@@ -69,8 +103,7 @@ impl McpHandler {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
-        let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
-        missing_client_capabilities(tool, ctx)?;
+        let request_id = call_id(ctx);
         // The action asked for, for the audit of a call refused before it is checked.
         let requested = arguments
             .as_ref()
@@ -78,6 +111,27 @@ impl McpHandler {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
+        let refused = |code: &str, action: &str| {
+            self.audit(
+                identity,
+                &request_id,
+                Audited {
+                    tool: name,
+                    action,
+                    outcome: pb::CallOutcome::Rejected,
+                    code,
+                },
+                started,
+            );
+        };
+        let Some(tool) = registry.tool(name) else {
+            refused("unknown_tool", &requested);
+            return Err(unknown_tool(name));
+        };
+        if let Err(error) = missing_client_capabilities(tool, ctx) {
+            refused("missing_client_capability", &requested);
+            return Err(error);
+        }
         if let Some(log) = access_log(ctx) {
             log.action(&requested);
         }
@@ -87,13 +141,7 @@ impl McpHandler {
             .check(&identity.tenant, registry.rate_limit_per_minute)
             .await
         {
-            self.audit(
-                identity,
-                name,
-                &requested,
-                pb::CallOutcome::Rejected,
-                started,
-            );
+            refused("rate_limited", &requested);
             return Err(fault(
                 Fault::RateLimited,
                 format!(
@@ -107,13 +155,7 @@ impl McpHandler {
         let action = match check_action(tool, &arguments) {
             Ok(action) => action,
             Err(error) => {
-                self.audit(
-                    identity,
-                    name,
-                    &requested,
-                    pb::CallOutcome::Rejected,
-                    started,
-                );
+                refused("invalid_action", &requested);
                 return Err(error);
             }
         };
@@ -121,7 +163,7 @@ impl McpHandler {
         let arguments = match validate_schema(tool, arguments, timeout).await {
             Ok(arguments) => arguments,
             Err(error) => {
-                self.audit(identity, name, &action, pb::CallOutcome::Rejected, started);
+                refused("invalid_arguments", &action);
                 return Err(error);
             }
         };
@@ -131,7 +173,7 @@ impl McpHandler {
             Some(sealed) => match self.state.seal.open(&binding, sealed) {
                 Ok(state) => state,
                 Err(error) => {
-                    self.audit(identity, name, &action, pb::CallOutcome::Rejected, started);
+                    refused("invalid_request_state", &action);
                     return Err(fault(Fault::InvalidParams, error.to_string(), None));
                 }
             },
@@ -150,11 +192,22 @@ impl McpHandler {
                     input_responses: responses.flatten(),
                     state,
                     binding: &binding,
+                    request_id: &request_id,
                 },
                 ctx,
             )
             .await;
-        self.audit(identity, name, &action, outcome.audit, started);
+        self.audit(
+            identity,
+            &request_id,
+            Audited {
+                tool: name,
+                action: &action,
+                outcome: outcome.audit,
+                code: &outcome.code,
+            },
+            started,
+        );
         let mut response = outcome.result;
         if let (Some(sunset), CallToolResponse::Complete(result)) =
             (&tool.resolved.sunset, &mut response)
@@ -182,6 +235,7 @@ impl McpHandler {
                     "{name} needs input from the client (elicitation, sampling or roots) before it can finish; this edge relays such requests over MCP 2026-07-28 (input-required results), so connect with that protocol version"
                 ),
                 pb::CallOutcome::ToolError,
+                "input_unsupported",
             );
         };
         if input.state.len() > input::MAX_EXECUTOR_STATE {
@@ -192,6 +246,7 @@ impl McpHandler {
                     input::MAX_EXECUTOR_STATE
                 ),
                 pb::CallOutcome::ExecutorError,
+                "executor_state_too_large",
             );
         }
         let requests = input
@@ -205,6 +260,7 @@ impl McpHandler {
                 return Outcome::error(
                     format!("executor {executor:?} asked for input it may not: {message}"),
                     pb::CallOutcome::ExecutorError,
+                    "executor_bad_input_request",
                 );
             }
         };
@@ -216,6 +272,7 @@ impl McpHandler {
         Outcome {
             result: CallToolResponse::InputRequired(result),
             audit: pb::CallOutcome::InputRequired,
+            code: String::new(),
         }
     }
 
@@ -233,8 +290,8 @@ impl McpHandler {
             input_responses,
             state,
             binding,
+            request_id,
         } = invocation;
-        let request_id = request_id();
         let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
             tracing::warn!(
                 tenant = %identity.tenant,
@@ -249,6 +306,7 @@ impl McpHandler {
                     tool.resolved.name
                 ),
                 pb::CallOutcome::ExecutorError,
+                "executor_not_configured",
             );
         };
         let declared = declared_capabilities(ctx);
@@ -262,7 +320,7 @@ impl McpHandler {
                 arguments: tp_proto::json::to_struct(&arguments),
                 tenant: identity.tenant.clone(),
                 role: identity.role.clone(),
-                request_id: request_id.clone(),
+                request_id: request_id.to_owned(),
                 deadline_ms,
                 tenant_context: Some(pb::TenantContext {
                     lint_webhook: registry.lint_webhook.clone(),
@@ -304,6 +362,7 @@ impl McpHandler {
                             break Err(Outcome::error(
                                 format!("{}: {message}", tool.resolved.name),
                                 pb::CallOutcome::ToolError,
+                                "client_did_not_answer",
                             ));
                         }
                     }
@@ -315,14 +374,15 @@ impl McpHandler {
         match result {
             Err(outcome) => outcome,
             Ok(Ok(Reply::Done(result))) => {
-                let audit = if result.is_error {
-                    pb::CallOutcome::ToolError
+                let (audit, code) = if result.is_error {
+                    (pb::CallOutcome::ToolError, "tool_error")
                 } else {
-                    pb::CallOutcome::Ok
+                    (pb::CallOutcome::Ok, "")
                 };
                 Outcome {
                     result: content::call_result(result).into(),
                     audit,
+                    code: code.to_owned(),
                 }
             }
             Ok(Ok(Reply::InputRequired(input))) => {
@@ -340,10 +400,11 @@ impl McpHandler {
                 }
                 Outcome {
                     result: CallToolResult::error(vec![ContentBlock::text(
-                        error.caller_message(&request_id),
+                        error.caller_message(request_id),
                     )])
                     .into(),
                     audit: pb::CallOutcome::ExecutorError,
+                    code: error.audit_code(),
                 }
             }
         }
@@ -431,32 +492,33 @@ impl McpHandler {
             .ok_or_else(|| "the client's answers cannot be forwarded".to_owned())
     }
 
-    fn audit(
-        &self,
-        identity: &Identity,
-        tool: &str,
-        action: &str,
-        outcome: pb::CallOutcome,
-        started: Instant,
-    ) {
+    fn audit(&self, identity: &Identity, request_id: &str, call: Audited<'_>, started: Instant) {
+        let Audited {
+            tool,
+            action,
+            outcome,
+            code,
+        } = call;
         let duration_ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
         ::metrics::histogram!("tp_edge_tool_call_seconds").record(started.elapsed().as_secs_f64());
         self.state.audit.record(pb::UsageRecord {
             tenant: identity.tenant.clone(),
             role: identity.role.clone(),
-            tool: tool.to_owned(),
-            action: action.to_owned(),
+            tool: clip(tool),
+            action: clip(action),
             outcome: outcome as i32,
             duration_ms,
             at_ms: now_ms(),
-            request_id: String::new(),
+            request_id: clip(request_id),
             edge: self.state.config.name.clone(),
+            principal: clip(&identity.key_id),
+            error_code: code.to_owned(),
         });
         // The request's access line (crate::access) carries the call at INFO.
         if action.is_empty() {
-            tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, outcome = outcome.as_str_name(), duration_ms, "tool call");
+            tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, outcome = outcome.as_str_name(), code, duration_ms, "tool call");
         } else {
-            tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, action, outcome = outcome.as_str_name(), duration_ms, "tool call");
+            tracing::debug!(tenant = %identity.tenant, role = %identity.role, tool, action, outcome = outcome.as_str_name(), code, duration_ms, "tool call");
         }
     }
 }

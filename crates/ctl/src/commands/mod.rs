@@ -25,6 +25,7 @@ macro_rules! out {
 }
 
 mod adrs;
+pub(crate) mod audit;
 mod docs;
 mod executors;
 mod keys;
@@ -37,6 +38,7 @@ mod tools;
 mod usage;
 
 use self::adrs::*;
+use self::audit::*;
 use self::docs::*;
 use self::executors::*;
 use self::keys::*;
@@ -133,6 +135,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Roles(cmd) => roles(admin, cmd, json_out).await,
         Command::Registry(args) => registry(admin, args, json_out).await,
         Command::Usage(args) => usage(admin, args, json_out).await,
+        Command::Audit(args) => audit(admin, args, json_out).await,
         Command::Docs(cmd) => docs(admin, cmd, json_out).await,
         Command::Up(_) | Command::Export(_) | Command::Import(_) | Command::ExecutorKey(_) => {
             unreachable!("handled above")
