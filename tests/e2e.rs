@@ -5,6 +5,7 @@
 )]
 
 mod admin_fuzz;
+mod admins;
 mod adversarial;
 mod ask;
 mod audit;

@@ -141,7 +141,16 @@ impl Engine {
                     value,
                 });
             }
-            match self.store.commit(expected, &changes, now_ms()).await? {
+            match self
+                .store
+                .commit(
+                    expected,
+                    &changes,
+                    now_ms(),
+                    &crate::admin_auth::current_author(),
+                )
+                .await?
+            {
                 Commit::Committed(revision) => {
                     self.state.write().await.apply(revision, &changes);
                     let _ = self.committed.send(revision);

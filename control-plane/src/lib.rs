@@ -5,6 +5,7 @@
 //! Reading order: [`engine`] (state + store + write path), [`api`] (handlers), [`server`]
 //! (wiring), [`config`].
 
+pub mod admin_auth;
 pub mod api;
 pub mod auth;
 pub mod config;

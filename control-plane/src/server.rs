@@ -12,14 +12,16 @@ use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 use tp_proto::pb::{
-    audit_server::AuditServer, catalog_server::CatalogServer, executors_server::ExecutorsServer,
-    policy_server::PolicyServer, registry_server::RegistryServer, tenants_server::TenantsServer,
+    admins_server::AdminsServer, audit_server::AuditServer, catalog_server::CatalogServer,
+    executors_server::ExecutorsServer, policy_server::PolicyServer,
+    registry_server::RegistryServer, tenants_server::TenantsServer,
 };
 use tp_store::{PostgresStore, SqliteStore, Store};
 
 use crate::api::{
-    audit::AuditService, catalog::CatalogService, executors::ExecutorsService,
-    policy::PolicyService, registry::RegistryService, tenants::TenantsService,
+    admins::AdminsService, audit::AuditService, catalog::CatalogService,
+    executors::ExecutorsService, policy::PolicyService, registry::RegistryService,
+    tenants::TenantsService,
 };
 use crate::auth::TokenCheck;
 use crate::config::ControlPlaneConfig;
@@ -233,8 +235,11 @@ impl ControlPlane {
 /// The control plane's gRPC router, every call measured.
 type MeasuredRouter = tonic::transport::server::Router<
     tower::layer::util::Stack<
-        tp_telemetry::metrics::GrpcMetricsLayer,
-        tower::layer::util::Identity,
+        crate::admin_auth::AdminAuthLayer,
+        tower::layer::util::Stack<
+            tp_telemetry::metrics::GrpcMetricsLayer,
+            tower::layer::util::Identity,
+        >,
     >,
 >;
 
@@ -247,10 +252,9 @@ async fn router(
     purges: Arc<crate::purge::Purges>,
     token_key_refetch: std::time::Duration,
 ) -> anyhow::Result<MeasuredRouter> {
-    let admin = TokenCheck::new("admin", &[&tokens.admin]);
-    // The admin token is a superset: operators may call the edge-facing service to debug.
+    // The configured admin token is a superset: operators may call the edge-facing service
+    // to debug. Admin services are guarded by the AdminAuthLayer below.
     let edge = TokenCheck::new("edge", &[&tokens.edge, &tokens.admin]);
-    let admin_check = move |request| admin.check(request);
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -271,6 +275,9 @@ async fn router(
     health_reporter
         .set_serving::<AuditServer<AuditService>>()
         .await;
+    health_reporter
+        .set_serving::<AdminsServer<AdminsService>>()
+        .await;
     let reflection = || {
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(tp_proto::FILE_DESCRIPTOR_SET)
@@ -288,6 +295,11 @@ async fn router(
         .layer(tp_telemetry::metrics::GrpcMetricsLayer::new(
             "control_plane",
         ))
+        // Inside the metrics: refused calls are counted with their codes.
+        .layer(crate::admin_auth::AdminAuthLayer::new(
+            Arc::clone(engine),
+            &tokens.admin,
+        ))
         // Unary calls (their request included) end within the timeout; streams (Watch) are
         // answered at once and then kept alive by heartbeats.
         .timeout(request_timeout)
@@ -297,26 +309,17 @@ async fn router(
         .add_service(health_service)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
-        .add_service(CatalogServer::with_interceptor(
-            CatalogService::new(Arc::clone(engine)),
-            admin_check.clone(),
-        ))
-        .add_service(PolicyServer::with_interceptor(
-            PolicyService::new(Arc::clone(engine)),
-            admin_check.clone(),
-        ))
-        .add_service(TenantsServer::with_interceptor(
-            TenantsService::new(Arc::clone(engine), purges),
-            admin_check.clone(),
-        ))
-        .add_service(ExecutorsServer::with_interceptor(
-            ExecutorsService::new(Arc::clone(engine)),
-            admin_check.clone(),
-        ))
-        .add_service(AuditServer::with_interceptor(
-            AuditService::new(Arc::clone(engine)),
-            admin_check,
-        ))
+        .add_service(CatalogServer::new(CatalogService::new(Arc::clone(engine))))
+        .add_service(PolicyServer::new(PolicyService::new(Arc::clone(engine))))
+        .add_service(TenantsServer::new(TenantsService::new(
+            Arc::clone(engine),
+            purges,
+        )))
+        .add_service(ExecutorsServer::new(ExecutorsService::new(Arc::clone(
+            engine,
+        ))))
+        .add_service(AuditServer::new(AuditService::new(Arc::clone(engine))))
+        .add_service(AdminsServer::new(AdminsService::new(Arc::clone(engine))))
         .add_service(registry))
 }
 

@@ -14,6 +14,7 @@ const FILES: &[&str] = &[
     "toolplane/v1/registry.proto",
     "toolplane/v1/executor.proto",
     "toolplane/v1/audit.proto",
+    "toolplane/v1/admins.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -52,7 +52,8 @@ fn affects_all(kind: i32) -> bool {
             pb::ObjectKind::Adr
             | pb::ObjectKind::Policy
             | pb::ObjectKind::Tenant
-            | pb::ObjectKind::ApiKey,
+            | pb::ObjectKind::ApiKey
+            | pb::ObjectKind::AdminToken,
         ) => false,
         // Unknown kinds from a newer control plane: be safe.
         Ok(pb::ObjectKind::Unspecified) | Err(_) => true,
@@ -144,6 +145,7 @@ mod tests {
                 tenant: tenant.into(),
             }],
             committed_at_ms: 0,
+            author: String::new(),
         }
     }
 

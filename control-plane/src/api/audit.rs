@@ -82,16 +82,7 @@ fn parse_page_token(token: &str) -> Result<u64, DomainError> {
 
 /// `ListAuditRecords`' filters as a store query; `INVALID_ARGUMENT` for bad values.
 fn query(request: &pb::ListAuditRecordsRequest) -> Result<AuditQuery, DomainError> {
-    let limit = match request.page_size {
-        0 => DEFAULT_PAGE_SIZE,
-        n if n > MAX_PAGE_SIZE => {
-            return Err(DomainError::invalid(
-                "page_size",
-                format!("must be at most {MAX_PAGE_SIZE} (got {n})"),
-            ));
-        }
-        n => n,
-    };
+    let limit = super::page_size(request.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
     let outcome = match pb::CallOutcome::try_from(request.outcome) {
         Ok(pb::CallOutcome::Unspecified) => None,
         Ok(outcome) => Some(outcome_name(outcome).to_owned()),
@@ -144,7 +135,25 @@ impl Audit for AuditService {
         &self,
         request: Request<pb::ListAuditRecordsRequest>,
     ) -> Result<Response<pb::ListAuditRecordsResponse>, Status> {
-        let query = query(request.get_ref()).map_err(domain)?;
+        let who = crate::admin_auth::caller(&request);
+        let mut request = request.into_inner();
+        // A tenant admin reads the records of its tenants, one at a time (its only tenant
+        // when it names none).
+        if !who.sees_every_tenant() {
+            if request.tenant.is_empty() {
+                match who.tenants.as_slice() {
+                    [only] => request.tenant.clone_from(only),
+                    _ => {
+                        return Err(Status::permission_denied(format!(
+                            "admin token {} manages several tenants: name one (tenant)",
+                            who.name
+                        )));
+                    }
+                }
+            }
+            crate::admin_auth::check_tenant(&who, &request.tenant)?;
+        }
+        let query = query(&request).map_err(domain)?;
         let store = self.engine.store();
         let mut entries = store
             .audit(&query)

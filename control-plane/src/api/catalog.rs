@@ -140,16 +140,8 @@ impl Catalog for CatalogService {
         request: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let request = request.into_inner();
-        let page_size = match request.page_size {
-            0 => DEFAULT_PAGE_SIZE,
-            n if n > MAX_PAGE_SIZE => {
-                return Err(domain(DomainError::invalid(
-                    "page_size",
-                    format!("must be at most {MAX_PAGE_SIZE} (got {n})"),
-                )));
-            }
-            n => n,
-        } as usize;
+        let page_size = super::page_size(request.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+            .map_err(domain)? as usize;
         let after = parse_page_token(&request.page_token).map_err(domain)?;
         let status_filter = match pb::ToolStatus::try_from(request.status) {
             Ok(pb::ToolStatus::Unspecified) => None,

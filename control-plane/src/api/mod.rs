@@ -1,5 +1,6 @@
 //! gRPC handlers: decode → domain → engine → encode. Thin on purpose.
 
+pub mod admins;
 pub mod audit;
 pub mod catalog;
 pub mod executors;
@@ -34,5 +35,17 @@ pub(crate) fn required<'a>(field: &str, value: &'a str) -> Result<&'a str, Statu
         Err(domain(DomainError::invalid(field, "is required")))
     } else {
         Ok(value)
+    }
+}
+
+/// A request's `page_size`: `default` for 0, refused above `max`.
+pub(crate) fn page_size(value: u32, default: u32, max: u32) -> Result<u32, DomainError> {
+    match value {
+        0 => Ok(default),
+        n if n > max => Err(DomainError::invalid(
+            "page_size",
+            format!("must be at most {max} (got {n})"),
+        )),
+        n => Ok(n),
     }
 }

@@ -56,7 +56,7 @@ impl RegistryService {
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
 
 /// Resolves the tenant of changes that carry no object (deletes of keys and tenants).
-fn tenant_of(change: &Change) -> Option<String> {
+pub(crate) fn tenant_of(change: &Change) -> Option<String> {
     match change {
         Change::Delete {
             kind: ObjectKind::Tenant,
@@ -303,6 +303,7 @@ async fn stream_changes(
                     event: Some(pb::watch_event::Event::Change(change_pb(
                         record.revision,
                         record.at_ms,
+                        &record.author,
                         &record.changes,
                         tenant_of,
                     ))),

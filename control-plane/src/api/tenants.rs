@@ -9,6 +9,7 @@ use tp_proto::pb::{self, tenants_server::Tenants};
 use tp_registry::{ApiKey, DomainError, resolve};
 
 use super::{domain, required, status};
+use crate::admin_auth::{caller, check_tenant};
 use crate::engine::{Engine, now_secs};
 
 /// Longest key lifetime that can be requested (10 years).
@@ -68,7 +69,10 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::UpdateTenantRequest>,
     ) -> Result<Response<pb::Tenant>, Status> {
-        let tenant = try_tenant(request.into_inner().tenant).map_err(domain)?;
+        let who = caller(&request);
+        let request = request.into_inner();
+        check_tenant(&who, request.tenant.as_ref().map_or("", |t| t.id.as_str()))?;
+        let tenant = try_tenant(request.tenant).map_err(domain)?;
         let id = tenant.id.clone();
         self.engine
             .write(|state| Ok((state.update_tenant(tenant.clone())?, ())))
@@ -81,18 +85,28 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::GetTenantRequest>,
     ) -> Result<Response<pb::Tenant>, Status> {
+        let who = caller(&request);
         let request = request.into_inner();
         required("id", &request.id)?;
+        check_tenant(&who, &request.id)?;
         Ok(Response::new(self.tenant(&request.id).await?))
     }
 
     async fn list_tenants(
         &self,
-        _: Request<pb::ListTenantsRequest>,
+        request: Request<pb::ListTenantsRequest>,
     ) -> Result<Response<pb::ListTenantsResponse>, Status> {
+        let who = caller(&request);
         let tenants = self
             .engine
-            .read(|state| state.tenants.values().map(pb::Tenant::from).collect())
+            .read(|state| {
+                state
+                    .tenants
+                    .values()
+                    .filter(|t| who.may_manage(&t.id))
+                    .map(pb::Tenant::from)
+                    .collect()
+            })
             .await;
         Ok(Response::new(pb::ListTenantsResponse { tenants }))
     }
@@ -132,8 +146,10 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::IssueApiKeyRequest>,
     ) -> Result<Response<pb::IssueApiKeyResponse>, Status> {
+        let who = caller(&request);
         let request = request.into_inner();
         required("tenant", &request.tenant)?;
+        check_tenant(&who, &request.tenant)?;
         required("role", &request.role)?;
         if request.ttl_seconds > MAX_KEY_TTL_SECONDS {
             return Err(domain(DomainError::invalid(
@@ -168,7 +184,11 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::ListApiKeysRequest>,
     ) -> Result<Response<pb::ListApiKeysResponse>, Status> {
+        let who = caller(&request);
         let request = request.into_inner();
+        if !request.tenant.is_empty() {
+            check_tenant(&who, &request.tenant)?;
+        }
         let keys = self
             .engine
             .read(|state| {
@@ -180,6 +200,7 @@ impl Tenants for TenantsService {
                         .keys
                         .values()
                         .filter(|key| request.tenant.is_empty() || key.tenant == request.tenant)
+                        .filter(|key| who.may_manage(&key.tenant))
                         .map(pb::ApiKeyInfo::from)
                         .collect(),
                 )
@@ -193,8 +214,16 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::RevokeApiKeyRequest>,
     ) -> Result<Response<pb::ApiKeyInfo>, Status> {
+        let who = caller(&request);
         let request = request.into_inner();
         required("id", &request.id)?;
+        let owner = self
+            .engine
+            .read(|state| state.keys.get(&request.id).map(|k| k.tenant.clone()))
+            .await;
+        if let Some(owner) = owner {
+            check_tenant(&who, &owner)?;
+        }
         let now = now_secs();
         self.engine
             .write(|state| Ok((state.revoke_key(&request.id, now)?, ())))
@@ -213,8 +242,10 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::PreviewRegistryRequest>,
     ) -> Result<Response<pb::PreviewRegistryResponse>, Status> {
+        let who = caller(&request);
         let request = request.into_inner();
         required("tenant", &request.tenant)?;
+        check_tenant(&who, &request.tenant)?;
         required("role", &request.role)?;
         let response = self
             .engine

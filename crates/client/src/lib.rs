@@ -12,8 +12,9 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tp_proto::pb::{
-    audit_client::AuditClient, catalog_client::CatalogClient, executors_client::ExecutorsClient,
-    policy_client::PolicyClient, registry_client::RegistryClient, tenants_client::TenantsClient,
+    admins_client::AdminsClient, audit_client::AuditClient, catalog_client::CatalogClient,
+    executors_client::ExecutorsClient, policy_client::PolicyClient,
+    registry_client::RegistryClient, tenants_client::TenantsClient,
 };
 
 /// Adds `authorization: Bearer <token>` to every request. Its `Debug` hides the token.
@@ -63,6 +64,8 @@ pub struct Admin {
     pub registry: RegistryClient<Authed>,
     /// The audit trail.
     pub audit: AuditClient<Authed>,
+    /// Admin identities and the change log.
+    pub admins: AdminsClient<Authed>,
 }
 
 // === impl Admin ===
@@ -94,7 +97,8 @@ impl Admin {
             tenants: TenantsClient::with_interceptor(channel.clone(), bearer.clone()),
             executors: ExecutorsClient::with_interceptor(channel.clone(), bearer.clone()),
             registry: RegistryClient::with_interceptor(channel.clone(), bearer.clone()),
-            audit: AuditClient::with_interceptor(channel, bearer),
+            audit: AuditClient::with_interceptor(channel.clone(), bearer.clone()),
+            admins: AdminsClient::with_interceptor(channel, bearer),
         }
     }
 }

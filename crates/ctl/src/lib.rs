@@ -79,6 +79,14 @@ pub enum Command {
     /// The audit trail: one record per tool call (never argument values), oldest first;
     /// `--json` prints JSON lines, a page at a time, for export.
     Audit(AuditArgs),
+    /// Admin tokens: scoped (read-only, tenant-admin for named tenants, full), shown once,
+    /// revocable.
+    #[command(subcommand)]
+    AdminTokens(AdminTokensCmd),
+    /// The admin identity your token stands for.
+    Whoami,
+    /// Committed writes with their authors, oldest first (`--json`: JSON lines).
+    Changes(ChangesArgs),
     /// The catalogue as a document.
     #[command(subcommand)]
     Docs(DocsCmd),
@@ -548,6 +556,48 @@ pub struct AuditArgs {
     #[arg(long, value_parser = commands::audit::parse_when)]
     pub until: Option<u64>,
     /// At most this many records.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+}
+
+/// `admin-tokens ...`
+#[derive(Debug, Subcommand)]
+pub enum AdminTokensCmd {
+    /// Issue an admin token (printed once).
+    Issue {
+        /// What it may do: read-only (every read), tenant-admin (reads, and everything about
+        /// the --tenant tenants), or full (everything, admin tokens included).
+        #[arg(long, value_parser = ["read-only", "tenant-admin", "full"])]
+        scope: String,
+        /// A tenant a tenant-admin token manages (repeat for several).
+        #[arg(long = "tenant")]
+        tenants: Vec<String>,
+        /// Who or what holds it.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Lifetime in seconds (default: never expires).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=315_360_000))]
+        ttl: Option<u64>,
+    },
+    /// List admin tokens (never their secrets).
+    List,
+    /// Revoke an admin token.
+    Revoke {
+        /// Token id (adm_...).
+        id: String,
+    },
+}
+
+/// `changes [--since-revision N] [--author A] [--limit N]`
+#[derive(Debug, Args)]
+pub struct ChangesArgs {
+    /// Only writes after this revision.
+    #[arg(long, default_value_t = 0)]
+    pub since_revision: u64,
+    /// Only writes by this author (`admin`, an admin token's id, or `system`).
+    #[arg(long, default_value = "")]
+    pub author: String,
+    /// At most this many writes.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: Option<u32>,
 }

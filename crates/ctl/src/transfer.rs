@@ -165,7 +165,10 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
         .collect();
     let count = changes.len();
     eprintln!("import: writing {count} objects as one revision…");
-    match store.commit(0, &changes, crate::output::now_ms()).await? {
+    match store
+        .commit(0, &changes, crate::output::now_ms(), "system")
+        .await?
+    {
         Commit::Committed(revision) => {
             eprintln!("imported {count} objects as revision {revision}");
             Ok(0)

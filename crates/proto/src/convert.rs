@@ -448,6 +448,7 @@ pub fn object_kind_pb(kind: domain::ObjectKind) -> pb::ObjectKind {
         domain::ObjectKind::Executor => pb::ObjectKind::Executor,
         domain::ObjectKind::Provider => pb::ObjectKind::Provider,
         domain::ObjectKind::Role => pb::ObjectKind::Role,
+        domain::ObjectKind::AdminToken => pb::ObjectKind::AdminToken,
     }
 }
 
@@ -456,12 +457,14 @@ pub fn object_kind_pb(kind: domain::ObjectKind) -> pb::ObjectKind {
 pub fn change_pb(
     revision: u64,
     committed_at_ms: u64,
+    author: &str,
     changes: &[domain::Change],
     tenant_of: impl Fn(&domain::Change) -> Option<String>,
 ) -> pb::Change {
     pb::Change {
         revision,
         committed_at_ms,
+        author: author.to_owned(),
         items: changes
             .iter()
             .map(|change| {

@@ -5,6 +5,7 @@
 //! No I/O, no clock, no randomness: callers pass in what they need (`now`, generated
 //! ids and key hashes). Everything here is unit- and property-tested.
 
+pub mod admin;
 pub mod adr;
 pub mod demo;
 pub mod docs;
@@ -20,6 +21,7 @@ pub mod strict;
 pub mod tokens;
 pub mod tool;
 
+pub use admin::{Access, AdminCaller, AdminScope, AdminToken};
 pub use adr::{Adr, AdrStatus};
 pub use error::{
     DomainError, DomainResult, ErrorCode, FieldViolation, HasErrorCode, PreconditionViolation,

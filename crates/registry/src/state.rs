@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::admin::AdminToken;
 use crate::adr::{Adr, AdrStatus};
 use crate::error::{DomainError, DomainResult, ErrorCode, Violations};
 use crate::ident::{MAX_TITLE, check_date, check_slug, check_text};
@@ -40,6 +41,8 @@ pub enum ObjectKind {
     Provider,
     /// A role.
     Role,
+    /// An admin token.
+    AdminToken,
 }
 
 /// One stored object.
@@ -64,6 +67,8 @@ pub enum Object {
     Provider(Provider),
     /// A role.
     Role(Role),
+    /// An admin token.
+    AdminToken(AdminToken),
 }
 
 /// One change of a write.
@@ -108,6 +113,10 @@ pub struct State {
     pub providers: BTreeMap<String, Provider>,
     /// Roles by name.
     pub roles: BTreeMap<String, Role>,
+    /// Admin tokens by id.
+    pub admin_tokens: BTreeMap<String, AdminToken>,
+    /// Admin token id by token hash.
+    pub admin_token_hashes: HashMap<String, String>,
 }
 
 /// The key of the policy object.
@@ -127,6 +136,7 @@ impl ObjectKind {
             ObjectKind::Executor => "executor",
             ObjectKind::Provider => "provider",
             ObjectKind::Role => "role",
+            ObjectKind::AdminToken => "admin_token",
         }
     }
 
@@ -137,7 +147,11 @@ impl ObjectKind {
             ObjectKind::Tool | ObjectKind::Executor | ObjectKind::Provider | ObjectKind::Role => {
                 true
             }
-            ObjectKind::Adr | ObjectKind::Policy | ObjectKind::Tenant | ObjectKind::ApiKey => false,
+            ObjectKind::Adr
+            | ObjectKind::Policy
+            | ObjectKind::Tenant
+            | ObjectKind::ApiKey
+            | ObjectKind::AdminToken => false,
         }
     }
 }
@@ -156,6 +170,7 @@ impl Object {
             Object::Executor(_) => ObjectKind::Executor,
             Object::Provider(_) => ObjectKind::Provider,
             Object::Role(_) => ObjectKind::Role,
+            Object::AdminToken(_) => ObjectKind::AdminToken,
         }
     }
 
@@ -170,6 +185,7 @@ impl Object {
             Object::Executor(executor) => &executor.name,
             Object::Provider(provider) => &provider.id,
             Object::Role(role) => &role.name,
+            Object::AdminToken(token) => &token.id,
         }
     }
 
@@ -183,7 +199,8 @@ impl Object {
             | Object::Policy(_)
             | Object::Executor(_)
             | Object::Provider(_)
-            | Object::Role(_) => None,
+            | Object::Role(_)
+            | Object::AdminToken(_) => None,
         }
     }
 
@@ -197,7 +214,8 @@ impl Object {
             | Object::ApiKey(_)
             | Object::Executor(_)
             | Object::Provider(_)
-            | Object::Role(_) => {}
+            | Object::Role(_)
+            | Object::AdminToken(_) => {}
         }
     }
 }
@@ -285,6 +303,11 @@ impl State {
             Object::Role(role) => {
                 self.roles.insert(role.name.clone(), role);
             }
+            Object::AdminToken(token) => {
+                self.admin_token_hashes
+                    .insert(token.hash.clone(), token.id.clone());
+                self.admin_tokens.insert(token.id.clone(), token);
+            }
         }
     }
 
@@ -313,6 +336,11 @@ impl State {
             }
             ObjectKind::Role => {
                 self.roles.remove(key);
+            }
+            ObjectKind::AdminToken => {
+                if let Some(removed) = self.admin_tokens.remove(key) {
+                    self.admin_token_hashes.remove(&removed.hash);
+                }
             }
         }
     }
@@ -535,6 +563,7 @@ fn check_ceiling_value(ceiling: u32) -> DomainResult<()> {
     Ok(())
 }
 
+mod admins;
 mod adrs;
 mod tenants;
 mod tools;

@@ -9,8 +9,10 @@ async fn seed(store: &dyn Store) -> State {
     let world = DemoWorld::load();
     let mut state = State::default();
     for changes in world.seed(&State::default()).unwrap() {
-        let Commit::Committed(revision) =
-            store.commit(state.revision, &changes, 1_000).await.unwrap()
+        let Commit::Committed(revision) = store
+            .commit(state.revision, &changes, 1_000, "system")
+            .await
+            .unwrap()
         else {
             panic!("unexpected conflict");
         };
@@ -53,7 +55,7 @@ pub(crate) async fn contract(store: &dyn Store) {
     // A stale writer conflicts and writes nothing.
     let stale = state.retire_tool("gemini").unwrap();
     let outcome = store
-        .commit(state.revision - 1, &stale, 2_000)
+        .commit(state.revision - 1, &stale, 2_000, "admin")
         .await
         .unwrap();
     assert_eq!(
@@ -70,11 +72,20 @@ pub(crate) async fn contract(store: &dyn Store) {
         key: "initech".into(),
     }];
     assert_eq!(
-        store.commit(state.revision, &delete, 3_000).await.unwrap(),
+        store
+            .commit(state.revision, &delete, 3_000, "adm_0123456789abcdef")
+            .await
+            .unwrap(),
         Commit::Committed(state.revision + 1)
     );
     let snapshot = store.load().await.unwrap();
     assert!(!snapshot.objects.iter().any(|o| o.key() == "initech"));
+    // Every record says who wrote it.
+    let log = store.changes_since(state.revision - 1, 10).await.unwrap();
+    assert_eq!(
+        log.iter().map(|r| r.author.as_str()).collect::<Vec<_>>(),
+        ["system", "adm_0123456789abcdef"]
+    );
 
     // Usage counters and the audit trail, written together.
     let call = |tenant: &str, tool: &str, outcome: &str, at_ms: u64| CallRecord {
@@ -311,13 +322,11 @@ async fn postgres_replicas_migrate_together_and_never_repeat_a_revision() {
     };
     let mut wins = 0;
     for round in 0..25u64 {
-        let outcomes = futures::future::join_all(
-            stores
-                .iter()
-                .enumerate()
-                .map(|(i, s)| async move { s.commit(round, &change(i), 1).await.unwrap() }),
-        )
-        .await;
+        let outcomes =
+            futures::future::join_all(stores.iter().enumerate().map(|(i, s)| async move {
+                s.commit(round, &change(i), 1, "system").await.unwrap()
+            }))
+            .await;
         let committed: Vec<&Commit> = outcomes
             .iter()
             .filter(|o| matches!(o, Commit::Committed(_)))

@@ -63,6 +63,9 @@ pub struct ChangeRecord {
     pub at_ms: u64,
     /// The changes, as committed (objects stamped with the revision).
     pub changes: Vec<Change>,
+    /// Who made the write (`admin`, an admin token's id, or `system`; empty for writes
+    /// committed before authors were recorded).
+    pub author: String,
 }
 
 /// Outcome of a compare-and-set commit.
@@ -99,8 +102,15 @@ pub trait Store: Send + Sync + 'static {
     /// Loads the latest version of every object and the revision they are at.
     async fn load(&self) -> StoreResult<Snapshot>;
 
-    /// Commits `changes` as revision `expected + 1` if the store is still at `expected`.
-    async fn commit(&self, expected: u64, changes: &[Change], at_ms: u64) -> StoreResult<Commit>;
+    /// Commits `changes`, written by `author`, as revision `expected + 1` if the store is
+    /// still at `expected`.
+    async fn commit(
+        &self,
+        expected: u64,
+        changes: &[Change],
+        at_ms: u64,
+        author: &str,
+    ) -> StoreResult<Commit>;
 
     /// Up to `limit` change records with revision `> after`, in revision order.
     async fn changes_since(&self, after: u64, limit: u32) -> StoreResult<Vec<ChangeRecord>>;

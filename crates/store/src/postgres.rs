@@ -48,6 +48,7 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX IF NOT EXISTS tp_audit_by_tenant ON tp_audit (tenant, seq);
      CREATE INDEX IF NOT EXISTS tp_audit_by_time ON tp_audit (at_ms);
      CREATE TABLE IF NOT EXISTS tp_audit_shed (edge TEXT PRIMARY KEY, records BIGINT NOT NULL);",
+    "ALTER TABLE tp_changes ADD COLUMN IF NOT EXISTS author TEXT NOT NULL DEFAULT '';",
 ];
 
 /// PostgreSQL-backed [`Store`].
@@ -153,7 +154,13 @@ impl Store for PostgresStore {
         })
     }
 
-    async fn commit(&self, expected: u64, changes: &[Change], at_ms: u64) -> StoreResult<Commit> {
+    async fn commit(
+        &self,
+        expected: u64,
+        changes: &[Change],
+        at_ms: u64,
+        author: &str,
+    ) -> StoreResult<Commit> {
         let revision = expected + 1;
         let mut tx = self.pool.begin().await?;
         let bumped = sqlx::query("UPDATE tp_revision SET value = $1 WHERE id = 1 AND value = $2")
@@ -194,12 +201,15 @@ impl Store for PostgresStore {
                 }
             }
         }
-        sqlx::query("INSERT INTO tp_changes (revision, at_ms, doc) VALUES ($1, $2, $3)")
-            .bind(to_i64(revision))
-            .bind(to_i64(at_ms))
-            .bind(encode(&changes))
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO tp_changes (revision, at_ms, doc, author) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(to_i64(revision))
+        .bind(to_i64(at_ms))
+        .bind(encode(&changes))
+        .bind(author)
+        .execute(&mut *tx)
+        .await?;
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(CHANNEL)
             .bind(revision.to_string())
@@ -211,7 +221,7 @@ impl Store for PostgresStore {
 
     async fn changes_since(&self, after: u64, limit: u32) -> StoreResult<Vec<ChangeRecord>> {
         let rows = sqlx::query(
-            "SELECT revision, at_ms, doc FROM tp_changes WHERE revision > $1 ORDER BY revision LIMIT $2",
+            "SELECT revision, at_ms, doc, author FROM tp_changes WHERE revision > $1 ORDER BY revision LIMIT $2",
         )
         .bind(to_i64(after))
         .bind(i64::from(limit))
@@ -225,6 +235,7 @@ impl Store for PostgresStore {
                 revision,
                 at_ms: to_u64(row.try_get("at_ms")?),
                 changes: decode(format!("change {revision}"), &doc)?,
+                author: row.try_get("author")?,
             });
         }
         Ok(records)

@@ -37,6 +37,7 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX IF NOT EXISTS audit_by_tenant ON audit (tenant, seq);
      CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at_ms);
      CREATE TABLE IF NOT EXISTS audit_shed (edge TEXT PRIMARY KEY, records INTEGER NOT NULL);",
+    "ALTER TABLE changes ADD COLUMN author TEXT NOT NULL DEFAULT '';",
 ];
 
 /// SQLite-backed [`Store`].
@@ -151,7 +152,13 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn commit(&self, expected: u64, changes: &[Change], at_ms: u64) -> StoreResult<Commit> {
+    async fn commit(
+        &self,
+        expected: u64,
+        changes: &[Change],
+        at_ms: u64,
+        author: &str,
+    ) -> StoreResult<Commit> {
         let revision = expected + 1;
         let mut tx = self.pool.begin().await?;
         let bumped = sqlx::query("UPDATE revision SET value = ? WHERE id = 1 AND value = ?")
@@ -192,10 +199,11 @@ impl Store for SqliteStore {
                 }
             }
         }
-        sqlx::query("INSERT INTO changes (revision, at_ms, doc) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO changes (revision, at_ms, doc, author) VALUES (?, ?, ?, ?)")
             .bind(to_i64(revision))
             .bind(to_i64(at_ms))
             .bind(encode(&changes))
+            .bind(author)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -204,7 +212,7 @@ impl Store for SqliteStore {
 
     async fn changes_since(&self, after: u64, limit: u32) -> StoreResult<Vec<ChangeRecord>> {
         let rows = sqlx::query(
-            "SELECT revision, at_ms, doc FROM changes WHERE revision > ? ORDER BY revision LIMIT ?",
+            "SELECT revision, at_ms, doc, author FROM changes WHERE revision > ? ORDER BY revision LIMIT ?",
         )
         .bind(to_i64(after))
         .bind(i64::from(limit))
@@ -218,6 +226,7 @@ impl Store for SqliteStore {
                 revision,
                 at_ms: to_u64(row.try_get("at_ms")?),
                 changes: decode(format!("change {revision}"), &doc)?,
+                author: row.try_get("author")?,
             });
         }
         Ok(records)

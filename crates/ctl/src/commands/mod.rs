@@ -12,8 +12,8 @@ use tp_registry as domain;
 
 use crate::output::{json as pretty, or_dash, table};
 use crate::{
-    Admin, AdrArgs, AdrsCmd, Cli, Command, DocsCmd, ExecutorsCmd, KeysCmd, PolicyCmd, ProvidersCmd,
-    RolesCmd, TenantArgs, TenantsCmd, ToolsCmd, TrustArgs,
+    Admin, AdminTokensCmd, AdrArgs, AdrsCmd, Cli, Command, DocsCmd, ExecutorsCmd, KeysCmd,
+    PolicyCmd, ProvidersCmd, RolesCmd, TenantArgs, TenantsCmd, ToolsCmd, TrustArgs,
 };
 
 /// `println!` that ignores a closed stdout (`toolplanectl ... | head` must not panic).
@@ -24,6 +24,7 @@ macro_rules! out {
     }};
 }
 
+mod admins;
 mod adrs;
 pub(crate) mod audit;
 mod docs;
@@ -37,6 +38,7 @@ mod tenants;
 mod tools;
 mod usage;
 
+use self::admins::*;
 use self::adrs::*;
 use self::audit::*;
 use self::docs::*;
@@ -136,6 +138,9 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Registry(args) => registry(admin, args, json_out).await,
         Command::Usage(args) => usage(admin, args, json_out).await,
         Command::Audit(args) => audit(admin, args, json_out).await,
+        Command::AdminTokens(cmd) => admin_tokens(admin, cmd, json_out).await,
+        Command::Whoami => whoami(admin, json_out).await,
+        Command::Changes(args) => changes(admin, args, json_out).await,
         Command::Docs(cmd) => docs(admin, cmd, json_out).await,
         Command::Up(_) | Command::Export(_) | Command::Import(_) | Command::ExecutorKey(_) => {
             unreachable!("handled above")
