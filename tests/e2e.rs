@@ -24,6 +24,7 @@ mod fuzz_mcp;
 mod hostile;
 mod metrics;
 mod oauth;
+mod otel;
 mod postgres;
 mod rng;
 mod trust;

@@ -65,7 +65,11 @@ async fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    tp_telemetry::init(&config.log_level, config.log_json);
+    let _telemetry = tp_telemetry::init(
+        &config.log_level,
+        config.log_json,
+        "toolplane-control-plane",
+    );
     let control_plane = ControlPlane::start(&config, tp_telemetry::shutdown_signal()).await?;
     if let Some(path) = &args.ready_file {
         let tmp = path.with_extension("tmp");

@@ -237,8 +237,11 @@ type MeasuredRouter = tonic::transport::server::Router<
     tower::layer::util::Stack<
         crate::admin_auth::AdminAuthLayer,
         tower::layer::util::Stack<
-            tp_telemetry::metrics::GrpcMetricsLayer,
-            tower::layer::util::Identity,
+            tp_telemetry::trace::GrpcTraceLayer,
+            tower::layer::util::Stack<
+                tp_telemetry::metrics::GrpcMetricsLayer,
+                tower::layer::util::Identity,
+            >,
         >,
     >,
 >;
@@ -295,6 +298,8 @@ async fn router(
         .layer(tp_telemetry::metrics::GrpcMetricsLayer::new(
             "control_plane",
         ))
+        // A span per call, child of the caller's trace (traceparent), when traces export.
+        .layer(tp_telemetry::trace::GrpcTraceLayer::new("control_plane"))
         // Inside the metrics: refused calls are counted with their codes.
         .layer(crate::admin_auth::AdminAuthLayer::new(
             Arc::clone(engine),

@@ -18,10 +18,13 @@ use tracing::Instrument as _;
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// What the stack learned about one request.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AccessLog {
     entry: Mutex<Entry>,
     id: String,
+    /// The request's span: the parent of spans opened on other tasks (rmcp runs handlers on
+    /// tasks of their own, where the current span is not the request's).
+    span: tracing::Span,
 }
 
 #[derive(Debug, Default)]
@@ -40,6 +43,11 @@ impl AccessLog {
     /// The request id (the client's `x-request-id` when it is a short token, else a new one).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The request's span.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
     }
 
     /// Records the authenticated caller.
@@ -106,19 +114,23 @@ where
     Fut: std::future::Future<Output = Response>,
 {
     let started = Instant::now();
+    let id = request_id(&request);
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        tenant = tracing::field::Empty,
+        role = tracing::field::Empty,
+    );
+    // A client's trace (traceparent) continues through the edge.
+    tp_telemetry::trace::set_parent(&span, request.headers());
     let log = Arc::new(AccessLog {
         entry: Mutex::default(),
-        id: request_id(&request),
+        id,
+        span: span.clone(),
     });
     request.extensions_mut().insert(Arc::clone(&log));
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let span = tracing::info_span!(
-        "request",
-        request_id = %log.id,
-        tenant = tracing::field::Empty,
-        role = tracing::field::Empty,
-    );
     let mut response = inner(request).instrument(span).await;
     if let Ok(value) = HeaderValue::from_str(&log.id) {
         response.headers_mut().insert(REQUEST_ID, value);

@@ -538,6 +538,8 @@ async fn call(
     let mut grpc_request = tonic::Request::new(request);
     grpc_request.set_timeout(deadline.saturating_duration_since(Instant::now()));
     key.sign_request("Invoke", &mut grpc_request);
+    // The executor's spans continue the call's trace.
+    tp_telemetry::trace::inject(grpc_request.metadata_mut());
     let mut stream = client
         .invoke(grpc_request)
         .await

@@ -42,6 +42,8 @@ impl Interceptor for Bearer {
         request
             .metadata_mut()
             .insert("authorization", self.0.clone());
+        // The caller's trace continues on the server (W3C traceparent), when traces export.
+        tp_telemetry::trace::inject(request.metadata_mut());
         Ok(request)
     }
 }

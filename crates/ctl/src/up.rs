@@ -60,7 +60,7 @@ const DEMO_ROLES: [&str; 2] = ["collector", "executor"];
 
 /// Runs the stack until Ctrl-C or SIGTERM.
 pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
-    tp_telemetry::init("info", args.log_format == "json");
+    let _telemetry = tp_telemetry::init("info", args.log_format == "json", "toolplane");
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     // Before anything starts: a damaged credentials file or a port someone holds stops `up`

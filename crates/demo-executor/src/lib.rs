@@ -395,6 +395,7 @@ pub async fn serve_with(
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<ExecutorServer<DemoExecutor>>().await;
     tonic::transport::Server::builder()
+        .layer(tp_telemetry::trace::GrpcTraceLayer::new("demo_executor"))
         .add_service(health)
         .add_service(ExecutorServer::new(executor))
         .serve_with_incoming_shutdown(

@@ -69,7 +69,7 @@ async fn main() -> anyhow::Result<()> {
         println!("tp-demo-executor: configuration is valid: listen {listen}");
         return Ok(());
     }
-    tp_telemetry::init("info", false);
+    let _telemetry = tp_telemetry::init("info", false, "toolplane-demo-executor");
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

@@ -1,5 +1,6 @@
 //! Tracing and metrics shared by every Toolplane binary. Tracing: an `EnvFilter` (from `RUST_LOG`
-//! when set, else the configured level) and text or JSON output on stderr.
+//! when set, else the configured level), text or JSON output on stderr, and OpenTelemetry
+//! export over OTLP when the standard `OTEL_*` variables are set ([`trace`]).
 //!
 //! Text is coloured only on a terminal and never when `NO_COLOR` is set (<https://no-color.org>),
 //! so log files hold no escape codes. `TOOLPLANE_LOG_FORMAT=json` turns JSON on for every
@@ -9,8 +10,12 @@
 use std::io::IsTerminal as _;
 
 pub mod metrics;
+pub mod trace;
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Directives added to the configured level unless `RUST_LOG` is set.
 const QUIET: &str = "rmcp::service=error,tower_http=warn,h2=warn,hyper=warn";
@@ -25,20 +30,43 @@ pub fn json_from_env() -> bool {
     std::env::var("TOOLPLANE_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"))
 }
 
-/// Installs the global subscriber. Safe to call more than once (later calls do nothing), so
-/// one process can host several components (`toolplanectl up`).
-pub fn init(level: &str, json: bool) {
+/// What [`init`] set up that must live as long as the process: with OTLP export on, dropping
+/// it flushes the spans still buffered.
+#[derive(Debug, Default)]
+#[must_use = "keep it until the process ends, or buffered spans are lost"]
+pub struct Telemetry {
+    _exporting: Option<trace::Exporting>,
+}
+
+/// Installs the global subscriber: logs on stderr, and OpenTelemetry spans exported over OTLP
+/// as `service` when the `OTEL_*` variables ask for it ([`trace`]). Safe to call more than
+/// once (later calls do nothing), so one process can host several components
+/// (`toolplanectl up`).
+pub fn init(level: &str, json: bool, service: &str) -> Telemetry {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("{QUIET},{level}")));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_ansi(colour())
         .with_writer(std::io::stderr);
-    let _ = if json || json_from_env() {
-        builder.json().try_init()
+    let logs = if json || json_from_env() {
+        logs.json().boxed()
     } else {
-        builder.try_init()
+        logs.boxed()
     };
+    let (otel, exporting) = match trace::otlp(service) {
+        Some((layer, exporting)) => (Some(layer), Some(exporting)),
+        None => (None, None),
+    };
+    let installed = tracing_subscriber::registry()
+        .with(filter)
+        .with(logs)
+        .with(otel)
+        .try_init()
+        .is_ok();
+    Telemetry {
+        // A second call exports nothing of its own: its provider is dropped (and shut down).
+        _exporting: exporting.filter(|_| installed),
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM (what orchestrators send to stop a process), for every

@@ -251,6 +251,20 @@ impl WikiProcess {
         Self::start_with(&args).await
     }
 
+    /// Starts `tp-wiki` with loopback fetching allowed and environment variables (e.g. the
+    /// `OTEL_*` ones).
+    pub async fn start_with_env(envs: &[(&str, String)]) -> WikiProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (process, addr) = Self::spawn_with_env(
+            dir.path(),
+            "127.0.0.1:0",
+            &["--allow-private-urls", "--allow-http"],
+            envs,
+        )
+        .await;
+        WikiProcess { process, addr, dir }
+    }
+
     async fn start_with(extra: &[&str]) -> WikiProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let (process, addr) = Self::spawn(dir.path(), "127.0.0.1:0", extra).await;
@@ -258,6 +272,15 @@ impl WikiProcess {
     }
 
     async fn spawn(dir: &Path, listen: &str, extra: &[&str]) -> (Process, String) {
+        Self::spawn_with_env(dir, listen, extra, &[]).await
+    }
+
+    async fn spawn_with_env(
+        dir: &Path,
+        listen: &str,
+        extra: &[&str],
+        envs: &[(&str, String)],
+    ) -> (Process, String) {
         let ready = dir.join("ready");
         let _ = std::fs::remove_file(&ready);
         let mut args = vec![
@@ -271,7 +294,7 @@ impl WikiProcess {
             ready.display().to_string(),
         ];
         args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let mut process = Process::spawn(&binary("tp-wiki"), &args, &dir.join("wiki.log"), &[]);
+        let mut process = Process::spawn(&binary("tp-wiki"), &args, &dir.join("wiki.log"), envs);
         let addr = wait_ready(&ready, &mut process).await;
         (process, addr)
     }

@@ -110,7 +110,7 @@ async fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    tp_telemetry::init("info", false);
+    let _telemetry = tp_telemetry::init("info", false, "toolplane-wiki");
     let storage = match &args.s3_bucket {
         Some(bucket) => {
             let mut builder =

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use serde_json::{Value, json};
 use tokio_stream::wrappers::ReceiverStream;
@@ -486,6 +487,12 @@ impl Executor for WikiService {
         let (sender, receiver) = tokio::sync::mpsc::channel(16);
         let service = self.clone();
         let started = std::time::Instant::now();
+        // The work runs on a task of its own: its span is the call's child explicitly.
+        let span = tracing::info_span!(
+            "wiki.call",
+            action = %request.action,
+            tenant = %request.tenant,
+        );
         tokio::spawn(async move {
             let progress_sender = sender.clone();
             let progress = move |done: f64, total: f64, message: &str| {
@@ -529,7 +536,8 @@ impl Executor for WikiService {
             metrics::histogram!("tp_wiki_call_duration_seconds", "action" => action, "code" => code)
                 .record(started.elapsed().as_secs_f64());
             let _ = sender.send(event).await;
-        });
+        }
+        .instrument(span));
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
 
@@ -563,6 +571,7 @@ pub async fn serve(
     tonic::transport::Server::builder()
         // Every call counted and timed (tp_grpc_server_*{server="wiki"}).
         .layer(tp_telemetry::metrics::GrpcMetricsLayer::new("wiki"))
+        .layer(tp_telemetry::trace::GrpcTraceLayer::new("wiki"))
         .add_service(health)
         .add_service(ExecutorServer::new(service))
         .serve_with_incoming_shutdown(

@@ -1,6 +1,7 @@
 //! Bearer-key authentication of every `/mcp` request.
 
 use super::*;
+use tracing::Instrument as _;
 
 /// A 401 whose challenge names the error (RFC 6750 `invalid_token`) unless the request
 /// carried no credentials at all, and points at the protected-resource metadata when OAuth is
@@ -79,7 +80,8 @@ pub(super) async fn authenticate(
                     "Authorization must be \"Bearer <api key or access token>\"",
                 );
             };
-            match state.caches.identity(key).await {
+            let lookup = tracing::info_span!("identity.lookup");
+            match state.caches.identity(key).instrument(lookup).await {
                 Ok(identity) => identity,
                 Err(LookupError::Unauthenticated | LookupError::NotFound) => {
                     return refused(

@@ -6,6 +6,7 @@ use super::validate::{
     check_action, declared_capabilities, missing_client_capabilities, validate_schema,
 };
 use super::*;
+use tracing::Instrument as _;
 
 fn request_id() -> String {
     let bytes: [u8; 8] = rand::random();
@@ -337,6 +338,15 @@ impl McpHandler {
         let mut relay = Relay::new(ctx);
         let mut on_event = |event: CallEvent| relay.send(event);
         let mut rounds = 0;
+        // The executor call's span: the request's child, the executor's parent (its
+        // traceparent is this span).
+        let span = tracing::info_span!(
+            parent: &request_span(ctx),
+            "executor.call",
+            tool = %tool.resolved.name,
+            executor = %executor.name,
+            request_id,
+        );
         let result = loop {
             let result = self
                 .state
@@ -348,6 +358,7 @@ impl McpHandler {
                     tool.idempotent(),
                     &mut on_event,
                 )
+                .instrument(span.clone())
                 .await;
             match result {
                 // A 2025-xx caller is asked on this call's stream, and the executor called

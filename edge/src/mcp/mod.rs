@@ -26,6 +26,7 @@ mod validate;
 
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument as _;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
@@ -78,6 +79,12 @@ pub struct McpHandler {
 /// The error every unknown, hidden or forbidden tool gets.
 pub fn unknown_tool(name: &str) -> ErrorData {
     fault(Fault::InvalidParams, format!("unknown tool: {name}"), None)
+}
+
+/// The span of the HTTP request a handler serves (handlers run on tasks of their own, so the
+/// current span is not it).
+fn request_span(ctx: &RequestContext<RoleServer>) -> tracing::Span {
+    access_log(ctx).map_or_else(tracing::Span::current, |log| log.span().clone())
 }
 
 /// The access log of the HTTP request a handler serves.
@@ -140,10 +147,21 @@ impl McpHandler {
         McpHandler { state }
     }
 
-    async fn registry(&self, identity: &Identity) -> Result<Arc<Registry>, ErrorData> {
+    async fn registry(
+        &self,
+        identity: &Identity,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Registry>, ErrorData> {
+        let span = tracing::info_span!(
+            parent: &request_span(ctx),
+            "registry.lookup",
+            tenant = %identity.tenant,
+            role = %identity.role,
+        );
         self.state
             .caches
             .registry(&identity.tenant, &identity.role)
+            .instrument(span)
             .await
             .map_err(lookup_error)
     }
@@ -244,7 +262,7 @@ impl ServerHandler for McpHandler {
     ) -> Result<ListToolsResult, ErrorData> {
         let started = Instant::now();
         let identity = caller(&ctx)?;
-        let registry = self.registry(&identity).await?;
+        let registry = self.registry(&identity, &ctx).await?;
         let after = match request.and_then(|r| r.cursor) {
             Some(cursor) => Some(
                 decode_cursor(&cursor)
@@ -284,7 +302,7 @@ impl ServerHandler for McpHandler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let identity = caller(&ctx)?;
-        let registry = self.registry(&identity).await?;
+        let registry = self.registry(&identity, &ctx).await?;
         let result = match MetaTool::parse(&request.name) {
             Some(meta) => self
                 .meta_tool(&identity, &registry, meta, request.arguments, &ctx)

@@ -65,3 +65,11 @@ securityContext:
     - podSelector: {}
     {{- end }}
 {{- end }}
+
+{{/* OpenTelemetry: the OTLP endpoint every component exports spans to, when otel.endpoint is set. */}}
+{{- define "toolplane.otelEnv" -}}
+{{- with .Values.otel.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,190 @@
+//! OpenTelemetry traces: spans exported over OTLP/gRPC when the standard `OTEL_*` variables ask
+//! for it, and the W3C trace context (`traceparent`, `tracestate`) carried across every hop —
+//! into gRPC metadata on the way out ([`inject`], which the control-plane clients' bearer
+//! interceptor calls), out of HTTP headers and gRPC metadata on the way in ([`GrpcTraceLayer`]
+//! for gRPC servers, [`set_parent`] for the edge's HTTP requests).
+//!
+//! Export is on when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is
+//! set, unless `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`. The exporter reads the
+//! rest of the standard variables itself (`OTEL_EXPORTER_OTLP_HEADERS`, `…_TIMEOUT`,
+//! `OTEL_BSP_SCHEDULE_DELAY`, …); `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` name the
+//! process (default: the binary's own name). Without export, nothing is propagated: the spans
+//! carry no OpenTelemetry context to pass on.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator as _};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Instrument as _;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+/// Whether the environment asks for OTLP trace export.
+pub fn export_requested() -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    let disabled = std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+        || std::env::var("OTEL_TRACES_EXPORTER").is_ok_and(|v| v.eq_ignore_ascii_case("none"));
+    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+}
+
+/// The tracer provider of an exporting process; flushes what is buffered when dropped.
+#[derive(Debug)]
+pub struct Exporting(SdkTracerProvider);
+
+impl Drop for Exporting {
+    fn drop(&mut self) {
+        if let Err(error) = self.0.shutdown() {
+            eprintln!("flushing spans at exit failed: {error}");
+        }
+    }
+}
+
+/// The OTLP exporter and the tracing layer that feeds it, for `service`, or `None` when the
+/// environment does not ask for export (or it cannot be set up: said on stderr). Must run
+/// inside a Tokio runtime (the gRPC exporter's client lives on it).
+pub(crate) fn otlp<S>(
+    service: &str,
+) -> Option<(
+    tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>,
+    Exporting,
+)>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
+    if !export_requested() {
+        return None;
+    }
+    if tokio::runtime::Handle::try_current().is_err() {
+        eprintln!("OTEL_EXPORTER_OTLP_ENDPOINT is set but there is no runtime to export on");
+        return None;
+    }
+    let exporter = match opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .build()
+    {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            eprintln!("OTLP trace export is off: {error}");
+            return None;
+        }
+    };
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if std::env::var("OTEL_SERVICE_NAME").is_err() {
+        resource = resource.with_service_name(service.to_owned());
+    }
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build())
+        .build();
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let tracer = provider.tracer("toolplane");
+    let layer = tracing_opentelemetry::layer().with_tracer(tracer);
+    Some((layer, Exporting(provider)))
+}
+
+struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
+
+impl Injector for MetadataInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(key), Ok(value)) = (
+            tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
+            value.parse(),
+        ) {
+            self.0.insert(key, value);
+        }
+    }
+}
+
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+/// Puts the current span's trace context into outgoing gRPC metadata (nothing when no span
+/// is being exported).
+pub fn inject(metadata: &mut tonic::metadata::MetadataMap) {
+    let context = tracing::Span::current().context();
+    TraceContextPropagator::new().inject_context(&context, &mut MetadataInjector(metadata));
+}
+
+/// Makes `span` a child of the trace context in `headers` (`traceparent`), if there is one.
+pub fn set_parent(span: &tracing::Span, headers: &http::HeaderMap) {
+    if headers.contains_key("traceparent") {
+        let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+        let _ = span.set_parent(parent);
+    }
+}
+
+/// A span per gRPC call (`grpc.server` with the method), child of the caller's trace context.
+#[derive(Debug, Clone, Copy)]
+pub struct GrpcTraceLayer {
+    server: &'static str,
+}
+
+impl GrpcTraceLayer {
+    /// A layer for the server called `server` in the spans.
+    pub fn new(server: &'static str) -> GrpcTraceLayer {
+        GrpcTraceLayer { server }
+    }
+}
+
+impl<S> tower::Layer<S> for GrpcTraceLayer {
+    type Service = GrpcTrace<S>;
+
+    fn layer(&self, inner: S) -> GrpcTrace<S> {
+        GrpcTrace {
+            inner,
+            server: self.server,
+        }
+    }
+}
+
+/// The service [`GrpcTraceLayer`] makes.
+#[derive(Debug, Clone)]
+pub struct GrpcTrace<S> {
+    inner: S,
+    server: &'static str,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for GrpcTrace<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<R>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<R>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let path = request.uri().path();
+        // Health checks and reflection are noise in a trace.
+        if path.starts_with("/grpc.") {
+            return Box::pin(self.inner.call(request));
+        }
+        let span = tracing::info_span!(
+            "grpc.server",
+            server = self.server,
+            rpc.method = %path.trim_start_matches('/'),
+        );
+        set_parent(&span, request.headers());
+        let answer = {
+            let _entered = span.enter();
+            self.inner.call(request)
+        };
+        Box::pin(answer.instrument(span))
+    }
+}

@@ -1,0 +1,213 @@
+//! OpenTelemetry across three processes: a client's `traceparent` enters the edge, the edge's
+//! identity and registry lookups continue the trace on the control plane, and the executor
+//! call continues it on the wiki service — every span exported over OTLP/gRPC to a real
+//! receiver (the OTLP trace service, served here), configured only by the standard `OTEL_*`
+//! variables. The test checks the parent/child chain span by span.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value;
+use serde_json::json;
+use tp_proto::pb;
+use tp_test_support::services::free_port;
+use tp_test_support::{ControlPlaneProcess, EdgeProcess, WikiProcess, eventually};
+
+/// One span as the receiver got it.
+#[derive(Debug, Clone)]
+struct Seen {
+    service: String,
+    name: String,
+    trace_id: String,
+    span_id: String,
+    parent: String,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Receiver {
+    spans: Arc<Mutex<Vec<Seen>>>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Receiver {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut spans = self.spans.lock().unwrap();
+        for resource_spans in request.into_inner().resource_spans {
+            let service = resource_spans
+                .resource
+                .iter()
+                .flat_map(|r| r.attributes.iter())
+                .find(|kv| kv.key == "service.name")
+                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                    any_value::Value::StringValue(name) => Some(name.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            for scope in resource_spans.scope_spans {
+                for span in scope.spans {
+                    spans.push(Seen {
+                        service: service.clone(),
+                        name: span.name,
+                        trace_id: hex::encode(span.trace_id),
+                        span_id: hex::encode(span.span_id),
+                        parent: hex::encode(span.parent_span_id),
+                    });
+                }
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki() {
+    // The OTLP receiver.
+    let receiver = Receiver::default();
+    let port = free_port();
+    let server = tonic::transport::Server::builder()
+        .add_service(TraceServiceServer::new(receiver.clone()))
+        .serve(format!("127.0.0.1:{port}").parse().unwrap());
+    tokio::spawn(server);
+    let otel = vec![
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        ),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+    ];
+
+    let dir = tempfile::tempdir().unwrap();
+    let cp =
+        ControlPlaneProcess::start_with_env(dir.path(), vec!["--demo".into()], otel.clone()).await;
+    let wiki = WikiProcess::start_with_env(&otel).await;
+    let mut admin = cp.admin().await;
+    admin
+        .executors
+        .upsert_executor(pb::UpsertExecutorRequest {
+            executor: Some(pb::ExecutorInfo {
+                name: "wiki".into(),
+                endpoint: wiki.url(),
+                timeout_ms: 30_000,
+                max_concurrency: 8,
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let key = admin
+        .tenants
+        .issue_api_key(pb::IssueApiKeyRequest {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .key;
+    let edge = EdgeProcess::start_with_env(&cp, &[cp.url()], None, "", &otel).await;
+
+    // The client's own trace: every span of the call must belong to it.
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let client_span = "00f067aa0ba902b7";
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "client_wiki",
+        "arguments": {"action": "ingest", "source": {"type": "text", "source_label": "Tracing",
+            "text": "Every hop of a tool call continues the caller's trace."}}}});
+    let client = tp_test_support::McpHttp::new(&edge.addr, Some(&key), "2025-11-25");
+    let reply = client
+        .raw(
+            serde_json::to_vec(&body).unwrap(),
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2025-11-25"),
+                ("authorization", &format!("Bearer {key}")),
+                ("traceparent", &format!("00-{trace_id}-{client_span}-01")),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.result()["isError"], false, "{}", reply.body);
+
+    let in_trace = || -> Vec<Seen> {
+        receiver
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.trace_id == trace_id)
+            .cloned()
+            .collect()
+    };
+    let spans = eventually(
+        "spans from the edge, the control plane and the wiki",
+        Duration::from_secs(15),
+        || async {
+            let spans = in_trace();
+            let has = |service: &str, name: &str| {
+                spans.iter().any(|s| s.service == service && s.name == name)
+            };
+            (has("toolplane-edge", "executor.call")
+                && has("toolplane-control-plane", "grpc.server")
+                && has("toolplane-wiki", "wiki.call"))
+            .then_some(spans)
+        },
+    )
+    .await;
+    let find = |service: &str, name: &str| -> Vec<&Seen> {
+        spans
+            .iter()
+            .filter(|s| s.service == service && s.name == name)
+            .collect()
+    };
+    let parent_of = |span: &Seen| spans.iter().find(|s| s.span_id == span.parent).cloned();
+
+    // The edge's request span is the client's span's child.
+    let request = find("toolplane-edge", "request");
+    assert_eq!(request.len(), 1, "{spans:#?}");
+    let request = request[0];
+    assert_eq!(request.parent, client_span);
+    // The lookups and the executor call are the request's children.
+    for name in ["identity.lookup", "registry.lookup", "executor.call"] {
+        let found = find("toolplane-edge", name);
+        assert!(!found.is_empty(), "no {name}: {spans:#?}");
+        assert!(
+            found.iter().all(|s| s.parent == request.span_id),
+            "{name}: {spans:#?}"
+        );
+    }
+    // The control plane's spans hang off the edge's lookups.
+    let cp_spans = find("toolplane-control-plane", "grpc.server");
+    assert!(
+        cp_spans.len() >= 2,
+        "Authenticate and ResolveRegistry: {spans:#?}"
+    );
+    for span in &cp_spans {
+        let parent = parent_of(span).unwrap_or_else(|| panic!("orphan {span:?}: {spans:#?}"));
+        assert_eq!(parent.service, "toolplane-edge", "{span:?}");
+        assert!(
+            parent.name.ends_with(".lookup") || parent.name == "request",
+            "{span:?} under {parent:?}"
+        );
+    }
+    // The wiki's server span is the executor call's child; its work, the server span's.
+    let executor_call = find("toolplane-edge", "executor.call")[0];
+    let wiki_server = find("toolplane-wiki", "grpc.server");
+    assert_eq!(wiki_server.len(), 1, "{spans:#?}");
+    assert_eq!(wiki_server[0].parent, executor_call.span_id);
+    let wiki_call = find("toolplane-wiki", "wiki.call");
+    assert_eq!(wiki_call.len(), 1, "{spans:#?}");
+    assert_eq!(wiki_call[0].parent, wiki_server[0].span_id);
+}
