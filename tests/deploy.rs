@@ -643,8 +643,8 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
         "apiVersion: autoscaling/v2",
         "kind: PodDisruptionBudget",
         "apiVersion: policy/v1",
-        "httpGet: { path: /healthz, port: http }",
-        "httpGet: { path: /readyz, port: http }",
+        "httpGet: { path: /healthz, port: http, scheme:",
+        "httpGet: { path: /readyz, port: http, scheme:",
         "prometheus.io/scrape: \"true\"",
         "prometheus.io/path: /metrics",
         "secretKeyRef",
@@ -914,6 +914,10 @@ fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
                 "edge.oauth.resource=https://mcp.example.com/mcp",
                 "--set",
                 "edge.oauth.authorizationServers={https://id.example.com/realms/acme}",
+                "--set",
+                "tls.secretName=toolplane-tls",
+                "--set",
+                "otel.endpoint=http://otel-collector.observability:4317",
             ],
         ),
     ];
@@ -923,6 +927,21 @@ fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
         args.extend(values);
         let (ok, manifests, stderr) = helm(&args);
         assert!(ok, "{name}: helm template failed:\n{stderr}");
+        // TLS and trace export reach every component exactly when they are configured.
+        for needle in [
+            "name: TOOLPLANE_CP_TLS__CLIENT_CA_FILE",
+            "name: TOOLPLANE_EDGE_TLS__CERT_FILE",
+            "- --tls-client-ca",
+            "scheme: HTTPS",
+            "https://tp-toolplane-control-plane:",
+            "name: OTEL_EXPORTER_OTLP_ENDPOINT",
+        ] {
+            assert_eq!(
+                manifests.contains(needle),
+                name.starts_with("HA"),
+                "{name}: {needle}"
+            );
+        }
         // OAuth reaches the edges exactly when it is configured.
         assert_eq!(
             manifests.contains("value: \"[https://id.example.com/realms/acme]\""),

@@ -27,6 +27,7 @@ mod oauth;
 mod otel;
 mod postgres;
 mod rng;
+mod tls;
 mod trust;
 mod trust_wiki;
 mod up;

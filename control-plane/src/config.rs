@@ -36,6 +36,9 @@ pub struct RawConfig {
     pub metrics_listen: String,
     /// The audit trail.
     pub audit: RawAudit,
+    /// TLS for the gRPC listener (off unless `tls.cert_file` is set; `tls.client_ca_file`
+    /// requires client certificates; files reloaded when they change).
+    pub tls: tp_net::tls::TlsFiles,
     /// Logging.
     pub log: RawLog,
 }
@@ -186,6 +189,8 @@ pub struct ControlPlaneConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// How long audit records are kept (`None`: forever).
     pub audit_retention: Option<std::time::Duration>,
+    /// TLS files of the gRPC listener, if it serves TLS.
+    pub tls: Option<tp_net::tls::TlsFiles>,
 }
 
 // === impl RawConfig ===
@@ -202,6 +207,7 @@ impl Default for RawConfig {
             grpc: RawGrpc::default(),
             metrics_listen: String::new(),
             audit: RawAudit::default(),
+            tls: tp_net::tls::TlsFiles::default(),
             log: RawLog::default(),
         }
     }
@@ -339,7 +345,13 @@ impl RawConfig {
         if self.audit.retention_days > 36_500 {
             bail!("audit.retention_days: must be between 0 (keep forever) and 36500");
         }
+        let tls = match self.tls.enabled("tls") {
+            Ok(true) => Some(self.tls),
+            Ok(false) => None,
+            Err(message) => bail!(message),
+        };
         Ok(ControlPlaneConfig {
+            tls,
             metrics_listen,
             audit_retention: (self.audit.retention_days > 0).then(|| {
                 std::time::Duration::from_secs(u64::from(self.audit.retention_days) * 86_400)

@@ -153,8 +153,8 @@ impl Purges {
 
     /// One signed `PurgeTenant` call; an executor that does not implement it keeps nothing.
     async fn call(&self, purge: &Purge, target: &Target) -> Result<u64, tonic::Status> {
-        let channel = tonic::transport::Endpoint::from_shared(target.endpoint.clone())
-            .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
+        let channel = tp_net::tls::endpoint(&target.endpoint)
+            .map_err(tonic::Status::invalid_argument)?
             .connect_timeout(Duration::from_secs(3))
             .timeout(Duration::from_secs(60))
             .connect()

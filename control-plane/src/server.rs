@@ -209,13 +209,22 @@ impl ControlPlane {
         )
         .await?;
         let limits = config.grpc.limits();
+        let tls = match &config.tls {
+            Some(files) => {
+                let tls =
+                    tp_net::tls::ReloadingTls::load(files.clone(), &[b"h2"]).context("tls")?;
+                tls.spawn_reloader(tp_net::tls::RELOAD_EVERY);
+                Some(tls)
+            }
+            None => None,
+        };
         let task = tokio::spawn(async move {
             router
                 .serve_with_incoming_shutdown(
                     // Connection cap, handshake and idle deadlines, TCP_NODELAY (a streamed
                     // reply is several small writes; with Nagle each waits for the peer's
-                    // delayed ACK).
-                    tp_net::grpc_incoming(listener, &limits),
+                    // delayed ACK); TLS when configured.
+                    tp_net::grpc_incoming_tls(listener, &limits, tls),
                     shutdown,
                 )
                 .await

@@ -26,6 +26,9 @@ pub struct RawConfig {
     pub admin_listen: String,
     /// Connection and request-read limits of the MCP listener.
     pub http: tp_net::ListenerLimits,
+    /// TLS for the MCP listener (off unless `tls.cert_file` is set; files reloaded when they
+    /// change).
+    pub tls: tp_net::tls::TlsFiles,
     /// A name for this edge in logs, metrics and audit records (default: the listen address).
     pub name: String,
     /// Control-plane gRPC URLs, tried in order (several replicas for HA).
@@ -201,6 +204,8 @@ pub struct EdgeConfig {
     pub admin_listen: Option<SocketAddr>,
     /// Connection and request-read limits.
     pub http: tp_net::ListenerLimits,
+    /// TLS files of the MCP listener, if it serves HTTPS.
+    pub tls: Option<tp_net::tls::TlsFiles>,
     /// Edge name.
     pub name: String,
     /// Control-plane URLs.
@@ -239,6 +244,7 @@ impl Default for RawConfig {
             listen: "127.0.0.1:8080".into(),
             admin_listen: "127.0.0.1:8081".into(),
             http: tp_net::ListenerLimits::default(),
+            tls: tp_net::tls::TlsFiles::default(),
             name: String::new(),
             control_plane: vec!["http://127.0.0.1:50051".into()],
             edge_token: String::new(),
@@ -515,7 +521,13 @@ impl RawConfig {
             self.name
         };
         let oauth = self.oauth.validate()?;
+        let tls = match self.tls.enabled("tls") {
+            Ok(true) => Some(self.tls),
+            Ok(false) => None,
+            Err(message) => bail!(message),
+        };
         Ok(EdgeConfig {
+            tls,
             oauth,
             listen,
             admin_listen,

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tp_proto::pb::{self, registry_client::RegistryClient};
 
@@ -58,7 +58,8 @@ impl ControlPlane {
         let bearer = Bearer::new(token)?;
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
-            let channel = Endpoint::from_shared(url.clone())?
+            let channel = tp_net::tls::endpoint(url)
+                .map_err(|e| anyhow::anyhow!("control_plane: {e}"))?
                 .connect_timeout(Duration::from_secs(2))
                 .tcp_nodelay(true)
                 .http2_keep_alive_interval(Duration::from_secs(10))

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Code;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tp_proto::invoke_auth::ExecutorKey;
 use tp_proto::pb::{self, executor_client::ExecutorClient};
 use tp_registry::{Executor, ExecutorProtocol};
@@ -317,11 +317,11 @@ impl Executors {
         }
         let (client, upstream) = match info.protocol {
             ExecutorProtocol::Grpc => {
-                let endpoint = Endpoint::from_shared(info.endpoint.clone())
-                    .map_err(|e| ForwardError::Unreachable {
+                let endpoint = tp_net::tls::endpoint(&info.endpoint)
+                    .map_err(|message| ForwardError::Unreachable {
                         tool: tool.to_owned(),
                         executor: info.name.clone(),
-                        message: e.to_string(),
+                        message,
                     })?
                     .connect_timeout(self.settings.connect_timeout)
                     .tcp_nodelay(true)

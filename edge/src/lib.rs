@@ -105,18 +105,29 @@ pub async fn start(
         });
     }
     let limits = state.config.http.clone();
+    let tls = match &state.config.tls {
+        Some(files) => {
+            let tls =
+                tp_net::tls::ReloadingTls::load(files.clone(), &[b"http/1.1"]).context("tls")?;
+            tls.spawn_reloader(tp_net::tls::RELOAD_EVERY);
+            Some(tls)
+        }
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let task = tokio::spawn(async move {
-        tp_net::serve_http1(
+        tp_net::serve_http1_tls(
             listener,
             service,
             &limits,
             async move { stopping.cancelled().await },
             DRAIN,
+            tls,
         )
         .await
         .context("serving HTTP")
     });
-    tracing::info!(%addr, admin = ?admin_addr, "edge listening on http://{addr}/mcp");
+    tracing::info!(%addr, admin = ?admin_addr, "edge listening on {scheme}://{addr}/mcp");
     Ok(Edge {
         addr,
         admin_addr,

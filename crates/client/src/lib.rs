@@ -105,8 +105,10 @@ impl Admin {
     }
 }
 
+/// An endpoint for `addr`; `https://` addresses use the client TLS settings of
+/// `TOOLPLANE_TLS_*` (`tp_net::tls::ClientTls`).
 fn endpoint(addr: &str) -> anyhow::Result<Endpoint> {
-    Endpoint::from_shared(addr.to_owned()).with_context(|| format!("bad address {addr:?}"))
+    tp_net::tls::endpoint(addr).map_err(|e| anyhow::anyhow!(e))
 }
 
 #[cfg(test)]

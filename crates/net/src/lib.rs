@@ -20,12 +20,13 @@
 mod body;
 mod io;
 mod serve;
+pub mod tls;
 
 use serde::{Deserialize, Serialize};
 
 pub use body::{BodyTimedOut, TimedBody, is_body_timeout};
 pub use io::Guarded;
-pub use serve::{grpc_incoming, serve_http1};
+pub use serve::{GrpcConn, grpc_incoming, grpc_incoming_tls, serve_http1, serve_http1_tls};
 
 /// Connection and request-read limits of one listener (the edge's `[http]`, the control
 /// plane's `[grpc]`).

@@ -2,8 +2,10 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,6 +14,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+use futures::StreamExt as _;
+
+use crate::tls::ReloadingTls;
 use crate::{Guarded, ListenerLimits, TimedBody};
 
 /// How long an accept error (out of file descriptors, say) pauses the loop.
@@ -47,11 +52,40 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    serve_http1_tls(listener, service, limits, shutdown, drain, None).await
+}
+
+/// [`serve_http1`] over TLS when `tls` is set: the handshake must finish within
+/// `limits.header_read_timeout_ms` of the connection being accepted, and runs on the
+/// connection's own task, so slow handshakes never hold up the accept loop.
+pub async fn serve_http1_tls<S, B>(
+    listener: TcpListener,
+    service: S,
+    limits: &ListenerLimits,
+    shutdown: impl Future<Output = ()> + Send,
+    drain: Duration,
+    tls: Option<Arc<ReloadingTls>>,
+) -> std::io::Result<()>
+where
+    S: tower::Service<
+            http::Request<TimedBody<Incoming>>,
+            Response = http::Response<B>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let header_timeout = limits.header_read_timeout();
-    let body_timeout = limits.body_read_timeout();
-    let max_requests = limits.max_requests_per_connection;
+    let settings = Http1Settings {
+        header_timeout,
+        body_timeout: limits.body_read_timeout(),
+        max_requests: limits.max_requests_per_connection,
+    };
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -73,34 +107,20 @@ where
         };
         // TCP_NODELAY: SSE answers are several small writes (Nagle + delayed ACK = 40 ms).
         let _ = tcp.set_nodelay(true);
-        let io = TokioIo::new(Guarded::new(tcp, Some(slot), None, None));
-        let served = Arc::new(AtomicU32::new(0));
+        let io = Guarded::new(tcp, Some(slot), None, None);
         let service = service.clone();
-        let per_request = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-            use tower::ServiceExt as _;
-            let count = served.fetch_add(1, Ordering::Relaxed) + 1;
-            let request = request.map(|body| TimedBody::new(body, body_timeout));
-            let service = service.clone();
-            async move {
-                let mut response = service.oneshot(request).await?;
-                if count >= max_requests {
-                    response.headers_mut().insert(
-                        http::header::CONNECTION,
-                        http::HeaderValue::from_static("close"),
-                    );
-                }
-                Ok::<_, Infallible>(response)
-            }
-        });
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .keep_alive(true)
-            .serve_connection(io, per_request);
-        let connection = graceful.watch(connection);
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended with an error");
+            match tls {
+                None => serve_connection(io, service, watcher, settings).await,
+                Some(tls) => match tokio::time::timeout(header_timeout, tls.acceptor().accept(io))
+                    .await
+                {
+                    Ok(Ok(stream)) => serve_connection(stream, service, watcher, settings).await,
+                    Ok(Err(error)) => handshake_failed("http", &error),
+                    Err(_) => handshake_failed("http", &"timed out"),
+                },
             }
         });
     }
@@ -112,6 +132,70 @@ where
         }
     }
     Ok(())
+}
+
+fn handshake_failed(listener: &'static str, error: &dyn std::fmt::Display) {
+    tracing::debug!(%error, "TLS handshake failed");
+    metrics::counter!("tp_net_tls_handshake_failures_total", "listener" => listener).increment(1);
+}
+
+/// What every HTTP/1 connection of a listener is held to.
+#[derive(Debug, Clone, Copy)]
+struct Http1Settings {
+    header_timeout: Duration,
+    body_timeout: Duration,
+    max_requests: u32,
+}
+
+/// Serves one HTTP/1 connection (plain or TLS) until it closes or the listener drains.
+async fn serve_connection<IO, S, B>(
+    io: IO,
+    service: S,
+    watcher: hyper_util::server::graceful::Watcher,
+    settings: Http1Settings,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tower::Service<
+            http::Request<TimedBody<Incoming>>,
+            Response = http::Response<B>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Http1Settings {
+        header_timeout,
+        body_timeout,
+        max_requests,
+    } = settings;
+    let served = Arc::new(AtomicU32::new(0));
+    let per_request = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+        use tower::ServiceExt as _;
+        let count = served.fetch_add(1, Ordering::Relaxed) + 1;
+        let request = request.map(|body| TimedBody::new(body, body_timeout));
+        let service = service.clone();
+        async move {
+            let mut response = service.oneshot(request).await?;
+            if count >= max_requests {
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), per_request);
+    if let Err(error) = watcher.watch(connection).await {
+        tracing::debug!(%error, "connection ended with an error");
+    }
 }
 
 /// Accepted connections for tonic's `serve_with_incoming_shutdown`: each holds a slot of
@@ -145,6 +229,109 @@ pub fn grpc_incoming(
             return Some((Ok(guarded), (listener, slots)));
         }
     })
+}
+
+/// A gRPC connection from [`grpc_incoming_tls`]: plain or TLS.
+#[derive(Debug)]
+pub enum GrpcConn {
+    /// Plain TCP.
+    Plain(Pin<Box<Guarded<TcpStream>>>),
+    /// TLS over TCP.
+    Tls(Pin<Box<tokio_rustls::server::TlsStream<Guarded<TcpStream>>>>),
+}
+
+impl tokio::io::AsyncRead for GrpcConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcConn::Plain(io) => io.as_mut().poll_read(cx, buf),
+            GrpcConn::Tls(io) => io.as_mut().poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for GrpcConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            GrpcConn::Plain(io) => io.as_mut().poll_write(cx, buf),
+            GrpcConn::Tls(io) => io.as_mut().poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcConn::Plain(io) => io.as_mut().poll_flush(cx),
+            GrpcConn::Tls(io) => io.as_mut().poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcConn::Plain(io) => io.as_mut().poll_shutdown(cx),
+            GrpcConn::Tls(io) => io.as_mut().poll_shutdown(cx),
+        }
+    }
+}
+
+impl tonic::transport::server::Connected for GrpcConn {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        match self {
+            GrpcConn::Plain(io) => io.connect_info(),
+            GrpcConn::Tls(io) => io.get_ref().0.connect_info(),
+        }
+    }
+}
+
+/// [`grpc_incoming`], over TLS when `tls` is set: handshakes run on tasks of their own and
+/// must finish within `limits.header_read_timeout_ms`, so a slow client never holds up the
+/// accept loop; connections that fail their handshake are counted
+/// (`tp_net_tls_handshake_failures_total{listener="grpc"}`) and never reach the server.
+pub fn grpc_incoming_tls(
+    listener: TcpListener,
+    limits: &ListenerLimits,
+    tls: Option<Arc<ReloadingTls>>,
+) -> impl futures::Stream<Item = Result<GrpcConn, std::io::Error>> + Send + 'static {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<GrpcConn>(64);
+    let handshake = limits.header_read_timeout();
+    let mut plain = Box::pin(grpc_incoming(listener, limits));
+    tokio::spawn(async move {
+        use futures::StreamExt as _;
+        loop {
+            let next = tokio::select! {
+                () = sender.closed() => return,
+                next = plain.next() => next,
+            };
+            let Some(Ok(io)) = next else { return };
+            let sender = sender.clone();
+            match &tls {
+                None => {
+                    let _ = sender.send(GrpcConn::Plain(Box::pin(io))).await;
+                }
+                Some(tls) => {
+                    let acceptor = tls.acceptor();
+                    tokio::spawn(async move {
+                        match tokio::time::timeout(handshake, acceptor.accept(io)).await {
+                            Ok(Ok(stream)) => {
+                                let _ = sender.send(GrpcConn::Tls(Box::pin(stream))).await;
+                            }
+                            Ok(Err(error)) => handshake_failed("grpc", &error),
+                            Err(_) => handshake_failed("grpc", &"timed out"),
+                        }
+                    });
+                }
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(receiver).map(Ok)
 }
 
 #[cfg(test)]

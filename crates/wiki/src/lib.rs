@@ -19,5 +19,5 @@ pub mod work;
 pub use engine::{Quotas, Receipt, Source, Wiki, WikiError};
 pub use fetch::{FetchConfig, Fetcher};
 pub use llm::{Llm, LlmConfig};
-pub use service::{WikiService, serve};
+pub use service::{WikiService, serve, serve_tls};
 pub use storage::Storage;

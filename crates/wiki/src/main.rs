@@ -73,6 +73,16 @@ struct Args {
     /// Serve Prometheus metrics (`GET /metrics`) on this address.
     #[arg(long)]
     metrics_listen: Option<String>,
+    /// Serve gRPC over TLS with this PEM certificate chain (with --tls-key; reloaded when the
+    /// files change).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by these PEM CAs (mutual TLS with the edges).
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
     /// Validate the flags, print a summary and exit.
     #[arg(long)]
     check_config: bool,
@@ -111,6 +121,19 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let _telemetry = tp_telemetry::init("info", false, "toolplane-wiki");
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let files = tp_net::tls::TlsFiles {
+                cert_file: cert.clone(),
+                key_file: key.clone(),
+                client_ca_file: args.tls_client_ca.clone().unwrap_or_default(),
+            };
+            let tls = tp_net::tls::ReloadingTls::load(files, &[b"h2"]).context("--tls-cert")?;
+            tls.spawn_reloader(tp_net::tls::RELOAD_EVERY);
+            Some(tls)
+        }
+        _ => None,
+    };
     let storage = match &args.s3_bucket {
         Some(bucket) => {
             let mut builder =
@@ -184,5 +207,5 @@ async fn main() -> anyhow::Result<()> {
         std::fs::rename(&tmp, path)?;
     }
     tracing::info!(%addr, data_dir = %args.data_dir.display(), "wiki listening");
-    tp_wiki::serve(service, listener, tp_telemetry::shutdown_signal()).await
+    tp_wiki::serve_tls(service, listener, tp_telemetry::shutdown_signal(), tls).await
 }

@@ -565,6 +565,16 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_tls(service, listener, shutdown, None).await
+}
+
+/// [`serve`], over TLS when `tls` is set.
+pub async fn serve_tls(
+    service: WikiService,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    tls: Option<std::sync::Arc<tp_net::tls::ReloadingTls>>,
+) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<ExecutorServer<WikiService>>().await;
     service.recover().await;
@@ -577,7 +587,7 @@ pub async fn serve(
         .serve_with_incoming_shutdown(
             // Connection cap, handshake and idle deadlines, TCP_NODELAY (as for every
             // Toolplane gRPC server).
-            tp_net::grpc_incoming(listener, &tp_net::ListenerLimits::default()),
+            tp_net::grpc_incoming_tls(listener, &tp_net::ListenerLimits::default(), tls),
             shutdown,
         )
         .await?;

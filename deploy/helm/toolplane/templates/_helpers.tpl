@@ -73,3 +73,34 @@ securityContext:
   value: {{ . | quote }}
 {{- end }}
 {{- end }}
+
+{{/* TLS between components: the scheme of their URLs. */}}
+{{- define "toolplane.scheme" -}}
+{{- if .Values.tls.secretName }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* TLS: the Secret's volume and mount (tls.crt, tls.key, ca.crt at /etc/toolplane-tls). */}}
+{{- define "toolplane.tlsVolume" -}}
+{{- if .Values.tls.secretName }}
+- name: tls
+  secret: { secretName: {{ .Values.tls.secretName }} }
+{{- end }}
+{{- end }}
+
+{{- define "toolplane.tlsMount" -}}
+{{- if .Values.tls.secretName }}
+- { name: tls, mountPath: /etc/toolplane-tls, readOnly: true }
+{{- end }}
+{{- end }}
+
+{{/* TLS: what a component trusts and presents when it calls another one. */}}
+{{- define "toolplane.tlsClientEnv" -}}
+{{- if .Values.tls.secretName }}
+- name: TOOLPLANE_TLS_CA_FILE
+  value: /etc/toolplane-tls/ca.crt
+- name: TOOLPLANE_TLS_CLIENT_CERT_FILE
+  value: /etc/toolplane-tls/tls.crt
+- name: TOOLPLANE_TLS_CLIENT_KEY_FILE
+  value: /etc/toolplane-tls/tls.key
+{{- end }}
+{{- end }}

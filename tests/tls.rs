@@ -1,0 +1,317 @@
+//! TLS on every hop that crosses a host, with certificates made by the test (rcgen): clients
+//! reach the edge over HTTPS; the edge reaches the control plane and the wiki over mutual TLS
+//! (both refuse a client without a certificate their CA signed); `toolplanectl` reaches the
+//! control plane with `TOOLPLANE_TLS_*`; and the edge's certificate is replaced on disk and
+//! served to the next connection without a restart, while a broken replacement is refused and
+//! the previous certificate stays.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use serde_json::json;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tp_proto::pb;
+use tp_test_support::{ControlPlaneProcess, EdgeProcess, WikiProcess, binary, eventually};
+
+/// A test CA and the files it signs.
+struct Pki {
+    dir: tempfile::TempDir,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "Toolplane test CA");
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(dir.path().join("ca.pem"), cert.pem()).unwrap();
+        Pki {
+            dir,
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A leaf for `name` (a server certificate for 127.0.0.1 and localhost, or a client one),
+    /// written as `<name>.pem` and `<name>.key`.
+    fn leaf(&self, name: &str, server: bool) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![if server {
+            ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let (cert_path, key_path) = (
+            self.dir.path().join(format!("{name}.pem")),
+            self.dir.path().join(format!("{name}.key")),
+        );
+        // Written beside and renamed, as certificate managers do.
+        std::fs::write(key_path.with_extension("tmp"), key.serialize_pem()).unwrap();
+        std::fs::rename(key_path.with_extension("tmp"), &key_path).unwrap();
+        std::fs::write(cert_path.with_extension("tmp"), cert.pem()).unwrap();
+        std::fs::rename(cert_path.with_extension("tmp"), &cert_path).unwrap();
+        (cert_path, key_path)
+    }
+}
+
+fn client_tls(pki: &Pki, identity: Option<(&Path, &Path)>) -> tp_net::tls::ClientTls {
+    tp_net::tls::ClientTls {
+        ca_pem: Some(std::fs::read(pki.ca()).unwrap()),
+        identity: identity
+            .map(|(cert, key)| (std::fs::read(cert).unwrap(), std::fs::read(key).unwrap())),
+    }
+}
+
+async fn admin_over_tls(addr: &str, token: &str, tls: &tp_net::tls::ClientTls) -> tp_client::Admin {
+    let channel = tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls.tonic())
+        .unwrap()
+        .connect_lazy();
+    tp_client::Admin::over(channel, tp_client::Bearer::new(token).unwrap())
+}
+
+/// A TLS connection to `addr` trusting the test CA: the certificate the server presented.
+async fn handshake(
+    pki: &Pki,
+    addr: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in tp_net::tls::certificates(&pki.ca()).unwrap() {
+        roots.add(cert).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(tp_net::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    connector.connect(name, tcp).await
+}
+
+async fn served_certificate(pki: &Pki, addr: &str) -> Vec<u8> {
+    let stream = handshake(pki, addr).await.unwrap();
+    stream.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+/// `POST /mcp` over HTTPS: the whole answer.
+async fn https_post(pki: &Pki, addr: &str, key: &str, body: &serde_json::Value) -> String {
+    let mut stream = handshake(pki, addr).await.unwrap();
+    let body = serde_json::to_vec(body).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2025-11-25\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
+    let pki = Pki::new();
+    let (cp_cert, cp_key) = pki.leaf("control-plane", true);
+    let (wiki_cert, wiki_key) = pki.leaf("wiki", true);
+    let (edge_cert, edge_key) = pki.leaf("edge", true);
+    let (edge_client_cert, edge_client_key) = pki.leaf("edge-client", false);
+    let (operator_cert, operator_key) = pki.leaf("operator", false);
+    let ca = pki.ca().display().to_string();
+
+    // The control plane: TLS, client certificates required.
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlaneProcess::start_with_env(
+        dir.path(),
+        vec!["--demo".into()],
+        vec![
+            ("TOOLPLANE_CP_TLS__CERT_FILE", cp_cert.display().to_string()),
+            ("TOOLPLANE_CP_TLS__KEY_FILE", cp_key.display().to_string()),
+            ("TOOLPLANE_CP_TLS__CLIENT_CA_FILE", ca.clone()),
+        ],
+    )
+    .await;
+    let operator = client_tls(&pki, Some((&operator_cert, &operator_key)));
+    let mut admin = admin_over_tls(&cp.addr, &cp.admin_token(), &operator).await;
+    admin
+        .catalog
+        .list_tools(pb::ListToolsRequest::default())
+        .await
+        .unwrap();
+    // No client certificate, or plain text: refused before any token is looked at.
+    let mut anonymous = admin_over_tls(&cp.addr, &cp.admin_token(), &client_tls(&pki, None)).await;
+    assert!(
+        anonymous
+            .catalog
+            .list_tools(pb::ListToolsRequest::default())
+            .await
+            .is_err()
+    );
+    let plain = tp_client::Admin::connect(&cp.url(), &cp.admin_token()).await;
+    match plain {
+        Err(_) => {}
+        Ok(mut plain) => assert!(
+            plain
+                .catalog
+                .list_tools(pb::ListToolsRequest::default())
+                .await
+                .is_err()
+        ),
+    }
+    // toolplanectl, configured by the environment.
+    let output = tokio::process::Command::new(binary("toolplanectl"))
+        .args([
+            "--addr",
+            &format!("https://{}", cp.addr),
+            "--token-file",
+            &dir.path().join("admin-token").display().to_string(),
+            "whoami",
+        ])
+        .env("TOOLPLANE_TLS_CA_FILE", &ca)
+        .env("TOOLPLANE_TLS_CLIENT_CERT_FILE", &operator_cert)
+        .env("TOOLPLANE_TLS_CLIENT_KEY_FILE", &operator_key)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "admin (full)"
+    );
+
+    // The wiki: TLS with client certificates required; the edge calls it over https.
+    let wiki = WikiProcess::start_with_args(&[
+        "--tls-cert",
+        wiki_cert.to_str().unwrap(),
+        "--tls-key",
+        wiki_key.to_str().unwrap(),
+        "--tls-client-ca",
+        &ca,
+    ])
+    .await;
+    admin
+        .executors
+        .upsert_executor(pb::UpsertExecutorRequest {
+            executor: Some(pb::ExecutorInfo {
+                name: "wiki".into(),
+                endpoint: format!("https://{}", wiki.addr),
+                timeout_ms: 30_000,
+                max_concurrency: 8,
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let key = admin
+        .tenants
+        .issue_api_key(pb::IssueApiKeyRequest {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .key;
+
+    // The edge: HTTPS for clients, mutual TLS to the control plane and the wiki.
+    let edge = EdgeProcess::start_with_env(
+        &cp,
+        &[format!("https://{}", cp.addr)],
+        None,
+        &format!(
+            "[tls]\ncert_file = {:?}\nkey_file = {:?}\n",
+            edge_cert.display().to_string(),
+            edge_key.display().to_string()
+        ),
+        &[
+            ("TOOLPLANE_TLS_CA_FILE", ca.clone()),
+            (
+                "TOOLPLANE_TLS_CLIENT_CERT_FILE",
+                edge_client_cert.display().to_string(),
+            ),
+            (
+                "TOOLPLANE_TLS_CLIENT_KEY_FILE",
+                edge_client_key.display().to_string(),
+            ),
+        ],
+    )
+    .await;
+    let answer = https_post(
+        &pki,
+        &edge.addr,
+        &key,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "client_wiki", "arguments": {"action": "ingest", "source": {"type": "text",
+                "source_label": "TLS", "text": "Every hop between hosts is encrypted."}}}}),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""isError":false"#), "{answer}");
+    // Plain HTTP to the HTTPS port gets no HTTP answer.
+    let mut tcp = tokio::net::TcpStream::connect(&edge.addr).await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut reply)).await;
+    assert!(!reply.starts_with(b"HTTP/1.1 200"));
+
+    // Rotation: a new certificate on disk is served to the next connection, no restart.
+    let before = served_certificate(&pki, &edge.addr).await;
+    assert_eq!(
+        before,
+        tp_net::tls::certificates(&edge_cert).unwrap()[0].to_vec()
+    );
+    pki.leaf("edge", true);
+    let rotated = tp_net::tls::certificates(&edge_cert).unwrap()[0].to_vec();
+    assert_ne!(before, rotated);
+    eventually(
+        "the edge to serve the rotated certificate",
+        Duration::from_secs(15),
+        || async { (served_certificate(&pki, &edge.addr).await == rotated).then_some(()) },
+    )
+    .await;
+    // A broken replacement is refused; the last good certificate stays in use.
+    std::fs::write(&edge_cert, "-----BEGIN CERTIFICATE-----\nnot base64\n").unwrap();
+    tokio::time::sleep(tp_net::tls::RELOAD_EVERY * 2).await;
+    assert_eq!(served_certificate(&pki, &edge.addr).await, rotated);
+    let answer = https_post(
+        &pki,
+        &edge.addr,
+        &key,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "client_wiki", "arguments": {"action": "query",
+                "question": "Is every hop encrypted?"}}}),
+    )
+    .await;
+    assert!(answer.contains(r#""isError":false"#), "{answer}");
+}
