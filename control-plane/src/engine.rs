@@ -274,6 +274,15 @@ impl Engine {
     }
 }
 
+impl tp_registry::HasErrorCode for EngineError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            EngineError::Domain(error) => tp_registry::HasErrorCode::code(error),
+            EngineError::Store(error) => tp_registry::HasErrorCode::code(error),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use tp_registry::demo::DemoWorld;

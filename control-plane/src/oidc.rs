@@ -401,3 +401,14 @@ fn audience_holds(claims: &Value, expected: &str) -> bool {
 fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_owned())
 }
+impl tp_registry::HasErrorCode for TokenError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        match self {
+            TokenError::Malformed(_) | TokenError::NotTrusted(_) | TokenError::Invalid(_) => {
+                tp_registry::ErrorCode::Unauthenticated
+            }
+            // The issuer is down or misconfigured: not the caller's fault; retry.
+            TokenError::Keys(_) => tp_registry::ErrorCode::Unavailable,
+        }
+    }
+}

@@ -499,5 +499,15 @@ impl Caches {
 }
 
 mod identity;
+impl tp_registry::HasErrorCode for LookupError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        match self {
+            LookupError::Unauthenticated => tp_registry::ErrorCode::Unauthenticated,
+            LookupError::NotFound => tp_registry::ErrorCode::NotFound,
+            LookupError::Unavailable(_) => tp_registry::ErrorCode::Unavailable,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

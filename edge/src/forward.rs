@@ -151,6 +151,22 @@ fn caused_by_caller(code: Code) -> bool {
     }
 }
 
+impl tp_registry::HasErrorCode for ForwardError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        use tp_registry::ErrorCode;
+        match self {
+            ForwardError::BreakerOpen { .. } | ForwardError::Unreachable { .. } => {
+                ErrorCode::Unavailable
+            }
+            ForwardError::Timeout { .. } => ErrorCode::Timeout,
+            ForwardError::Failed { code, .. } => {
+                tp_proto::status::code_from_status(&tonic::Status::new(*code, ""))
+            }
+            ForwardError::Unsupported { .. } => ErrorCode::FailedPrecondition,
+        }
+    }
+}
+
 impl ForwardError {
     /// The audit trail's short code for the failure: `breaker_open`, `timeout`,
     /// `unreachable`, `unsupported`, or `executor_<grpc code>` (`executor_invalid_argument`).

@@ -471,6 +471,16 @@ pub fn to_pb(result: &Value) -> pb::Result {
     }
 }
 
+impl tp_registry::HasErrorCode for UpstreamError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        match self {
+            UpstreamError::Unreachable(_) => tp_registry::ErrorCode::Unavailable,
+            // The upstream's own answer to the call.
+            UpstreamError::Failed(_) => tp_registry::ErrorCode::InvalidArgument,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

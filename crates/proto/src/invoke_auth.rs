@@ -85,9 +85,21 @@ pub enum VerifyError {
     Mismatch,
 }
 
+impl tp_registry::HasErrorCode for VerifyError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        match self {
+            VerifyError::Missing
+            | VerifyError::Malformed
+            | VerifyError::UnknownKey
+            | VerifyError::Stale
+            | VerifyError::Mismatch => tp_registry::ErrorCode::Unauthenticated,
+        }
+    }
+}
+
 impl From<VerifyError> for tonic::Status {
     fn from(error: VerifyError) -> tonic::Status {
-        tonic::Status::unauthenticated(error.to_string())
+        crate::status::status_of(&error)
     }
 }
 

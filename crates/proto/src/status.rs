@@ -55,6 +55,12 @@ pub fn code_from_status(status: &Status) -> ErrorCode {
     }
 }
 
+/// The status of any coded error: its class's gRPC code and its message. (Domain errors use
+/// [`to_status`], which adds their field and precondition details.)
+pub fn status_of<E: HasErrorCode + std::fmt::Display>(error: &E) -> Status {
+    Status::new(grpc_code(error.code()), error.to_string())
+}
+
 /// Converts any coded error to a status; domain errors carry their field violations and
 /// precondition failures as standard error details.
 pub fn to_status(error: &DomainError) -> Status {

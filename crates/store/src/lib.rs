@@ -177,5 +177,15 @@ fn encode<T: serde::Serialize>(value: &T) -> String {
         .unwrap_or_else(|error| unreachable!("serialising store document: {error}"))
 }
 
+impl tp_registry::HasErrorCode for StoreError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        match self {
+            StoreError::Database(_) => tp_registry::ErrorCode::Unavailable,
+            StoreError::Corrupt { .. } => tp_registry::ErrorCode::Internal,
+            StoreError::Config(_) => tp_registry::ErrorCode::FailedPrecondition,
+        }
+    }
+}
+
 #[cfg(test)]
 mod contract;

@@ -307,6 +307,16 @@ fn decode_entities(text: &str) -> String {
         .replace("&#39;", "'")
 }
 
+impl tp_registry::HasErrorCode for FetchError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        match self {
+            // A URL the wiki will not fetch (private address, bad scheme): the caller's input.
+            FetchError::Refused(_) => tp_registry::ErrorCode::InvalidArgument,
+            FetchError::Failed(_) => tp_registry::ErrorCode::FailedPrecondition,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -420,5 +420,13 @@ impl TenantIndex {
 
 mod search;
 
+impl tp_registry::HasErrorCode for IndexError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        match self {
+            IndexError::Tantivy(_) | IndexError::Io(_) => tp_registry::ErrorCode::Internal,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

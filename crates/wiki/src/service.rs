@@ -41,14 +41,14 @@ pub struct WikiService {
 /// tenant cannot take every slot of the executor.
 const PER_TENANT: usize = 2;
 
+/// A wiki error as a gRPC status: the code from its class (`HasErrorCode`), its message.
 fn status(error: WikiError) -> Status {
-    match error {
-        WikiError::Invalid(message) => Status::invalid_argument(message),
-        WikiError::Forbidden(message) => Status::permission_denied(message),
-        WikiError::Fetch(message) => Status::failed_precondition(message),
-        WikiError::Quota(message) => Status::resource_exhausted(message),
-        WikiError::Storage(error) => Status::unavailable(format!("wiki storage: {error}")),
-        WikiError::Internal(message) => Status::internal(message),
+    match &error {
+        WikiError::Storage(storage) => Status::new(
+            tp_proto::status::grpc_code(tp_registry::HasErrorCode::code(&error)),
+            format!("wiki storage: {storage}"),
+        ),
+        _ => tp_proto::status::status_of(&error),
     }
 }
 

@@ -548,5 +548,17 @@ impl Storage {
     }
 }
 
+impl tp_registry::HasErrorCode for StorageError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        use tp_registry::ErrorCode;
+        match self {
+            StorageError::Store(_) | StorageError::Busy(_) | StorageError::LeaseLost(_) => {
+                ErrorCode::Unavailable
+            }
+            StorageError::NotText(_) => ErrorCode::Internal,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -123,3 +123,35 @@ fn audit_codes_are_short_snake_case_and_never_carry_messages() {
     };
     assert_eq!(unreachable.audit_code(), "unreachable");
 }
+
+#[test]
+fn forward_errors_have_one_class_each() {
+    use tp_registry::{ErrorCode, HasErrorCode as _};
+    let failed = |code| ForwardError::Failed {
+        tool: "t".into(),
+        executor: "e".into(),
+        code,
+        message: String::new(),
+    };
+    assert_eq!(
+        failed(Code::InvalidArgument).code(),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        failed(Code::PermissionDenied).code(),
+        ErrorCode::PermissionDenied
+    );
+    assert_eq!(failed(Code::Internal).code(), ErrorCode::Internal);
+    assert_eq!(
+        ForwardError::Timeout {
+            tool: "t".into(),
+            timeout_ms: 1
+        }
+        .code(),
+        ErrorCode::Timeout
+    );
+    assert_eq!(
+        ForwardError::BreakerOpen { tool: "t".into() }.code(),
+        ErrorCode::Unavailable
+    );
+}

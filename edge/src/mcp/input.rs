@@ -202,6 +202,14 @@ pub fn input_requests(
     Ok(out)
 }
 
+impl tp_registry::HasErrorCode for StateError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        match self {
+            StateError::TooLong | StateError::Invalid => tp_registry::ErrorCode::InvalidArgument,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

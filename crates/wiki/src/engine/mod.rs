@@ -529,3 +529,16 @@ pub(crate) fn capitalise(word: &str) -> String {
         .map(|c| c.to_uppercase().collect::<String>() + chars.as_str())
         .unwrap_or_default()
 }
+impl tp_registry::HasErrorCode for WikiError {
+    fn code(&self) -> tp_registry::ErrorCode {
+        use tp_registry::ErrorCode;
+        match self {
+            WikiError::Invalid(_) => ErrorCode::InvalidArgument,
+            WikiError::Forbidden(_) => ErrorCode::PermissionDenied,
+            WikiError::Fetch(_) => ErrorCode::FailedPrecondition,
+            WikiError::Storage(error) => tp_registry::HasErrorCode::code(error),
+            WikiError::Quota(_) => ErrorCode::ResourceExhausted,
+            WikiError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+}
