@@ -118,14 +118,7 @@ impl Reply {
     }
 }
 
-/// A progress or log event relayed during a call.
-#[derive(Debug, Clone)]
-pub enum CallEvent {
-    /// Progress.
-    Progress(pb::Progress),
-    /// Log line.
-    Log(pb::Log),
-}
+pub use crate::events::CallEvent;
 
 /// Whether a gRPC code says the caller's input was refused (as opposed to the executor
 /// failing): such errors are shown to the caller and never count against a breaker.

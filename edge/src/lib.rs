@@ -16,6 +16,7 @@ pub mod cache;
 pub mod config;
 pub mod control;
 pub mod disclosure;
+pub mod events;
 pub mod forward;
 pub mod limits;
 pub mod mcp;
@@ -26,6 +27,9 @@ pub mod state;
 pub mod upstream;
 pub mod versions;
 pub mod watch;
+
+#[cfg(test)]
+mod layering_tests;
 
 use std::future::Future;
 use std::net::SocketAddr;

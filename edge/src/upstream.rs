@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use tp_proto::pb;
 use tp_registry::Executor;
 
-use crate::forward::CallEvent;
+use crate::events::CallEvent;
 
 /// Why an upstream call failed.
 #[derive(Debug, Clone, thiserror::Error)]
