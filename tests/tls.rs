@@ -16,7 +16,9 @@ use rcgen::{
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tp_proto::pb;
-use tp_test_support::{ControlPlaneProcess, EdgeProcess, WikiProcess, binary, eventually};
+use tp_test_support::{
+    ControlPlaneProcess, EdgeProcess, ExecutorProcess, WikiProcess, binary, eventually,
+};
 
 /// A test CA and the files it signs.
 struct Pki {
@@ -138,6 +140,7 @@ async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
     let pki = Pki::new();
     let (cp_cert, cp_key) = pki.leaf("control-plane", true);
     let (wiki_cert, wiki_key) = pki.leaf("wiki", true);
+    let (demo_cert, demo_key) = pki.leaf("demo-executor", true);
     let (edge_cert, edge_key) = pki.leaf("edge", true);
     let (edge_client_cert, edge_client_key) = pki.leaf("edge-client", false);
     let (operator_cert, operator_key) = pki.leaf("operator", false);
@@ -230,6 +233,29 @@ async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
         })
         .await
         .unwrap();
+    // The demo executor: TLS with client certificates required too.
+    let demo = ExecutorProcess::start_with_args(vec![
+        "--tls-cert".into(),
+        demo_cert.display().to_string(),
+        "--tls-key".into(),
+        demo_key.display().to_string(),
+        "--tls-client-ca".into(),
+        ca.clone(),
+    ])
+    .await;
+    admin
+        .executors
+        .upsert_executor(pb::UpsertExecutorRequest {
+            executor: Some(pb::ExecutorInfo {
+                name: "demo".into(),
+                endpoint: format!("https://{}", demo.addr),
+                timeout_ms: 5_000,
+                max_concurrency: 8,
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
     let key = admin
         .tenants
         .issue_api_key(pb::IssueApiKeyRequest {
@@ -276,6 +302,18 @@ async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
     .await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains(r#""isError":false"#), "{answer}");
+    let answer = https_post(
+        &pki,
+        &edge.addr,
+        &key,
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "discover_apis", "arguments": {}}}),
+    )
+    .await;
+    assert!(
+        answer.contains(r#""isError":false"#),
+        "demo executor over mTLS: {answer}"
+    );
     // Plain HTTP to the HTTPS port gets no HTTP answer.
     let mut tcp = tokio::net::TcpStream::connect(&edge.addr).await.unwrap();
     tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")

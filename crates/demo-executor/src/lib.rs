@@ -392,6 +392,16 @@ pub async fn serve_with(
     executor: DemoExecutor,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_tls(listener, executor, shutdown, None).await
+}
+
+/// [`serve_with`], over TLS when `tls` is set.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    executor: DemoExecutor,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    tls: Option<std::sync::Arc<tp_net::tls::ReloadingTls>>,
+) -> anyhow::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<ExecutorServer<DemoExecutor>>().await;
     tonic::transport::Server::builder()
@@ -401,7 +411,7 @@ pub async fn serve_with(
         .serve_with_incoming_shutdown(
             // Connection cap, handshake and idle deadlines, TCP_NODELAY (events and the result
             // are small writes; Nagle would hold each one for the caller's delayed ACK).
-            tp_net::grpc_incoming(listener, &tp_net::ListenerLimits::default()),
+            tp_net::grpc_incoming_tls(listener, &tp_net::ListenerLimits::default(), tls),
             shutdown,
         )
         .await?;

@@ -36,6 +36,16 @@ struct Args {
     /// Accept unsigned calls (only where nothing but the edges can reach the executor).
     #[arg(long)]
     allow_unsigned: bool,
+    /// Serve gRPC over TLS with this PEM certificate chain (with --tls-key; reloaded when the
+    /// files change).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by these PEM CAs (mutual TLS with the edges).
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -79,11 +89,25 @@ async fn main() -> anyhow::Result<()> {
         std::fs::write(&tmp, format!("{addr}\n"))?;
         std::fs::rename(&tmp, path)?;
     }
-    tracing::info!(%addr, "demo executor listening");
-    tp_demo_executor::serve_with(
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let files = tp_net::tls::TlsFiles {
+                cert_file: cert.clone(),
+                key_file: key.clone(),
+                client_ca_file: args.tls_client_ca.clone().unwrap_or_default(),
+            };
+            let tls = tp_net::tls::ReloadingTls::load(files, &[b"h2"]).context("--tls-cert")?;
+            tls.spawn_reloader(tp_net::tls::RELOAD_EVERY);
+            Some(tls)
+        }
+        _ => None,
+    };
+    tracing::info!(%addr, tls = tls.is_some(), "demo executor listening");
+    tp_demo_executor::serve_tls(
         listener,
         tp_demo_executor::DemoExecutor::new(auth).with_admin(admin),
         tp_telemetry::shutdown_signal(),
+        tls,
     )
     .await
 }
