@@ -58,6 +58,12 @@ pub struct RawConfig {
     pub log: RawLog,
 }
 
+/// Working memory one JSON value of a request costs the edge while it handles the request —
+/// its parse, the MCP transport's typed copy, the protobuf `Struct` sent to the executor and its
+/// encoding — a deliberately high estimate, so that bounding it bounds memory (the in-flight
+/// byte budget, `mcp.max_in_flight_bytes`, is checked against it here).
+pub const BYTES_PER_VALUE: usize = 160;
+
 /// `[cache]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -442,7 +448,7 @@ impl RawConfig {
             bail!("mcp.max_json_values: must be between 100 and 10000000");
         }
         if raw_mcp.max_in_flight_bytes
-            < raw_mcp.max_body_bytes + raw_mcp.max_json_values * crate::mcp::bounds::BYTES_PER_VALUE
+            < raw_mcp.max_body_bytes + raw_mcp.max_json_values * BYTES_PER_VALUE
         {
             bail!(
                 "mcp.max_in_flight_bytes: must hold at least one largest request: mcp.max_body_bytes + 160 × mcp.max_json_values bytes"

@@ -8,15 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Strongly connected sets of top-level modules, each sorted.
-const KNOWN_CYCLES: &[&[&str]] = &[&[
-    "cache",
-    "config",
-    "disclosure",
-    "mcp",
-    "registry",
-    "state",
-    "watch",
-]];
+const KNOWN_CYCLES: &[&[&str]] = &[&["cache", "disclosure", "mcp", "registry", "state", "watch"]];
 
 fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -144,12 +136,14 @@ fn the_module_graph_has_no_cycles_but_the_known_ones() {
         found, known,
         "module cycles changed: shorten KNOWN_CYCLES when one is broken, never lengthen it"
     );
-    // Forwarding and the MCP upstream executor no longer name each other.
+    // Forwarding and the MCP upstream executor no longer name each other; the configuration
+    // names no part of the request path.
     assert!(
         !graph["upstream"].contains("forward"),
         "{:?}",
         graph["upstream"]
     );
+    assert!(!graph["config"].contains("mcp"), "{:?}", graph["config"]);
 }
 
 #[test]

@@ -57,10 +57,7 @@ pub fn size(value: &Value) -> usize {
     total
 }
 
-/// Working memory one JSON value of a request costs the edge while it handles the request —
-/// its parse, the MCP transport's typed copy, the protobuf `Struct` sent to the executor and its
-/// encoding — a deliberately high estimate, so that bounding it bounds memory.
-pub const BYTES_PER_VALUE: usize = 160;
+pub use crate::config::BYTES_PER_VALUE;
 
 /// How many JSON values a body holds at most (commas, colons and openings outside strings, plus
 /// one), found by one pass over the bytes without building anything.
