@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use rmcp::model::Tool as McpTool;
 use serde_json::{Value, json};
 
-use crate::registry::EdgeTool;
+use crate::tool::EdgeTool;
 
 mod args;
 

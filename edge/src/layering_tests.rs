@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Strongly connected sets of top-level modules, each sorted.
-const KNOWN_CYCLES: &[&[&str]] = &[&["cache", "disclosure", "mcp", "registry", "state", "watch"]];
+const KNOWN_CYCLES: &[&[&str]] = &[&["cache", "mcp", "registry", "state", "watch"]];
 
 fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -144,6 +144,12 @@ fn the_module_graph_has_no_cycles_but_the_known_ones() {
         graph["upstream"]
     );
     assert!(!graph["config"].contains("mcp"), "{:?}", graph["config"]);
+    // Progressive disclosure builds on the tool, not on the registry that lists it.
+    assert!(
+        !graph["disclosure"].contains("registry"),
+        "{:?}",
+        graph["disclosure"]
+    );
 }
 
 #[test]

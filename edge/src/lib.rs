@@ -24,6 +24,7 @@ pub mod oauth;
 pub mod registry;
 pub mod shared;
 pub mod state;
+pub mod tool;
 pub mod upstream;
 pub mod versions;
 pub mod watch;

@@ -1,0 +1,101 @@
+//! One tool as the edge serves it: the resolved tool (schema projected to the caller's role),
+//! its `tools/list` entry precomputed, and its argument validator compiled on first use. The
+//! bottom of the registry: the registry, progressive disclosure and the call pipeline build on
+//! it, and it names none of them.
+
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{JsonObject, Tool as McpTool, ToolAnnotations};
+use serde_json::Value;
+use tp_registry::ResolvedTool;
+
+/// One tool of a registry.
+pub struct EdgeTool {
+    /// The resolved tool (schema already projected to the role).
+    pub resolved: ResolvedTool,
+    /// Its `tools/list` entry.
+    pub mcp: McpTool,
+    validator: OnceLock<Result<Arc<jsonschema::Validator>, String>>,
+}
+
+impl std::fmt::Debug for EdgeTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeTool")
+            .field("name", &self.resolved.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn to_object(value: &Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map.clone(),
+        _ => JsonObject::new(),
+    }
+}
+
+/// The MCP `Tool` of a resolved tool.
+pub fn mcp_tool(tool: &ResolvedTool) -> McpTool {
+    let description = match &tool.sunset {
+        Some(sunset) => format!("{} (Deprecated: removed after {sunset}.)", tool.description),
+        None => tool.description.clone(),
+    };
+    let mut mcp = McpTool::new(
+        tool.name.clone(),
+        description,
+        Arc::new(to_object(&tool.input_schema)),
+    );
+    if !tool.title.is_empty() {
+        mcp = mcp.with_title(tool.title.clone());
+    }
+    if let Some(output) = &tool.output_schema {
+        mcp = mcp.with_raw_output_schema(Arc::new(to_object(output)));
+    }
+    let a = &tool.annotations;
+    if a.read_only.is_some()
+        || a.destructive.is_some()
+        || a.idempotent.is_some()
+        || a.open_world.is_some()
+    {
+        let title = (!tool.title.is_empty()).then(|| tool.title.clone());
+        mcp = mcp.with_annotations(ToolAnnotations::from_raw(
+            title,
+            a.read_only,
+            a.destructive,
+            a.idempotent,
+            a.open_world,
+        ));
+    }
+    mcp
+}
+
+// === impl EdgeTool ===
+
+impl EdgeTool {
+    /// The edge form of a resolved tool.
+    pub fn new(resolved: ResolvedTool) -> EdgeTool {
+        let mcp = mcp_tool(&resolved);
+        EdgeTool {
+            resolved,
+            mcp,
+            validator: OnceLock::new(),
+        }
+    }
+
+    /// The compiled argument validator (compiled once per registry entry).
+    pub fn validator(&self) -> Result<Arc<jsonschema::Validator>, String> {
+        self.validator
+            .get_or_init(|| {
+                // The linear-time pattern engine: no argument can make a pattern backtrack.
+                tp_registry::schema::linear_options()
+                    .build(&self.resolved.input_schema)
+                    .map(Arc::new)
+                    .map_err(|e| format!("the tool's input schema does not compile: {e}"))
+            })
+            .clone()
+    }
+
+    /// Whether retries on connect errors are safe (the idempotent annotation).
+    pub fn idempotent(&self) -> bool {
+        self.resolved.annotations.idempotent == Some(true)
+    }
+}
