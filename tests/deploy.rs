@@ -50,6 +50,28 @@ fn check_config(program: &str, args: &[String], env: &BTreeMap<String, String>) 
     stdout
 }
 
+/// The `name: value` pairs of the environment variables starting with `prefix` in rendered
+/// manifests (YAML scalars decoded).
+fn rendered_env(manifests: &str, prefix: &str) -> BTreeMap<String, String> {
+    let lines: Vec<&str> = manifests.lines().collect();
+    let mut env = BTreeMap::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(name) = line.trim().strip_prefix("- name: ") else {
+            continue;
+        };
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let value = lines
+            .get(i + 1)
+            .and_then(|l| l.trim().strip_prefix("value: "))
+            .unwrap_or_else(|| panic!("{name} has no value"));
+        let value: String = serde_yaml_ng::from_str(value).unwrap();
+        env.insert(name.to_owned(), value);
+    }
+    env
+}
+
 /// The `TOOLPLANE_*` environment variables documented in docs/configuration.md.
 fn documented_variables() -> BTreeSet<String> {
     let doc = read("docs/configuration.md");
@@ -915,6 +937,18 @@ fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
                 "--set",
                 "edge.oauth.authorizationServers={https://id.example.com/realms/acme}",
                 "--set",
+                "edge.oauth.scopesSupported={mcp}",
+                "--set",
+                "controlPlane.adminOidc.issuer=https://id.example.com/realms/platform",
+                "--set",
+                "controlPlane.adminOidc.audience=toolplane-admin",
+                "--set",
+                "controlPlane.adminOidc.fullGroups={platform-admins}",
+                "--set",
+                "controlPlane.adminOidc.readOnlyGroups={sre,grafana}",
+                "--set",
+                "controlPlane.adminOidc.tenantAdminGroups.acme-platform={acme,acme-staging}",
+                "--set",
                 "tls.secretName=toolplane-tls",
                 "--set",
                 "otel.endpoint=http://otel-collector.observability:4317",
@@ -948,6 +982,28 @@ fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
             name.starts_with("HA"),
             "{name}: OAuth settings"
         );
+        // Admin sign-in reaches the control plane exactly when it is configured, and the
+        // values the template renders are what the control plane's loader reads.
+        let oidc_env: BTreeMap<String, String> =
+            rendered_env(&manifests, "TOOLPLANE_CP_ADMIN_OIDC__");
+        assert_eq!(
+            !oidc_env.is_empty(),
+            name.starts_with("HA"),
+            "{name}: admin OIDC"
+        );
+        if !oidc_env.is_empty() {
+            let summary = check_config("tp-control-plane", &[], &oidc_env);
+            assert!(
+                summary.contains(
+                    "admin sign-in: issuer https://id.example.com/realms/platform audience toolplane-admin; full: [platform-admins]; tenant_admin: [acme-platform -> acme+acme-staging]; read_only: [sre, grafana]"
+                ),
+                "{summary}"
+            );
+            assert!(
+                manifests.contains("value: \"[\\\"mcp\\\"]\""),
+                "{name}: edge scopes"
+            );
+        }
         let documents = manifests
             .split("\n---")
             .filter(|d| d.lines().any(|l| l.starts_with("kind: ")))

@@ -5,6 +5,7 @@
 )]
 
 mod admin_fuzz;
+mod admin_oidc;
 mod admins;
 mod adversarial;
 mod ask;

@@ -25,12 +25,17 @@ fn accounts() -> Value {
     })
 }
 
-struct Provider {
-    issuer: String,
+pub(crate) struct Provider {
+    pub(crate) issuer: String,
     _process: Process,
 }
 
 async fn start_provider(dir: &Path) -> Provider {
+    start_provider_with(dir, &json!({})).await
+}
+
+/// The provider, with machine clients (`{"id": {"secret": …, "claims": {…}}}`, see idp.mjs).
+pub(crate) async fn start_provider_with(dir: &Path, clients: &Value) -> Provider {
     let port = free_port();
     let script = node_dir().join("idp.mjs");
     let log = dir.join("idp.log");
@@ -41,6 +46,7 @@ async fn start_provider(dir: &Path) -> Provider {
         &[
             ("IDP_PORT", port.to_string()),
             ("IDP_ACCOUNTS", accounts().to_string()),
+            ("IDP_CLIENTS", clients.to_string()),
         ],
     );
     let issuer = format!("http://127.0.0.1:{port}");
@@ -104,6 +110,11 @@ async fn set_trusts(
 }
 
 async fn edge_with_oauth(fleet: &Fleet, issuer: &str) -> (EdgeProcess, String) {
+    edge_with_oauth_and(fleet, issuer, "").await
+}
+
+/// An edge taking `issuer`'s tokens, with `extra` lines in its `[oauth]` section.
+async fn edge_with_oauth_and(fleet: &Fleet, issuer: &str, extra: &str) -> (EdgeProcess, String) {
     let port = free_port();
     let resource = format!("http://127.0.0.1:{port}/mcp");
     let edge = EdgeProcess::start_with_env(
@@ -111,7 +122,7 @@ async fn edge_with_oauth(fleet: &Fleet, issuer: &str) -> (EdgeProcess, String) {
         &[fleet.cp.url()],
         Some(&fleet.redis.url()),
         &format!(
-            "[oauth]\nresource = {resource:?}\nauthorization_servers = [{issuer:?}]\nresource_name = \"Toolplane test edge\"\n"
+            "[oauth]\nresource = {resource:?}\nauthorization_servers = [{issuer:?}]\nresource_name = \"Toolplane test edge\"\n{extra}"
         ),
         &[("TOOLPLANE_EDGE_LISTEN", format!("127.0.0.1:{port}"))],
     )
@@ -147,17 +158,16 @@ async fn python_oauth(resource: &str, login: &str, call: Option<(&str, Value)>) 
     run_client(&python(), &args, Path::new(".")).await
 }
 
-#[tokio::test]
-async fn mcp_clients_sign_in_with_oauth_and_see_exactly_their_tenant_and_role() {
-    let dir = tempfile::tempdir().unwrap();
+/// A fleet whose tenant qa trusts a fresh provider: its users in `tp-executors` are qa's
+/// executors, the rest qa's collectors.
+async fn fleet_trusting_the_provider(dir: &Path) -> (Fleet, Provider) {
     let fleet = Fleet::start(0, "").await;
-    let provider = start_provider(dir.path()).await;
-    let issuer = provider.issuer.as_str();
+    let provider = start_provider(dir).await;
     set_trusts(
         &fleet,
         "qa",
         vec![trust(
-            issuer,
+            &provider.issuer,
             "qa",
             &[("tp-executors", "executor")],
             "collector",
@@ -165,6 +175,165 @@ async fn mcp_clients_sign_in_with_oauth_and_see_exactly_their_tenant_and_role() 
     )
     .await
     .unwrap();
+    (fleet, provider)
+}
+
+/// Runs the MCP Inspector's CLI (`mcp-inspector --cli`) against `resource` with `args`, its
+/// browser the test's user agent logging in as `login` (clients/browser.py, run through `$BROWSER`
+/// as xdg-open runs it), its state under `home`. Returns (exit code, stdout, stderr).
+async fn inspector(
+    home: &Path,
+    login: &str,
+    resource: &str,
+    args: &[&str],
+) -> (i32, String, String) {
+    let browser = home.join("browser.sh");
+    let script = std::fs::canonicalize("clients/browser.py").expect("browser.py");
+    std::fs::write(
+        &browser,
+        format!(
+            "#!/bin/sh\n{:?} {:?} \"$1\" >> {:?} 2>&1 &\n",
+            python(),
+            script,
+            home.join("browser.log")
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let launcher = node_dir()
+        .join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let mut command = tokio::process::Command::new(node());
+    command
+        .arg(launcher)
+        .args(["--cli", resource, "--transport", "http"])
+        .args(["--callback-url", "http://127.0.0.1:0/oauth/callback"])
+        .args(["--format", "json"])
+        .args(args)
+        .env("HOME", home)
+        .env("MCP_INSPECTOR_SECRET_STORE", "file")
+        .env("MCP_AUTO_OPEN_ENABLED", "true")
+        .env("BROWSER", &browser)
+        .env("BROWSER_LOGIN", login)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(90), command.output())
+        .await
+        .expect("the Inspector CLI finished within 90 s")
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_mcp_inspector_cli_signs_in_with_oauth_and_calls_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fleet, provider) = fleet_trusting_the_provider(dir.path()).await;
+    let issuer = provider.issuer.as_str();
+    // The Inspector registers with the scopes the edge advertises (an empty set is refused by
+    // the provider), so this edge names one: in its metadata and in its 401s.
+    let (edge, resource) =
+        edge_with_oauth_and(&fleet, issuer, "scopes_supported = [\"mcp\"]\n").await;
+    let anonymous = McpHttp::new(&edge.addr, None, LEGACY);
+    let challenge = anonymous.request(1, "tools/list", json!({})).await.headers["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(challenge.ends_with(", scope=\"mcp\""), "{challenge}");
+    let home = dir.path().join("inspector-home");
+    std::fs::create_dir_all(&home).unwrap();
+
+    // No stored credentials and no way to ask: the CLI says so instead of hanging.
+    let (code, _, stderr) = inspector(
+        &home,
+        "alice",
+        &resource,
+        &["--method", "tools/list", "--stored-auth-only"],
+    )
+    .await;
+    assert_eq!(code, 3, "auth_required: {stderr}");
+
+    // The full flow: 401 → protected-resource metadata → the provider's metadata → dynamic
+    // registration → authorization code with PKCE and the resource indicator (alice logs in at
+    // the provider in the "browser") → the token → tools/list with it.
+    let (code, stdout, stderr) =
+        inspector(&home, "alice", &resource, &["--method", "tools/list"]).await;
+    let browser_log = std::fs::read_to_string(home.join("browser.log")).unwrap_or_default();
+    assert_eq!(
+        code, 0,
+        "stdout: {stdout}\nstderr: {stderr}\nbrowser: {browser_log}"
+    );
+    assert!(
+        browser_log.contains(&format!("{issuer}/")) && browser_log.contains("/oauth/callback"),
+        "the user agent went through the provider back to the CLI: {browser_log}"
+    );
+    let listed: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    // alice is in tp-executors: qa's executor role, exactly what qa's executor key sees.
+    let with_key = McpHttp::new(&edge.addr, Some(fleet.key("qa", "executor")), LEGACY);
+    let (status, expected) = tool_names(&with_key).await;
+    assert_eq!(status, 200);
+    assert_eq!(names, expected);
+
+    // The stored token serves the next run without a browser; the call runs as alice.
+    let (code, stdout, stderr) = inspector(
+        &home,
+        "alice",
+        &resource,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "text=from the inspector",
+            "--stored-auth-only",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    let called: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(called["result"]["isError"], json!(false), "{called}");
+    assert!(
+        called.to_string().contains("from the inspector"),
+        "{called}"
+    );
+    // A tool outside qa/executor's registry is not on the server for the token's caller (the
+    // Inspector looks it up in the listing before calling).
+    let (code, stdout, stderr) = inspector(
+        &home,
+        "alice",
+        &resource,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "gmail_send",
+            "--stored-auth-only",
+        ],
+    )
+    .await;
+    assert_ne!(code, 0, "stdout: {stdout}");
+    assert!(stderr.contains("\"tool_not_found\""), "{stderr}");
+}
+
+#[tokio::test]
+async fn mcp_clients_sign_in_with_oauth_and_see_exactly_their_tenant_and_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fleet, provider) = fleet_trusting_the_provider(dir.path()).await;
+    let issuer = provider.issuer.as_str();
     // globex through the CLI: a mapping without roles is refused before anything is sent.
     let ctl = |args: &[&str]| {
         std::process::Command::new(tp_test_support::binary("toolplanectl"))

@@ -1,6 +1,7 @@
 //! Who may call the admin API: a tower layer in front of every admin service that
 //! authenticates the bearer token — the configured admin token (the bootstrap identity,
-//! `admin`, scope full) or an issued admin token — checks the method against the token's
+//! `admin`, scope full), an issued admin token, or an OpenID provider's access token when
+//! `[admin_oidc]` is configured ([`crate::admin_oidc`]) — checks the method against the token's
 //! scope, and hands the handlers the caller ([`AdminCaller`] in the request's extensions) and
 //! the author every write it commits is recorded under ([`AUTHOR`]).
 //!
@@ -17,6 +18,7 @@ use sha2::{Digest, Sha256};
 use tonic::Status;
 use tp_registry::{Access, AdminCaller};
 
+use crate::admin_oidc::AdminOidc;
 use crate::auth::constant_time_eq;
 use crate::engine::{Engine, now_secs};
 
@@ -101,6 +103,7 @@ pub fn check_tenant(caller: &AdminCaller, tenant: &str) -> Result<(), Status> {
 pub struct AdminAuthLayer {
     engine: Arc<Engine>,
     bootstrap: Arc<[u8; 32]>,
+    oidc: Option<Arc<AdminOidc>>,
 }
 
 impl std::fmt::Debug for AdminAuthLayer {
@@ -115,7 +118,14 @@ impl AdminAuthLayer {
         AdminAuthLayer {
             engine,
             bootstrap: Arc::new(Sha256::digest(bootstrap_token.as_bytes()).into()),
+            oidc: None,
         }
+    }
+
+    /// Also accepts access tokens from the OpenID provider `oidc` is configured with.
+    pub fn with_oidc(mut self, oidc: Option<Arc<AdminOidc>>) -> AdminAuthLayer {
+        self.oidc = oidc;
+        self
     }
 }
 
@@ -154,9 +164,12 @@ impl AdminAuthLayer {
             .ok()
             .and_then(|value| value.strip_prefix("Bearer "))
             .ok_or_else(|| Status::unauthenticated("authorization must be \"Bearer <token>\""))?;
-        let digest: [u8; 32] = Sha256::digest(presented.trim().as_bytes()).into();
+        let presented = presented.trim();
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         let caller = if constant_time_eq(&digest, &self.bootstrap) {
             AdminCaller::bootstrap()
+        } else if let Some(oidc) = self.oidc.as_ref().filter(|_| AdminOidc::is_jwt(presented)) {
+            oidc.caller(presented).await?
         } else {
             let hash = hex::encode(digest);
             let now = now_secs();

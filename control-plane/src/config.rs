@@ -39,6 +39,8 @@ pub struct RawConfig {
     /// TLS for the gRPC listener (off unless `tls.cert_file` is set; `tls.client_ca_file`
     /// requires client certificates; files reloaded when they change).
     pub tls: tp_net::tls::TlsFiles,
+    /// `[admin_oidc]`: admins signing in with an OpenID provider's access tokens.
+    pub admin_oidc: crate::admin_oidc::RawAdminOidc,
     /// Logging.
     pub log: RawLog,
 }
@@ -191,6 +193,8 @@ pub struct ControlPlaneConfig {
     pub audit_retention: Option<std::time::Duration>,
     /// TLS files of the gRPC listener, if it serves TLS.
     pub tls: Option<tp_net::tls::TlsFiles>,
+    /// Admin sign-in with an OpenID provider, when configured.
+    pub admin_oidc: Option<crate::admin_oidc::RawAdminOidc>,
 }
 
 // === impl RawConfig ===
@@ -208,6 +212,7 @@ impl Default for RawConfig {
             metrics_listen: String::new(),
             audit: RawAudit::default(),
             tls: tp_net::tls::TlsFiles::default(),
+            admin_oidc: crate::admin_oidc::RawAdminOidc::default(),
             log: RawLog::default(),
         }
     }
@@ -350,8 +355,10 @@ impl RawConfig {
             Ok(false) => None,
             Err(message) => bail!(message),
         };
+        let admin_oidc = self.admin_oidc.validate().map_err(|e| anyhow::anyhow!(e))?;
         Ok(ControlPlaneConfig {
             tls,
+            admin_oidc,
             metrics_listen,
             audit_retention: (self.audit.retention_days > 0).then(|| {
                 std::time::Duration::from_secs(u64::from(self.audit.retention_days) * 86_400)

@@ -6,6 +6,7 @@
 //! (wiring), [`config`].
 
 pub mod admin_auth;
+pub mod admin_oidc;
 pub mod api;
 pub mod auth;
 pub mod config;

@@ -63,6 +63,9 @@ async fn main() -> anyhow::Result<()> {
             },
             config.bootstrap.demo,
         );
+        if let Some(oidc) = &config.admin_oidc {
+            println!("{}", oidc.summary());
+        }
         return Ok(());
     }
     let _telemetry = tp_telemetry::init(

@@ -158,40 +158,10 @@ impl TokenVerifier {
                     .into(),
             ));
         }
-        let mut sources: Vec<Option<String>> = trusts.iter().map(|t| t.jwks_uri.clone()).collect();
-        sources.sort();
-        sources.dedup();
-        let mut validation = Validation::new(header.alg);
-        validation.set_issuer(&[&issuer]);
-        validation.set_audience(&audiences);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        validation.validate_nbf = true;
-        validation.leeway = LEEWAY_SECS;
-        let mut last_error = None;
-        let mut claims = None;
-        for source in sources {
-            let jwks_uri = match source {
-                Some(uri) => uri,
-                None => self.discover(&issuer).await?,
-            };
-            let key = match self.key(&jwks_uri, header.kid.as_deref(), header.alg).await {
-                Ok(key) => key,
-                Err(error) => {
-                    last_error = Some(error);
-                    continue;
-                }
-            };
-            match jsonwebtoken::decode::<Value>(token, &key, &validation) {
-                Ok(data) => {
-                    claims = Some(data.claims);
-                    break;
-                }
-                Err(error) => last_error = Some(TokenError::Invalid(error.to_string())),
-            }
-        }
-        let Some(claims) = claims else {
-            return Err(last_error.unwrap_or_else(|| TokenError::Invalid("no key".into())));
-        };
+        let sources: Vec<Option<String>> = trusts.iter().map(|t| t.jwks_uri.clone()).collect();
+        let claims = self
+            .verified_claims(token, &header, &issuer, sources, &audiences)
+            .await?;
         let expires_at = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         let subject = claims
             .get("sub")
@@ -226,6 +196,52 @@ impl TokenVerifier {
                 })
             })
             .await
+    }
+
+    /// The claims of `token` (whose header is `header`) once its signature verifies with a key
+    /// of `issuer` — from one of `sources` (a key-set URL, or `None` for the issuer's
+    /// discovered one) — and `iss`, one of `audiences`, `exp`, `nbf` and `sub` hold.
+    pub async fn verified_claims(
+        &self,
+        token: &str,
+        header: &jsonwebtoken::Header,
+        issuer: &str,
+        mut sources: Vec<Option<String>>,
+        audiences: &[String],
+    ) -> Result<Value, TokenError> {
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(TokenError::Malformed(format!(
+                "algorithm {:?} is not allowed",
+                header.alg
+            )));
+        }
+        sources.sort();
+        sources.dedup();
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[issuer]);
+        validation.set_audience(audiences);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
+        validation.leeway = LEEWAY_SECS;
+        let mut last_error = None;
+        for source in sources {
+            let jwks_uri = match source {
+                Some(uri) => uri,
+                None => self.discover(issuer).await?,
+            };
+            let key = match self.key(&jwks_uri, header.kid.as_deref(), header.alg).await {
+                Ok(key) => key,
+                Err(error) => {
+                    last_error = Some(error);
+                    continue;
+                }
+            };
+            match jsonwebtoken::decode::<Value>(token, &key, &validation) {
+                Ok(data) => return Ok(data.claims),
+                Err(error) => last_error = Some(TokenError::Invalid(error.to_string())),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| TokenError::Invalid("no key".into())))
     }
 
     /// The issuer's `jwks_uri`, from its OpenID or OAuth metadata (the document must name the

@@ -198,16 +198,7 @@ impl ControlPlane {
                 .clone()
                 .unwrap_or_else(|| tp_proto::invoke_auth::ExecutorKey::derive(&tokens.edge)),
         );
-        let router = router(
-            &engine,
-            &tokens,
-            config.heartbeat_ms,
-            stopping,
-            std::time::Duration::from_millis(config.grpc.request_timeout_ms),
-            purges,
-            config.token_key_refetch,
-        )
-        .await?;
+        let router = router(&engine, &tokens, config, stopping, purges).await?;
         let limits = config.grpc.limits();
         let tls = match &config.tls {
             Some(files) => {
@@ -258,12 +249,11 @@ type MeasuredRouter = tonic::transport::server::Router<
 async fn router(
     engine: &Arc<Engine>,
     tokens: &Tokens,
-    heartbeat_ms: u32,
+    config: &ControlPlaneConfig,
     stopping: tokio::sync::watch::Receiver<bool>,
-    request_timeout: std::time::Duration,
     purges: Arc<crate::purge::Purges>,
-    token_key_refetch: std::time::Duration,
 ) -> anyhow::Result<MeasuredRouter> {
+    let request_timeout = std::time::Duration::from_millis(config.grpc.request_timeout_ms);
     // The configured admin token is a superset: operators may call the edge-facing service
     // to debug. Admin services are guarded by the AdminAuthLayer below.
     let edge = TokenCheck::new("edge", &[&tokens.edge, &tokens.admin]);
@@ -296,8 +286,14 @@ async fn router(
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     };
-    let registry = RegistryService::new(Arc::clone(engine), heartbeat_ms, stopping)
-        .with_tokens(crate::oidc::TokenVerifier::new(token_key_refetch));
+    let registry = RegistryService::new(Arc::clone(engine), config.heartbeat_ms, stopping)
+        .with_tokens(crate::oidc::TokenVerifier::new(config.token_key_refetch));
+    let admin_oidc = config.admin_oidc.clone().map(|settings| {
+        Arc::new(crate::admin_oidc::AdminOidc::new(
+            settings,
+            Arc::new(crate::oidc::TokenVerifier::new(config.token_key_refetch)),
+        ))
+    });
     let registry = InterceptedService::new(
         RegistryServer::new(registry),
         move |request: tonic::Request<()>| edge.check(request),
@@ -310,10 +306,10 @@ async fn router(
         // A span per call, child of the caller's trace (traceparent), when traces export.
         .layer(tp_telemetry::trace::GrpcTraceLayer::new("control_plane"))
         // Inside the metrics: refused calls are counted with their codes.
-        .layer(crate::admin_auth::AdminAuthLayer::new(
-            Arc::clone(engine),
-            &tokens.admin,
-        ))
+        .layer(
+            crate::admin_auth::AdminAuthLayer::new(Arc::clone(engine), &tokens.admin)
+                .with_oidc(admin_oidc),
+        )
         // Unary calls (their request included) end within the timeout; streams (Watch) are
         // answered at once and then kept alive by heartbeats.
         .timeout(request_timeout)

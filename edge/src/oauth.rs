@@ -17,7 +17,9 @@ pub struct RawOAuth {
     pub resource: String,
     /// The authorization servers clients are sent to (issuer URLs).
     pub authorization_servers: Vec<String>,
-    /// Scopes advertised in the metadata (optional).
+    /// Scopes clients should ask for (optional): advertised in the metadata and in the 401's
+    /// `scope` (MCP 2025-11-25 scope selection). Clients that register dynamically need some
+    /// (e.g. the MCP Inspector registers with the advertised ones).
     pub scopes_supported: Vec<String>,
     /// A human-readable name for the metadata (optional).
     pub resource_name: String,
@@ -32,6 +34,8 @@ pub struct OAuth {
     pub metadata_url: String,
     /// The path the metadata is served at, on the MCP listener.
     pub metadata_path: String,
+    /// The scopes to ask for, space-separated (`scope` in challenges); empty for none.
+    pub scope: String,
     document: String,
 }
 
@@ -69,6 +73,17 @@ impl RawOAuth {
             "authorization_servers": self.authorization_servers,
             "bearer_methods_supported": ["header"],
         });
+        for scope in &self.scopes_supported {
+            // RFC 6749 §3.3 scope-token: printable ASCII without space, `"` or `\`.
+            if scope.is_empty()
+                || scope.len() > 128
+                || !scope
+                    .bytes()
+                    .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
+            {
+                anyhow::bail!("oauth.scopes_supported: {scope:?} is not a scope token");
+            }
+        }
         if !self.scopes_supported.is_empty() {
             document["scopes_supported"] = serde_json::json!(self.scopes_supported);
         }
@@ -79,6 +94,7 @@ impl RawOAuth {
             metadata_url: format!("{origin}{metadata_path}"),
             metadata_path,
             resource: self.resource,
+            scope: self.scopes_supported.join(" "),
             document: document.to_string(),
         }))
     }
@@ -119,7 +135,7 @@ impl OAuth {
 
 /// The `WWW-Authenticate` value of a 401 (RFC 6750 §3, RFC 9728 §5.1): no `error` when the
 /// request carried no credentials, `invalid_token` otherwise; `resource_metadata` when OAuth
-/// is on. Values are quoted strings with `"` and `\` escaped.
+/// is on, and `scope` when scopes are configured. Values are quoted strings with `"` and `\` escaped.
 pub fn challenge(oauth: Option<&OAuth>, error: Option<&str>) -> HeaderValue {
     let mut params = vec![("realm", "toolplane".to_owned())];
     if let Some(description) = error {
@@ -128,6 +144,9 @@ pub fn challenge(oauth: Option<&OAuth>, error: Option<&str>) -> HeaderValue {
     }
     if let Some(oauth) = oauth {
         params.push(("resource_metadata", oauth.metadata_url.clone()));
+        if !oauth.scope.is_empty() {
+            params.push(("scope", oauth.scope.clone()));
+        }
     }
     let text = params
         .iter()
@@ -224,6 +243,44 @@ mod tests {
             })
             .contains("https")
         );
+        for scope in ["", "two words", "quo\"te", "back\\slash", "caf\u{e9}"] {
+            assert!(
+                bad(RawOAuth {
+                    resource: "https://mcp.example.com/mcp".into(),
+                    authorization_servers: vec!["https://id.example.com".into()],
+                    scopes_supported: vec![scope.into()],
+                    ..RawOAuth::default()
+                })
+                .contains("scope token"),
+                "{scope:?}"
+            );
+        }
         assert!(RawOAuth::default().validate().unwrap().is_none());
+    }
+
+    #[test]
+    fn configured_scopes_are_advertised_in_the_metadata_and_the_challenge() {
+        let o = RawOAuth {
+            resource: "https://mcp.example.com/mcp".into(),
+            authorization_servers: vec!["https://id.example.com".into()],
+            scopes_supported: vec!["mcp".into(), "mcp:tools".into()],
+            ..RawOAuth::default()
+        }
+        .validate()
+        .unwrap()
+        .unwrap();
+        let value = challenge(Some(&o), None);
+        assert!(
+            value
+                .to_str()
+                .unwrap()
+                .ends_with(", scope=\"mcp mcp:tools\""),
+            "{value:?}"
+        );
+        let document: serde_json::Value = serde_json::from_str(&o.document).unwrap();
+        assert_eq!(
+            document["scopes_supported"],
+            serde_json::json!(["mcp", "mcp:tools"])
+        );
     }
 }

@@ -7,7 +7,12 @@
 // the flow runs without a browser. Accounts, with the claims put into their access tokens, come
 // from IDP_ACCOUNTS as JSON: {"alice": {"org": "acme", "groups": ["admins"]}, ...}.
 //
-// Usage: IDP_PORT=... IDP_ACCOUNTS='{...}' node idp.mjs   (prints "ready <issuer>")
+// Machine clients (the client-credentials grant, as an operator's CI pipeline signs in to the
+// admin API) come from IDP_CLIENTS as JSON: {"ci": {"secret": "...", "claims": {"groups": [...]}}};
+// their tokens are JWTs for the resource they ask for, carrying those claims (`sub` = client id).
+//
+// Usage: IDP_PORT=... IDP_ACCOUNTS='{...}' [IDP_CLIENTS='{...}'] node idp.mjs
+//   (prints "ready <issuer>")
 
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -16,6 +21,7 @@ import Provider from 'oidc-provider';
 const port = Number(process.env.IDP_PORT);
 const issuer = `http://127.0.0.1:${port}`;
 const accounts = JSON.parse(process.env.IDP_ACCOUNTS || '{}');
+const machines = JSON.parse(process.env.IDP_CLIENTS || '{}');
 const accessTokenTTL = Number(process.env.IDP_ACCESS_TOKEN_TTL || 600);
 
 function signingKey(type, options, alg, kid) {
@@ -32,7 +38,18 @@ const provider = new Provider(issuer, {
   },
   findAccount: (_ctx, id) =>
     accounts[id] ? { accountId: id, claims: () => ({ sub: id }) } : undefined,
+  clients: Object.entries(machines).map(([id, machine]) => ({
+    client_id: id,
+    client_secret: machine.secret,
+    grant_types: ['client_credentials'],
+    redirect_uris: [],
+    response_types: [],
+    token_endpoint_auth_method: 'client_secret_post',
+  })),
   extraTokenClaims: (_ctx, token) => {
+    if (token.accountId === undefined && machines[token.clientId]) {
+      return { ...machines[token.clientId].claims };
+    }
     const account = accounts[token.accountId];
     return account ? { ...account } : {};
   },
@@ -40,6 +57,7 @@ const provider = new Provider(issuer, {
   pkce: { required: () => true },
   features: {
     devInteractions: { enabled: false },
+    clientCredentials: { enabled: true },
     registration: { enabled: true },
     resourceIndicators: {
       enabled: true,

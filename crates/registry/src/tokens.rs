@@ -191,7 +191,7 @@ impl TokenIssuer {
 }
 
 /// The string values of `claim` in `claims`: the value itself, or each string of an array.
-fn claim_values<'a>(claims: &'a Value, claim: &str) -> impl Iterator<Item = &'a str> {
+pub fn claim_values<'a>(claims: &'a Value, claim: &str) -> impl Iterator<Item = &'a str> {
     let value = claims.get(claim);
     let single = value.and_then(Value::as_str);
     let many = value
