@@ -70,9 +70,8 @@ impl TraceService for Receiver {
     }
 }
 
-#[tokio::test]
-async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki() {
-    // The OTLP receiver.
+/// A real OTLP trace receiver, and the environment that makes a process export to it.
+fn start_receiver() -> (Receiver, Vec<(&'static str, String)>) {
     let receiver = Receiver::default();
     let port = free_port();
     let server = tonic::transport::Server::builder()
@@ -86,6 +85,12 @@ async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki
         ),
         ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
     ];
+    (receiver, otel)
+}
+
+#[tokio::test]
+async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki() {
+    let (receiver, otel) = start_receiver();
 
     let dir = tempfile::tempdir().unwrap();
     let cp =
@@ -210,4 +215,134 @@ async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki
     let wiki_call = find("toolplane-wiki", "wiki.call");
     assert_eq!(wiki_call.len(), 1, "{spans:#?}");
     assert_eq!(wiki_call[0].parent, wiki_server[0].span_id);
+}
+
+/// A tool on an MCP upstream (the TypeScript SDK server of clients/conformance_upstream.mjs):
+/// the edge's executor call continues the client's trace there, in the request's `_meta`
+/// (SEP-414) and in the HTTP `traceparent` header, with the executor call's span as parent.
+#[tokio::test]
+async fn a_call_to_an_mcp_upstream_carries_the_trace_in_meta_and_in_the_http_headers() {
+    let (receiver, otel) = start_receiver();
+    let fleet = crate::fleet::Fleet::start(0, "").await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let log = dir.path().join("upstream.log");
+    let _upstream = tp_test_support::Process::spawn(
+        &tp_test_support::node(),
+        &[
+            tp_test_support::node_dir()
+                .join("conformance_upstream.mjs")
+                .display()
+                .to_string(),
+            port.to_string(),
+        ],
+        &log,
+        &[],
+    );
+    eventually(
+        "the upstream to listen",
+        Duration::from_secs(30),
+        || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+    let mut admin = fleet.cp.admin().await;
+    admin
+        .executors
+        .upsert_executor(pb::UpsertExecutorRequest {
+            executor: Some(pb::ExecutorInfo {
+                name: "upstream".into(),
+                endpoint: format!("http://127.0.0.1:{port}/mcp"),
+                protocol: pb::ExecutorProtocol::Mcp as i32,
+                timeout_ms: 10_000,
+                max_concurrency: 8,
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    admin
+        .catalog
+        .register_tool(pb::RegisterToolRequest {
+            tool: Some(pb::ToolSpec {
+                name: "test_simple_text".into(),
+                description: "A tool on an MCP upstream".into(),
+                category: "testing".into(),
+                provider: "testing".into(),
+                input_schema: tp_proto::json::to_struct(&json!({"type": "object"})),
+                executor: "upstream".into(),
+                admission: Some(pb::Admission {
+                    adr: "ADR-100".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let edge = EdgeProcess::start_with_env(&fleet.cp, &[fleet.cp.url()], None, "", &otel).await;
+
+    let trace_id = "0af7651916cd43dd8448eb211c80319c";
+    let client_span = "b7ad6b7169203331";
+    let key = fleet.key("qa", "executor");
+    let client = tp_test_support::McpHttp::new(&edge.addr, Some(key), "2025-11-25");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test_simple_text", "arguments": {}}});
+    let reply = client
+        .raw(
+            serde_json::to_vec(&body).unwrap(),
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2025-11-25"),
+                ("authorization", &format!("Bearer {key}")),
+                ("traceparent", &format!("00-{trace_id}-{client_span}-01")),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.result()["isError"], false, "{}", reply.body);
+
+    // What the upstream received.
+    let line = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("trace "))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .expect("the upstream logged the call's trace context");
+    assert_eq!(line["tool"], "test_simple_text");
+    let header = line["header"].as_str().expect("a traceparent header");
+    assert_eq!(line["meta"].as_str(), Some(header), "{line}");
+    let parts: Vec<&str> = header.split('-').collect();
+    assert_eq!(parts.len(), 4, "{header}");
+    assert_eq!(parts[1], trace_id, "the client's trace continues: {header}");
+    assert_ne!(
+        parts[2], client_span,
+        "the edge's span is the parent, not the client's"
+    );
+
+    // Its parent is the edge's executor call, itself in the client's trace.
+    let executor_call = eventually(
+        "the edge's executor.call span",
+        Duration::from_secs(15),
+        || async {
+            receiver
+                .spans
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|s| s.trace_id == trace_id && s.name == "executor.call")
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(executor_call.service, "toolplane-edge");
+    assert_eq!(
+        parts[2], executor_call.span_id,
+        "{header} under {executor_call:?}"
+    );
 }

@@ -16,7 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
-    Implementation, LoggingLevel, LoggingMessageNotificationParam, NumberOrString,
+    GetMeta as _, Implementation, LoggingLevel, LoggingMessageNotificationParam, NumberOrString,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult, Tool,
 };
 use rmcp::service::{
@@ -32,6 +32,8 @@ use tp_proto::pb;
 use tp_registry::Executor;
 
 use crate::events::CallEvent;
+
+mod traced;
 
 /// Why an upstream call failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -244,7 +246,8 @@ async fn open(
         }
         None => {}
     }
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport =
+        StreamableHttpClientTransport::with_client(traced::TracedHttp::default(), config);
     let relay = Relay::default();
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -284,7 +287,13 @@ impl Upstream {
         {
             return Ok(Arc::clone(session));
         }
-        let session = Arc::new(open(&self.info, self.credential.clone()).await?);
+        // Opened on a task of its own: rmcp's session tasks outlive the call that opens the
+        // session, and must neither keep that call's spans open nor put their work in its trace.
+        let (info, credential) = (self.info.clone(), self.credential.clone());
+        let session = tokio::spawn(async move { open(&info, credential).await })
+            .await
+            .map_err(|e| UpstreamError::Unreachable(format!("opening the MCP session: {e}")))??;
+        let session = Arc::new(session);
         *slot = Some(Arc::clone(&session));
         Ok(session)
     }
@@ -314,7 +323,17 @@ impl Upstream {
         let session = self.session().await?;
         let mut params = CallToolRequestParams::new(self.upstream_name(tool).to_owned());
         params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // The executor call's trace context, in `_meta` (SEP-414; `traced` copies it into the
+        // HTTP headers too).
+        for (field, value) in tp_telemetry::trace::current_context() {
+            let meta = request.get_meta_mut();
+            match field.as_str() {
+                "traceparent" => meta.set_traceparent(value),
+                "tracestate" => meta.set_tracestate(value),
+                _ => {}
+            }
+        }
         let handle = match session
             .service
             .peer()

@@ -53,6 +53,10 @@ function server() {
     tools: Object.keys(tools).map((name) => ({ name, description: `Conformance tool ${name}`, inputSchema: empty })),
   }));
   s.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    // The W3C trace context each call arrives with, as an HTTP header and in _meta (SEP-414),
+    // for the tracing test to read from this process's log.
+    const trace = { tool: request.params.name, header: extra.requestInfo?.headers?.traceparent ?? null, meta: request.params._meta?.traceparent ?? null };
+    console.error(`trace ${JSON.stringify(trace)}`);
     const tool = tools[request.params.name];
     if (!tool) {
       return { content: [{ type: "text", text: `unknown tool ${request.params.name}` }], isError: true };

@@ -117,6 +117,18 @@ pub fn inject(metadata: &mut tonic::metadata::MetadataMap) {
     TraceContextPropagator::new().inject_context(&context, &mut MetadataInjector(metadata));
 }
 
+/// The current span's trace context as W3C fields (`traceparent`, and `tracestate` when there
+/// is one); empty when no span is being exported. For carriers other than gRPC metadata, such
+/// as an MCP request's `_meta`.
+pub fn current_context() -> Vec<(String, String)> {
+    let context = tracing::Span::current().context();
+    let mut fields = std::collections::HashMap::new();
+    TraceContextPropagator::new().inject_context(&context, &mut fields);
+    let mut fields: Vec<(String, String)> = fields.into_iter().collect();
+    fields.sort();
+    fields
+}
+
 /// Makes `span` a child of the trace context in `headers` (`traceparent`), if there is one.
 pub fn set_parent(span: &tracing::Span, headers: &http::HeaderMap) {
     if headers.contains_key("traceparent") {
