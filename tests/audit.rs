@@ -325,3 +325,93 @@ fn shed_count(stderr: &str) -> usize {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// A lost acknowledgement: the control plane stores a batch, its answer never reaches the edge
+/// (a proxy between them forwards requests but holds the replies), the edge resends the same
+/// batch under the same id, and the control plane does not store it again. Every call is in
+/// the trail exactly once, and the edge moves on to new batches once an answer gets through.
+#[tokio::test]
+async fn a_batch_whose_acknowledgement_is_lost_is_stored_once() {
+    let fleet = Fleet::start(0, "").await;
+    let proxy = tp_test_support::StallProxy::start(&fleet.cp.addr).await;
+    let edge = EdgeProcess::start_with_env(
+        &fleet.cp,
+        &[format!("http://{}", proxy.addr)],
+        Some(&fleet.redis.url()),
+        "",
+        &[
+            ("TOOLPLANE_EDGE_NAME", "lossy-edge".to_owned()),
+            ("TOOLPLANE_EDGE_AUDIT__FLUSH_MS", "500".to_owned()),
+        ],
+    )
+    .await;
+    let key = fleet.key("qa", "collector");
+    let client = McpHttp::new(&edge.addr, Some(key), LEGACY);
+    let trail = || async {
+        let (code, records, stderr) = audit(&fleet, &["--tenant", "qa"]).await;
+        assert_eq!(code, 0, "{stderr}");
+        records
+    };
+    // The first call warms the edge's caches (the key, the registry) and is delivered.
+    call_with_id(&client, key, "lost-ack-0", "echo", json!({"text": "warm"})).await;
+    eventually("the first record", Duration::from_secs(15), || async {
+        (trail().await.len() == 1).then_some(())
+    })
+    .await;
+
+    // Replies held: the next batch is stored, but the edge never hears so.
+    proxy.stall_replies();
+    for i in 1..=5 {
+        call_with_id(
+            &client,
+            key,
+            &format!("lost-ack-{i}"),
+            "echo",
+            json!({"text": "x"}),
+        )
+        .await;
+    }
+    eventually("the batch stored", Duration::from_secs(15), || async {
+        (trail().await.len() == 6).then_some(())
+    })
+    .await;
+    // The edge's report times out (3 s) and it resends the same batch, which is refused as a
+    // duplicate (its answer held too, or, after the replies flow again, delivered).
+    let log = fleet
+        .cp
+        .data_dir
+        .join(format!("control-plane-{}.log", std::process::id()));
+    eventually(
+        "the control plane to see the resent batch",
+        Duration::from_secs(20),
+        || {
+            let log = log.clone();
+            async move {
+                std::fs::read_to_string(&log)
+                    .ok()
+                    .filter(|text| text.contains("resent an audit batch already stored"))
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
+    proxy.resume();
+    // Once an answer gets through, the edge moves on: a new call makes a new batch.
+    call_with_id(&client, key, "lost-ack-6", "echo", json!({"text": "after"})).await;
+    let records = eventually(
+        "the call after the outage",
+        Duration::from_secs(20),
+        || async {
+            let records = trail().await;
+            records
+                .iter()
+                .any(|r| field(r, "request_id") == "lost-ack-6")
+                .then_some(records)
+        },
+    )
+    .await;
+    let mut ids: Vec<&str> = records.iter().map(|r| field(r, "request_id")).collect();
+    ids.sort_unstable();
+    let expected: Vec<String> = (0..=6).map(|i| format!("lost-ack-{i}")).collect();
+    assert_eq!(ids, expected, "each call exactly once");
+}

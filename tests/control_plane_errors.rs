@@ -681,6 +681,22 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         })
         .await,
     );
+    for (what, batch_id) in [
+        ("usage: a batch id of 65 bytes", "b".repeat(65)),
+        ("usage: a batch id with a space", "batch one".to_owned()),
+        ("usage: a batch id with a newline", "batch\n1".to_owned()),
+    ] {
+        t.check(
+            what,
+            Code::InvalidArgument,
+            r.report_usage(pb::ReportUsageRequest {
+                records: vec![record.clone()],
+                batch_id,
+                ..Default::default()
+            })
+            .await,
+        );
+    }
     t.check(
         "authenticate: garbage key",
         Code::Unauthenticated,

@@ -184,13 +184,11 @@ impl ControlPlane {
             }
             None => None,
         };
-        if let Some(retention) = config.audit_retention {
-            tokio::spawn(prune_audit(
-                Arc::clone(&engine),
-                retention,
-                stopping.clone(),
-            ));
-        }
+        tokio::spawn(prune_audit(
+            Arc::clone(&engine),
+            config.audit_retention,
+            stopping.clone(),
+        ));
         let purges = crate::purge::Purges::start(
             config.data_dir.join("purges.json"),
             config
@@ -334,30 +332,38 @@ async fn router(
 }
 
 /// Deletes audit records older than `retention`, at start and then hourly, until `stopping`.
+/// How long the ids of delivered audit batches are remembered (a retry after that is stored
+/// again): far longer than an edge keeps retrying one delivery in practice.
+const AUDIT_BATCH_IDS_KEPT: Duration = Duration::from_secs(7 * 86_400);
+
+/// Hourly: deletes audit records past `retention` (when set) and forgets old batch ids.
 async fn prune_audit(
     engine: Arc<Engine>,
-    retention: Duration,
+    retention: Option<Duration>,
     mut stopping: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut ticker = tokio::time::interval(Duration::from_secs(3600));
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = stopping.wait_for(|stop| *stop) => return,
         }
-        let now_ms = u64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis(),
-        )
-        .unwrap_or(u64::MAX);
-        let before =
-            now_ms.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
-        match engine.store().prune_audit(before).await {
-            Ok(0) => {}
-            Ok(pruned) => tracing::info!(pruned, "audit records past retention deleted"),
-            Err(error) => tracing::warn!(%error, "pruning the audit trail failed; will retry"),
+        let now_ms = crate::engine::now_ms();
+        if let Some(retention) = retention {
+            match engine
+                .store()
+                .prune_audit(now_ms.saturating_sub(millis(retention)))
+                .await
+            {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "audit records past retention deleted"),
+                Err(error) => tracing::warn!(%error, "pruning the audit trail failed; will retry"),
+            }
+        }
+        let before = now_ms.saturating_sub(millis(AUDIT_BATCH_IDS_KEPT));
+        if let Err(error) = engine.store().prune_audit_batches(before).await {
+            tracing::warn!(%error, "forgetting old audit batch ids failed; will retry");
         }
     }
 }

@@ -18,6 +18,8 @@ use crate::engine::{Engine, EngineError, now_secs};
 
 /// Most usage records per `ReportUsage` call.
 pub const MAX_USAGE_RECORDS: usize = 1000;
+/// Longest audit batch id (`ReportUsageRequest.batch_id`).
+pub const MAX_BATCH_ID_BYTES: usize = 64;
 /// Change records read from the log per batch while replaying.
 const REPLAY_BATCH: u32 = 500;
 
@@ -205,7 +207,14 @@ impl Registry for RegistryService {
             records,
             shed,
             edge,
+            batch_id,
         } = request.into_inner();
+        if batch_id.len() > MAX_BATCH_ID_BYTES || !batch_id.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(domain(DomainError::invalid(
+                "batch_id",
+                format!("at most {MAX_BATCH_ID_BYTES} printable ASCII characters"),
+            )));
+        }
         if records.len() > MAX_USAGE_RECORDS {
             return Err(domain(DomainError::invalid(
                 "records",
@@ -229,18 +238,34 @@ impl Registry for RegistryService {
             .map(|(index, record)| super::audit::call_record(index, record))
             .collect::<Result<Vec<_>, _>>()
             .map_err(domain)?;
+        let stored = self
+            .engine
+            .store()
+            .record_calls(&tp_store::CallBatch {
+                id: &batch_id,
+                edge: &edge,
+                shed,
+                calls: &calls,
+                received_ms: crate::engine::now_ms(),
+            })
+            .await
+            .map_err(|e| status(EngineError::Store(e)))?;
+        if !stored {
+            tracing::info!(edge = %edge, batch_id = %batch_id, "an edge resent an audit batch already stored (its acknowledgement was lost); not stored again");
+            ::metrics::counter!("tp_cp_audit_duplicate_batches_total").increment(1);
+            return Ok(Response::new(pb::ReportUsageResponse {
+                accepted: 0,
+                duplicate: true,
+            }));
+        }
         if shed > 0 {
             tracing::warn!(edge = %edge, shed, "an edge shed audit records before it could deliver them");
             ::metrics::counter!("tp_cp_audit_shed_total").increment(shed);
         }
-        self.engine
-            .store()
-            .record_calls(&calls, &edge, shed)
-            .await
-            .map_err(|e| status(EngineError::Store(e)))?;
         ::metrics::counter!("tp_cp_audit_records_total").increment(calls.len() as u64);
         Ok(Response::new(pb::ReportUsageResponse {
             accepted: u32::try_from(calls.len()).unwrap_or(u32::MAX),
+            duplicate: false,
         }))
     }
 

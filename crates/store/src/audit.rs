@@ -3,6 +3,22 @@
 
 use crate::StoreResult;
 
+/// One delivery of audit records from an edge (`ReportUsage`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallBatch<'a> {
+    /// The edge's id for the delivery, the same on every retry of it: a batch whose id is
+    /// already stored is not stored again. Empty = no deduplication (edges before batch ids).
+    pub id: &'a str,
+    /// The reporting edge.
+    pub edge: &'a str,
+    /// Records the edge dropped before it could deliver them.
+    pub shed: u64,
+    /// The records.
+    pub calls: &'a [CallRecord],
+    /// When the control plane received it (Unix milliseconds), for pruning remembered ids.
+    pub received_ms: u64,
+}
+
 /// One tool call reported by an edge. Never holds argument values.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CallRecord {

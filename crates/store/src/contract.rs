@@ -111,7 +111,16 @@ pub(crate) async fn contract(store: &dyn Store) {
         call("globex", "gmail", "input_required", 20),
         call("globex", "call_api", "ok", 5),
     ];
-    store.record_calls(&events, "edge-a", 0).await.unwrap();
+    let batch = |id, shed| CallBatch {
+        id,
+        edge: "edge-a",
+        shed,
+        calls: &events,
+        received_ms: 1_000,
+    };
+    assert!(store.record_calls(&batch("b-1", 0)).await.unwrap());
+    // The same batch again (the edge lost the acknowledgement and retried): nothing changes.
+    assert!(!store.record_calls(&batch("b-1", 3)).await.unwrap());
     audit_contract(store, &events).await;
     let all = store.usage(None).await.unwrap();
     assert_eq!(
@@ -212,9 +221,19 @@ async fn audit_contract(store: &dyn Store, stored: &[CallRecord]) {
 
     // Shed counts add up per edge.
     assert!(store.audit_shed().await.unwrap().is_empty());
-    store.record_calls(&[], "edge-b", 4).await.unwrap();
-    store.record_calls(&[], "edge-b", 2).await.unwrap();
-    store.record_calls(&[], "edge-a", 1).await.unwrap();
+    // Without ids (edges from before batch ids) every delivery counts.
+    for (edge, shed) in [("edge-b", 4), ("edge-b", 2), ("edge-a", 1)] {
+        assert!(
+            store
+                .record_calls(&CallBatch {
+                    edge,
+                    shed,
+                    ..CallBatch::default()
+                })
+                .await
+                .unwrap()
+        );
+    }
     assert_eq!(
         store.audit_shed().await.unwrap(),
         vec![("edge-a".to_owned(), 1), ("edge-b".to_owned(), 6)]
@@ -224,6 +243,27 @@ async fn audit_contract(store: &dyn Store, stored: &[CallRecord]) {
     assert_eq!(store.prune_audit(20).await.unwrap(), 2);
     assert_eq!(query(|_| {}).await, [30, 20]);
     assert_eq!(store.prune_audit(20).await.unwrap(), 0);
+
+    // Batch ids are remembered until pruned; then a retry is a new delivery.
+    let late = CallBatch {
+        id: "b-late",
+        edge: "edge-c",
+        shed: 5,
+        calls: &[],
+        received_ms: 5_000,
+    };
+    assert!(store.record_calls(&late).await.unwrap());
+    assert!(!store.record_calls(&late).await.unwrap());
+    assert_eq!(
+        store.prune_audit_batches(5_000).await.unwrap(),
+        1,
+        "b-1 only"
+    );
+    assert!(!store.record_calls(&late).await.unwrap());
+    assert_eq!(store.prune_audit_batches(5_001).await.unwrap(), 1);
+    assert!(store.record_calls(&late).await.unwrap());
+    let shed: Vec<(String, u64)> = store.audit_shed().await.unwrap();
+    assert!(shed.contains(&("edge-c".to_owned(), 10)), "{shed:?}");
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ mod sqlite;
 use async_trait::async_trait;
 use tp_registry::{Change, Object};
 
-pub use audit::{AuditEntry, AuditQuery, CallRecord};
+pub use audit::{AuditEntry, AuditQuery, CallBatch, CallRecord};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -118,10 +118,11 @@ pub trait Store: Send + Sync + 'static {
     /// The newest committed revision.
     async fn head(&self) -> StoreResult<u64>;
 
-    /// Appends `calls` to the audit trail and adds them to the per-(tenant, tool) counters,
-    /// and adds `shed` to the count of records `edge` dropped before delivering them; one
-    /// transaction.
-    async fn record_calls(&self, calls: &[CallRecord], edge: &str, shed: u64) -> StoreResult<()>;
+    /// Appends the batch's calls to the audit trail and adds them to the per-(tenant, tool)
+    /// counters, and adds its `shed` to the count of records its edge dropped before delivering
+    /// them; one transaction. A batch whose id was stored before changes nothing and answers
+    /// `false` (the edge is retrying a delivery whose acknowledgement it lost).
+    async fn record_calls(&self, batch: &CallBatch<'_>) -> StoreResult<bool>;
 
     /// Audit records matching `query`, in the order they were stored.
     async fn audit(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>>;
@@ -131,6 +132,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes audit records older than `before_ms`; how many went.
     async fn prune_audit(&self, before_ms: u64) -> StoreResult<u64>;
+
+    /// Forgets the ids of batches received before `before_ms` (a retry older than that is
+    /// stored again); how many went.
+    async fn prune_audit_batches(&self, before_ms: u64) -> StoreResult<u64>;
 
     /// Usage per tool, for one tenant or all (summed), in tool order.
     async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>>;

@@ -17,7 +17,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::broadcast;
 use tp_registry::{Change, Object};
 
-use crate::audit::{self, AuditEntry, AuditQuery, CallRecord};
+use crate::audit::{self, AuditEntry, AuditQuery, CallBatch};
 use crate::{
     ChangeRecord, Commit, Snapshot, Store, StoreError, StoreResult, ToolUsage, decode, encode,
     stamped,
@@ -49,6 +49,9 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX IF NOT EXISTS tp_audit_by_time ON tp_audit (at_ms);
      CREATE TABLE IF NOT EXISTS tp_audit_shed (edge TEXT PRIMARY KEY, records BIGINT NOT NULL);",
     "ALTER TABLE tp_changes ADD COLUMN IF NOT EXISTS author TEXT NOT NULL DEFAULT '';",
+    "CREATE TABLE IF NOT EXISTS tp_audit_batches (
+         batch_id TEXT PRIMARY KEY, edge TEXT NOT NULL, received_ms BIGINT NOT NULL);
+     CREATE INDEX IF NOT EXISTS tp_audit_batches_by_time ON tp_audit_batches (received_ms);",
 ];
 
 /// PostgreSQL-backed [`Store`].
@@ -248,8 +251,27 @@ impl Store for PostgresStore {
         Ok(to_u64(revision))
     }
 
-    async fn record_calls(&self, calls: &[CallRecord], edge: &str, shed: u64) -> StoreResult<()> {
+    async fn record_calls(&self, batch: &CallBatch<'_>) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
+        if !batch.id.is_empty() {
+            // First writer wins; a concurrent retry waits on the key and then finds it.
+            let fresh = sqlx::query(
+                "INSERT INTO tp_audit_batches (batch_id, edge, received_ms) VALUES ($1, $2, $3)
+                 ON CONFLICT (batch_id) DO NOTHING",
+            )
+            .bind(batch.id)
+            .bind(batch.edge)
+            .bind(to_i64(batch.received_ms))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
+            if !fresh {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+        }
+        let (calls, edge, shed) = (batch.calls, batch.edge, batch.shed);
         for call in calls {
             sqlx::query(
                 "INSERT INTO tp_usage (tenant, tool, calls, errors, last_used_ms) VALUES ($1, $2, 1, $3, $4)
@@ -293,7 +315,7 @@ impl Store for PostgresStore {
             .await?;
         }
         tx.commit().await?;
-        Ok(())
+        Ok(true)
     }
 
     async fn audit(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
@@ -329,6 +351,14 @@ impl Store for PostgresStore {
 
     async fn prune_audit(&self, before_ms: u64) -> StoreResult<u64> {
         let done = sqlx::query("DELETE FROM tp_audit WHERE at_ms < $1")
+            .bind(to_i64(before_ms))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn prune_audit_batches(&self, before_ms: u64) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM tp_audit_batches WHERE received_ms < $1")
             .bind(to_i64(before_ms))
             .execute(&self.pool)
             .await?;

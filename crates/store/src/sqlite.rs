@@ -12,7 +12,7 @@ use sqlx::sqlite::{
 };
 use tp_registry::{Change, Object};
 
-use crate::audit::{self, AuditEntry, AuditQuery, CallRecord};
+use crate::audit::{self, AuditEntry, AuditQuery, CallBatch};
 use crate::{
     ChangeRecord, Commit, Snapshot, Store, StoreError, StoreResult, ToolUsage, decode, encode,
     stamped,
@@ -38,6 +38,9 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at_ms);
      CREATE TABLE IF NOT EXISTS audit_shed (edge TEXT PRIMARY KEY, records INTEGER NOT NULL);",
     "ALTER TABLE changes ADD COLUMN author TEXT NOT NULL DEFAULT '';",
+    "CREATE TABLE IF NOT EXISTS audit_batches (
+         batch_id TEXT PRIMARY KEY, edge TEXT NOT NULL, received_ms INTEGER NOT NULL);
+     CREATE INDEX IF NOT EXISTS audit_batches_by_time ON audit_batches (received_ms);",
 ];
 
 /// SQLite-backed [`Store`].
@@ -239,8 +242,27 @@ impl Store for SqliteStore {
         Ok(to_u64(revision))
     }
 
-    async fn record_calls(&self, calls: &[CallRecord], edge: &str, shed: u64) -> StoreResult<()> {
+    async fn record_calls(&self, batch: &CallBatch<'_>) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
+        if !batch.id.is_empty() {
+            // First writer wins; a concurrent retry waits on the key and then finds it.
+            let fresh = sqlx::query(
+                "INSERT INTO audit_batches (batch_id, edge, received_ms) VALUES (?, ?, ?)
+                 ON CONFLICT (batch_id) DO NOTHING",
+            )
+            .bind(batch.id)
+            .bind(batch.edge)
+            .bind(to_i64(batch.received_ms))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
+            if !fresh {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+        }
+        let (calls, edge, shed) = (batch.calls, batch.edge, batch.shed);
         for call in calls {
             sqlx::query(
                 "INSERT INTO usage (tenant, tool, calls, errors, last_used_ms) VALUES (?, ?, 1, ?, ?)
@@ -282,7 +304,7 @@ impl Store for SqliteStore {
             .await?;
         }
         tx.commit().await?;
-        Ok(())
+        Ok(true)
     }
 
     async fn audit(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
@@ -318,6 +340,14 @@ impl Store for SqliteStore {
 
     async fn prune_audit(&self, before_ms: u64) -> StoreResult<u64> {
         let done = sqlx::query("DELETE FROM audit WHERE at_ms < ?")
+            .bind(to_i64(before_ms))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn prune_audit_batches(&self, before_ms: u64) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM audit_batches WHERE received_ms < ?")
             .bind(to_i64(before_ms))
             .execute(&self.pool)
             .await?;

@@ -1,7 +1,8 @@
 //! A TCP proxy on loopback that can go silent: while stalled it forwards nothing in either
 //! direction, but keeps every connection open, as a black-holed network path does. A peer
 //! sees silence, not a closed socket, so only a heartbeat or a timeout can tell it apart from
-//! a slow answer.
+//! a slow answer. It can also silence only the replies ([`StallProxy::stall_replies`]): requests
+//! reach the server, answers never come back — a lost acknowledgement.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +18,8 @@ pub struct StallProxy {
     /// `127.0.0.1:port` to connect to instead of the upstream.
     pub addr: String,
     stalled: Arc<AtomicBool>,
+    /// Like `stalled`, for the upstream → client direction only.
+    replies_stalled: Arc<AtomicBool>,
     /// Bumped by [`StallProxy::resume`]: connections from before it are closed then.
     generation: Arc<AtomicU64>,
     task: JoinHandle<()>,
@@ -30,10 +33,12 @@ impl StallProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr").to_string();
         let stalled = Arc::new(AtomicBool::new(false));
+        let replies_stalled = Arc::new(AtomicBool::new(false));
         let generation = Arc::new(AtomicU64::new(0));
         let upstream = upstream.to_owned();
         let task = {
             let (stalled, generation) = (Arc::clone(&stalled), Arc::clone(&generation));
+            let replies_stalled = Arc::clone(&replies_stalled);
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     let Ok(server) = TcpStream::connect(&upstream).await else {
@@ -42,12 +47,17 @@ impl StallProxy {
                     let born = generation.load(Ordering::SeqCst);
                     let (client_read, client_write) = client.into_split();
                     let (server_read, server_write) = server.into_split();
-                    for (mut from, mut to) in [
+                    for (mut from, mut to, also_stalled) in [
                         (
                             Box::new(client_read) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
                             Box::new(server_write) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                            None,
                         ),
-                        (Box::new(server_read), Box::new(client_write)),
+                        (
+                            Box::new(server_read),
+                            Box::new(client_write),
+                            Some(Arc::clone(&replies_stalled)),
+                        ),
                     ] {
                         let (stalled, generation) = (Arc::clone(&stalled), Arc::clone(&generation));
                         tokio::spawn(async move {
@@ -58,7 +68,11 @@ impl StallProxy {
                                     () = Self::closed(&generation, born) => return,
                                 };
                                 let Ok(n @ 1..) = read else { return };
-                                while stalled.load(Ordering::SeqCst) {
+                                while stalled.load(Ordering::SeqCst)
+                                    || also_stalled
+                                        .as_ref()
+                                        .is_some_and(|s| s.load(Ordering::SeqCst))
+                                {
                                     if generation.load(Ordering::SeqCst) != born {
                                         return;
                                     }
@@ -78,6 +92,7 @@ impl StallProxy {
         StallProxy {
             addr,
             stalled,
+            replies_stalled,
             generation,
             task,
         }
@@ -95,11 +110,17 @@ impl StallProxy {
         self.stalled.store(true, Ordering::SeqCst);
     }
 
+    /// Forwards requests but no replies; connections stay open.
+    pub fn stall_replies(&self) {
+        self.replies_stalled.store(true, Ordering::SeqCst);
+    }
+
     /// Forwards again: connections opened from now on work; the ones that were silenced are
     /// closed (their peers have given up on them, or will see the close).
     pub fn resume(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.stalled.store(false, Ordering::SeqCst);
+        self.replies_stalled.store(false, Ordering::SeqCst);
     }
 }
 
