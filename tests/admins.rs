@@ -290,6 +290,13 @@ async fn scoped_admin_tokens_allow_what_their_scope_says_and_every_write_names_i
                 .await,
         ),
         code(
+            acme.audit
+                .get_usage(pb::GetUsageRequest {
+                    tenant: "globex".into(),
+                })
+                .await,
+        ),
+        code(
             acme.tenants
                 .create_tenant(pb::CreateTenantRequest {
                     tenant: Some(pb::Tenant {
@@ -309,11 +316,26 @@ async fn scoped_admin_tokens_allow_what_their_scope_says_and_every_write_names_i
     ] {
         assert_eq!(denied, Code::PermissionDenied);
     }
-    // Its audit view defaults to its tenant.
+    // Its audit view and usage counters default to its tenant.
     acme.audit
         .list_audit_records(pb::ListAuditRecordsRequest::default())
         .await
         .unwrap();
+    acme.audit
+        .get_usage(pb::GetUsageRequest::default())
+        .await
+        .unwrap();
+    // The usage counters are an admin read: the edge token (which every edge holds) cannot
+    // read any tenant's.
+    let mut as_edge = tp_client::Admin::connect(&cp.url(), &cp.edge_token())
+        .await
+        .unwrap();
+    let refused = as_edge
+        .audit
+        .get_usage(pb::GetUsageRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
     acme.tenants
         .revoke_api_key(pb::RevokeApiKeyRequest {
             id: acme_key.clone(),

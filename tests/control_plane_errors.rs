@@ -748,7 +748,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         .records;
     assert!(trail.is_empty(), "{trail:?}");
     let usage = admin
-        .registry
+        .audit
         .get_usage(pb::GetUsageRequest::default())
         .await
         .unwrap()

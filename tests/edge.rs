@@ -650,9 +650,9 @@ async fn usage_reaches_the_control_plane_and_metrics_are_exposed() {
     }
     let mut admin = fleet.cp.admin().await;
     let usage = eventually("usage to be reported", Duration::from_secs(5), || {
-        let mut registry = admin.registry.clone();
+        let mut audit = admin.audit.clone();
         async move {
-            let usage = registry
+            let usage = audit
                 .get_usage(pb::GetUsageRequest {
                     tenant: "qa".into(),
                 })

@@ -68,6 +68,7 @@ pub fn access(path: &str) -> Option<Access> {
         | "toolplane.v1.Tenants/ListApiKeys"
         | "toolplane.v1.Tenants/PreviewRegistry"
         | "toolplane.v1.Audit/ListAuditRecords"
+        | "toolplane.v1.Audit/GetUsage"
         | "toolplane.v1.Admins/ListChanges" => Access::TenantRead,
         "toolplane.v1.Tenants/UpdateTenant"
         | "toolplane.v1.Tenants/IssueApiKey"
@@ -284,6 +285,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(reads, 18);
+        assert_eq!(reads, 19);
     }
 }

@@ -131,6 +131,47 @@ impl AuditService {
 
 #[tonic::async_trait]
 impl Audit for AuditService {
+    async fn get_usage(
+        &self,
+        request: Request<pb::GetUsageRequest>,
+    ) -> Result<Response<pb::GetUsageResponse>, Status> {
+        let who = crate::admin_auth::caller(&request);
+        let mut tenant = request.into_inner().tenant;
+        // A tenant admin reads its tenants' counters, one at a time (its only tenant when it
+        // names none); the sum over all tenants is for scopes that see every tenant.
+        if !who.sees_every_tenant() {
+            if tenant.is_empty() {
+                match who.tenants.as_slice() {
+                    [only] => tenant.clone_from(only),
+                    _ => {
+                        return Err(Status::permission_denied(format!(
+                            "admin token {} manages several tenants: name one (tenant)",
+                            who.name
+                        )));
+                    }
+                }
+            }
+            crate::admin_auth::check_tenant(&who, &tenant)?;
+        }
+        let usage = self
+            .engine
+            .store()
+            .usage((!tenant.is_empty()).then_some(tenant.as_str()))
+            .await
+            .map_err(|e| status(EngineError::Store(e)))?;
+        Ok(Response::new(pb::GetUsageResponse {
+            tools: usage
+                .into_iter()
+                .map(|u| pb::ToolUsage {
+                    tool: u.tool,
+                    calls: u.calls,
+                    errors: u.errors,
+                    last_used_ms: u.last_used_ms,
+                })
+                .collect(),
+        }))
+    }
+
     async fn list_audit_records(
         &self,
         request: Request<pb::ListAuditRecordsRequest>,

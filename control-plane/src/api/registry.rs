@@ -268,30 +268,6 @@ impl Registry for RegistryService {
             duplicate: false,
         }))
     }
-
-    async fn get_usage(
-        &self,
-        request: Request<pb::GetUsageRequest>,
-    ) -> Result<Response<pb::GetUsageResponse>, Status> {
-        let tenant = request.into_inner().tenant;
-        let usage = self
-            .engine
-            .store()
-            .usage((!tenant.is_empty()).then_some(tenant.as_str()))
-            .await
-            .map_err(|e| status(EngineError::Store(e)))?;
-        Ok(Response::new(pb::GetUsageResponse {
-            tools: usage
-                .into_iter()
-                .map(|u| pb::ToolUsage {
-                    tool: u.tool,
-                    calls: u.calls,
-                    errors: u.errors,
-                    last_used_ms: u.last_used_ms,
-                })
-                .collect(),
-        }))
-    }
 }
 
 /// Replays the log after `since`, then follows new commits, with heartbeats, until the client

@@ -11,7 +11,7 @@ pub(super) async fn usage(
         return unused(admin, &args.tenant, days, json_out).await;
     }
     let usage = admin
-        .registry
+        .audit
         .get_usage(pb::GetUsageRequest {
             tenant: args.tenant,
         })
@@ -49,7 +49,7 @@ pub(super) async fn usage(
 /// included, oldest use first.
 async fn unused(mut admin: Admin, tenant: &str, days: u32, json_out: bool) -> anyhow::Result<i32> {
     let usage = admin
-        .registry
+        .audit
         .get_usage(pb::GetUsageRequest {
             tenant: tenant.to_owned(),
         })
