@@ -78,18 +78,24 @@ impl Pki {
     }
 }
 
-fn client_tls(pki: &Pki, identity: Option<(&Path, &Path)>) -> tp_net::tls::ClientTls {
-    tp_net::tls::ClientTls {
-        ca_pem: Some(std::fs::read(pki.ca()).unwrap()),
-        identity: identity
-            .map(|(cert, key)| (std::fs::read(cert).unwrap(), std::fs::read(key).unwrap())),
-    }
+fn client_tls(
+    pki: &Pki,
+    identity: Option<(&Path, &Path)>,
+) -> Arc<tp_net::dial::ReloadingClientTls> {
+    tp_net::dial::ReloadingClientTls::load(tp_net::dial::ClientTlsFiles {
+        ca_file: Some(pki.ca()),
+        cert_file: identity.map(|(cert, _)| cert.to_owned()),
+        key_file: identity.map(|(_, key)| key.to_owned()),
+    })
+    .unwrap()
 }
 
-async fn admin_over_tls(addr: &str, token: &str, tls: &tp_net::tls::ClientTls) -> tp_client::Admin {
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
-        .unwrap()
-        .tls_config(tls.tonic())
+async fn admin_over_tls(
+    addr: &str,
+    token: &str,
+    tls: &Arc<tp_net::dial::ReloadingClientTls>,
+) -> tp_client::Admin {
+    let channel = tp_net::dial::dial_with(&format!("https://{addr}"), Arc::clone(tls))
         .unwrap()
         .connect_lazy();
     tp_client::Admin::over(channel, tp_client::Bearer::new(token).unwrap())

@@ -153,10 +153,13 @@ impl Purges {
 
     /// One signed `PurgeTenant` call; an executor that does not implement it keeps nothing.
     async fn call(&self, purge: &Purge, target: &Target) -> Result<u64, tonic::Status> {
-        let channel = tp_net::tls::endpoint(&target.endpoint)
+        let channel = tp_net::dial::dial(&target.endpoint)
             .map_err(tonic::Status::invalid_argument)?
-            .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(60))
+            .map(|endpoint| {
+                endpoint
+                    .connect_timeout(Duration::from_secs(3))
+                    .timeout(Duration::from_secs(60))
+            })
             .connect()
             .await
             .map_err(|e| tonic::Status::unavailable(e.to_string()))?;

@@ -58,12 +58,15 @@ impl ControlPlane {
         let bearer = Bearer::new(token)?;
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
-            let channel = tp_net::tls::endpoint(url)
+            let channel = tp_net::dial::dial(url)
                 .map_err(|e| anyhow::anyhow!("control_plane: {e}"))?
-                .connect_timeout(Duration::from_secs(2))
-                .tcp_nodelay(true)
-                .http2_keep_alive_interval(Duration::from_secs(10))
-                .keep_alive_timeout(Duration::from_secs(5))
+                .map(|endpoint| {
+                    endpoint
+                        .connect_timeout(Duration::from_secs(2))
+                        .tcp_nodelay(true)
+                        .http2_keep_alive_interval(Duration::from_secs(10))
+                        .keep_alive_timeout(Duration::from_secs(5))
+                })
                 .connect_lazy();
             let client = RegistryClient::with_interceptor(channel, bearer.clone())
                 .max_decoding_message_size(64 * 1024 * 1024);

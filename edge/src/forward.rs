@@ -326,19 +326,23 @@ impl Executors {
         }
         let (client, upstream) = match info.protocol {
             ExecutorProtocol::Grpc => {
-                let endpoint = tp_net::tls::endpoint(&info.endpoint)
+                let connect_timeout = self.settings.connect_timeout;
+                let dial = tp_net::dial::dial(&info.endpoint)
                     .map_err(|message| ForwardError::Unreachable {
                         tool: tool.to_owned(),
                         executor: info.name.clone(),
                         message,
                     })?
-                    .connect_timeout(self.settings.connect_timeout)
-                    .tcp_nodelay(true)
-                    .http2_keep_alive_interval(Duration::from_secs(15))
-                    .keep_alive_timeout(Duration::from_secs(5));
+                    .map(|endpoint| {
+                        endpoint
+                            .connect_timeout(connect_timeout)
+                            .tcp_nodelay(true)
+                            .http2_keep_alive_interval(Duration::from_secs(15))
+                            .keep_alive_timeout(Duration::from_secs(5))
+                    });
                 (
                     Some(
-                        ExecutorClient::new(endpoint.connect_lazy())
+                        ExecutorClient::new(dial.connect_lazy())
                             .max_decoding_message_size(32 * 1024 * 1024),
                     ),
                     None,

@@ -10,7 +10,7 @@ use tonic::Request;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tp_proto::pb::{
     admins_client::AdminsClient, audit_client::AuditClient, catalog_client::CatalogClient,
     executors_client::ExecutorsClient, policy_client::PolicyClient,
@@ -76,8 +76,8 @@ impl Admin {
     /// Connects to `addr` (e.g. `http://127.0.0.1:50051`) with `token`, failing when nothing
     /// answers within 5 s.
     pub async fn connect(addr: &str, token: &str) -> anyhow::Result<Admin> {
-        let channel = endpoint(addr)?
-            .connect_timeout(Duration::from_secs(5))
+        let channel = dial(addr)?
+            .map(|endpoint| endpoint.connect_timeout(Duration::from_secs(5)))
             .connect()
             .await
             .with_context(|| format!("cannot reach the control plane at {addr}"))?;
@@ -87,7 +87,9 @@ impl Admin {
     /// Clients that connect on first use (for long-running processes that must start before
     /// the control plane does).
     pub fn lazy(addr: &str, token: &str) -> anyhow::Result<Admin> {
-        let channel = endpoint(addr)?.tcp_nodelay(true).connect_lazy();
+        let channel = dial(addr)?
+            .map(|endpoint| endpoint.tcp_nodelay(true))
+            .connect_lazy();
         Ok(Admin::over(channel, Bearer::new(token)?))
     }
 
@@ -105,10 +107,10 @@ impl Admin {
     }
 }
 
-/// An endpoint for `addr`; `https://` addresses use the client TLS settings of
-/// `TOOLPLANE_TLS_*` (`tp_net::tls::ClientTls`).
-fn endpoint(addr: &str) -> anyhow::Result<Endpoint> {
-    tp_net::tls::endpoint(addr).map_err(|e| anyhow::anyhow!(e))
+/// How to reach `addr`; `https://` addresses use the client TLS settings of
+/// `TOOLPLANE_TLS_*` (`tp_net::dial`), reloaded when their files change.
+fn dial(addr: &str) -> anyhow::Result<tp_net::dial::Dial> {
+    tp_net::dial::dial(addr).map_err(|e| anyhow::anyhow!(e))
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! `serve_with_incoming_shutdown` with [`Guarded`] connections.
 
 mod body;
+pub mod dial;
 mod io;
 mod serve;
 pub mod tls;

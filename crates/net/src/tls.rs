@@ -3,7 +3,8 @@
 //! mutual TLS), and **reloading without a restart** — the files are checked every few seconds
 //! and a changed set is loaded for the next handshakes, while open connections keep theirs. A
 //! set that fails to load (a half-written file during a rotation) is logged and counted
-//! (`tp_net_tls_reload_failures_total`), and the previous one stays in use.
+//! (`tp_net_tls_reload_failures_total`), and the previous one stays in use. The client side
+//! (dialing `https://` endpoints, with a reloaded client certificate) is [`crate::dial`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -214,73 +215,6 @@ impl ReloadingTls {
             }
         });
     }
-}
-
-/// The client side: trust for `https://` control planes and executors, and the certificate to
-/// present to those that require one. Read from the process environment, the same for every
-/// binary: `TOOLPLANE_TLS_CA_FILE` (PEM CA certificates; default: the system's roots are not
-/// used, so set it for https endpoints), `TOOLPLANE_TLS_CLIENT_CERT_FILE` and
-/// `TOOLPLANE_TLS_CLIENT_KEY_FILE` (mutual TLS).
-#[derive(Debug, Clone, Default)]
-pub struct ClientTls {
-    /// CA certificates (PEM).
-    pub ca_pem: Option<Vec<u8>>,
-    /// Client certificate chain and key (PEM).
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl ClientTls {
-    /// From `TOOLPLANE_TLS_*`; an error names the variable or file at fault.
-    pub fn from_env() -> Result<ClientTls, String> {
-        let read = |var: &str| -> Result<Option<Vec<u8>>, String> {
-            match std::env::var_os(var) {
-                Some(path) if !path.is_empty() => std::fs::read(&path)
-                    .map(Some)
-                    .map_err(|e| format!("{var}={}: {e}", Path::new(&path).display())),
-                _ => Ok(None),
-            }
-        };
-        let ca_pem = read("TOOLPLANE_TLS_CA_FILE")?;
-        let cert = read("TOOLPLANE_TLS_CLIENT_CERT_FILE")?;
-        let key = read("TOOLPLANE_TLS_CLIENT_KEY_FILE")?;
-        let identity = match (cert, key) {
-            (Some(cert), Some(key)) => Some((cert, key)),
-            (None, None) => None,
-            _ => {
-                return Err(
-                    "TOOLPLANE_TLS_CLIENT_CERT_FILE and TOOLPLANE_TLS_CLIENT_KEY_FILE: set both or neither"
-                        .into(),
-                );
-            }
-        };
-        Ok(ClientTls { ca_pem, identity })
-    }
-
-    /// tonic's client TLS settings for an `https://` endpoint.
-    pub fn tonic(&self) -> tonic::transport::ClientTlsConfig {
-        let mut config = tonic::transport::ClientTlsConfig::new();
-        if let Some(ca) = &self.ca_pem {
-            config = config.ca_certificate(tonic::transport::Certificate::from_pem(ca));
-        }
-        if let Some((cert, key)) = &self.identity {
-            config = config.identity(tonic::transport::Identity::from_pem(cert, key));
-        }
-        config
-    }
-}
-
-/// A tonic endpoint for `url`: for `https://` URLs with the client TLS settings of
-/// [`ClientTls::from_env`] (the CA to trust, and a client certificate for mutual TLS).
-pub fn endpoint(url: &str) -> Result<tonic::transport::Endpoint, String> {
-    let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())
-        .map_err(|e| format!("bad address {url:?}: {e}"))?;
-    if !url.starts_with("https://") {
-        return Ok(endpoint);
-    }
-    let tls = ClientTls::from_env()?;
-    endpoint
-        .tls_config(tls.tonic())
-        .map_err(|e| format!("TLS settings for {url}: {e}"))
 }
 
 #[cfg(test)]
