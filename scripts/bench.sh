@@ -2,7 +2,8 @@
 # The load benchmark: builds the release binaries, then runs tp-bench, which starts what it
 # needs on loopback (control plane, two edges, Redis, the demo executor, a bare baseline
 # server), drives load with wrk (installed from Debian's packages when missing), prints the
-# table and stops everything. Not part of .ci/run. Options: --quick, --tenants N, --seconds S.
+# table and stops everything. Not part of .ci/run. Options: --quick, --tenants N, --seconds S,
+# --only SCENARIO,... (warm-list, call-overhead, propagation, catalogue-growth, cold-paths, scale).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/toolplane-target}"

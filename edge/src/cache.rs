@@ -19,6 +19,7 @@ use tonic::Code;
 use tp_proto::pb;
 
 use crate::control::{ControlPlane, is_unreachable};
+pub use crate::identity::Identity;
 use crate::registry::Registry;
 use crate::shared::Shared;
 use crate::versions::Versions;
@@ -35,24 +36,6 @@ pub enum LookupError {
     /// Nothing cached and the control plane is unreachable.
     #[error("the control plane is unreachable and nothing is cached: {0}")]
     Unavailable(String),
-}
-
-/// Who is calling.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    /// Tenant.
-    pub tenant: String,
-    /// Role.
-    pub role: String,
-    /// Key id (empty for the anonymous identity).
-    pub key_id: String,
-    /// Unix seconds; 0 = never.
-    pub expires_at: u64,
-    /// Revision it was resolved at.
-    pub revision: u64,
-    /// Unix milliseconds at which the control plane last confirmed the key (0: never, e.g.
-    /// the anonymous identity).
-    pub confirmed_at_ms: u64,
 }
 
 /// The cache settings the edge needs here.
@@ -211,36 +194,6 @@ fn l1_hits() -> &'static [metrics::Counter; 2] {
             metrics::counter!("tp_edge_cache_lookups_total", "level" => "l1", "kind" => "identity"),
         ]
     })
-}
-
-// === impl Identity ===
-
-impl Identity {
-    fn from_pb(identity: pb::Identity) -> Identity {
-        Identity {
-            tenant: identity.tenant,
-            role: identity.role,
-            key_id: identity.key_id,
-            expires_at: identity.expires_at,
-            revision: identity.revision,
-            confirmed_at_ms: identity.confirmed_at_ms,
-        }
-    }
-
-    fn to_pb(&self) -> pb::Identity {
-        pb::Identity {
-            tenant: self.tenant.clone(),
-            role: self.role.clone(),
-            key_id: self.key_id.clone(),
-            expires_at: self.expires_at,
-            revision: self.revision,
-            confirmed_at_ms: self.confirmed_at_ms,
-        }
-    }
-
-    fn expired(&self, now: u64) -> bool {
-        self.expires_at != 0 && now >= self.expires_at
-    }
 }
 
 // === impl Caches ===

@@ -33,6 +33,8 @@ use tp_registry::{Executor, ExecutorProtocol};
 #[cfg(test)]
 use self::breaker::BreakerState;
 use self::breaker::Breakers;
+pub use self::error::ForwardError;
+use self::error::classify;
 
 /// Breaker and concurrency settings.
 #[derive(Debug, Clone)]
@@ -53,56 +55,6 @@ pub struct BreakerSettings {
     pub key: ExecutorKey,
 }
 
-/// Why a call did not produce a result. All of these are reported to the model as
-/// `isError: true` results with [`ForwardError::caller_message`]; none is a JSON-RPC error.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ForwardError {
-    /// A breaker is open (the tool's for everyone, or the caller's own).
-    #[error("circuit breaker open for {tool}")]
-    BreakerOpen {
-        /// Tool.
-        tool: String,
-    },
-    /// The deadline passed.
-    #[error("{tool} did not answer within {timeout_ms} ms")]
-    Timeout {
-        /// Tool.
-        tool: String,
-        /// The timeout.
-        timeout_ms: u64,
-    },
-    /// The executor could not be reached.
-    #[error("executor {executor:?} unreachable for {tool}: {message}")]
-    Unreachable {
-        /// Tool.
-        tool: String,
-        /// Executor.
-        executor: String,
-        /// Details (logged, never shown to callers).
-        message: String,
-    },
-    /// The executor refused or failed the call.
-    #[error("executor {executor:?} failed {tool} ({code:?}): {message}")]
-    Failed {
-        /// Tool.
-        tool: String,
-        /// Executor.
-        executor: String,
-        /// gRPC code.
-        code: Code,
-        /// The executor's message (shown to callers only when the caller caused it).
-        message: String,
-    },
-    /// The executor speaks a protocol this edge does not.
-    #[error("executor {executor:?} uses a protocol this edge does not support")]
-    Unsupported {
-        /// Tool.
-        tool: String,
-        /// Executor.
-        executor: String,
-    },
-}
-
 /// What an executor answered a call with.
 #[derive(Debug, Clone)]
 pub enum Reply {
@@ -119,114 +71,6 @@ impl Reply {
 }
 
 pub use crate::events::CallEvent;
-
-/// Whether a gRPC code says the caller's input was refused (as opposed to the executor
-/// failing): such errors are shown to the caller and never count against a breaker.
-fn caused_by_caller(code: Code) -> bool {
-    match code {
-        Code::InvalidArgument
-        | Code::NotFound
-        | Code::AlreadyExists
-        | Code::PermissionDenied
-        | Code::FailedPrecondition
-        | Code::OutOfRange
-        | Code::ResourceExhausted
-        | Code::Aborted => true,
-        Code::Ok
-        | Code::Cancelled
-        | Code::Unknown
-        | Code::DeadlineExceeded
-        | Code::Unimplemented
-        | Code::Internal
-        | Code::Unavailable
-        | Code::DataLoss
-        | Code::Unauthenticated => false,
-    }
-}
-
-impl tp_registry::HasErrorCode for ForwardError {
-    fn code(&self) -> tp_registry::ErrorCode {
-        use tp_registry::ErrorCode;
-        match self {
-            ForwardError::BreakerOpen { .. } | ForwardError::Unreachable { .. } => {
-                ErrorCode::Unavailable
-            }
-            ForwardError::Timeout { .. } => ErrorCode::Timeout,
-            ForwardError::Failed { code, .. } => {
-                tp_proto::status::code_from_status(&tonic::Status::new(*code, ""))
-            }
-            ForwardError::Unsupported { .. } => ErrorCode::FailedPrecondition,
-        }
-    }
-}
-
-impl ForwardError {
-    /// The audit trail's short code for the failure: `breaker_open`, `timeout`,
-    /// `unreachable`, `unsupported`, or `executor_<grpc code>` (`executor_invalid_argument`).
-    pub fn audit_code(&self) -> String {
-        match self {
-            ForwardError::BreakerOpen { .. } => "breaker_open".into(),
-            ForwardError::Timeout { .. } => "timeout".into(),
-            ForwardError::Unreachable { .. } => "unreachable".into(),
-            ForwardError::Unsupported { .. } => "unsupported".into(),
-            ForwardError::Failed { code, .. } => {
-                let mut name = String::from("executor");
-                for c in format!("{code:?}").chars() {
-                    if c.is_ascii_uppercase() {
-                        name.push('_');
-                    }
-                    name.push(c.to_ascii_lowercase());
-                }
-                name
-            }
-        }
-    }
-
-    /// Whether the failure says something about the executor's health (as opposed to the
-    /// call's input).
-    pub fn counts_against_executor(&self) -> bool {
-        match self {
-            ForwardError::Timeout { .. } | ForwardError::Unreachable { .. } => true,
-            ForwardError::Failed { code, .. } => !caused_by_caller(*code),
-            ForwardError::BreakerOpen { .. } | ForwardError::Unsupported { .. } => false,
-        }
-    }
-
-    /// What the caller is told: the tool and what to do, never an executor's address,
-    /// transport or internal error; `reference` (the call's request id) ties it to the log.
-    pub fn caller_message(&self, reference: &str) -> String {
-        match self {
-            ForwardError::BreakerOpen { tool } => format!(
-                "{tool} is failing; calls are refused for a few seconds (circuit breaker open)"
-            ),
-            ForwardError::Timeout { tool, timeout_ms } => {
-                format!("{tool} did not answer within {timeout_ms} ms")
-            }
-            ForwardError::Unreachable { tool, .. } => {
-                format!("{tool} is unavailable right now; retry shortly (reference {reference})")
-            }
-            ForwardError::Failed {
-                tool,
-                code,
-                message,
-                ..
-            } if caused_by_caller(*code) => format!("{tool} refused the call: {message}"),
-            ForwardError::Failed { tool, .. } | ForwardError::Unsupported { tool, .. } => {
-                format!("{tool} failed with an internal error (reference {reference})")
-            }
-        }
-    }
-
-    fn outcome(&self) -> &'static str {
-        match self {
-            ForwardError::Timeout { .. } => "timeout",
-            ForwardError::Unreachable { .. } => "unreachable",
-            ForwardError::BreakerOpen { .. } => "breaker_open",
-            ForwardError::Failed { code, .. } if caused_by_caller(*code) => "refused",
-            ForwardError::Failed { .. } | ForwardError::Unsupported { .. } => "failed",
-        }
-    }
-}
 
 /// Concurrency slots and breakers of one (executor, tool).
 #[derive(Debug)]
@@ -580,27 +424,7 @@ async fn call(
     })
 }
 
-fn classify(tool: &str, executor: &str, timeout_ms: u64, status: tonic::Status) -> ForwardError {
-    match status.code() {
-        // Transport failures surface as Unavailable/Unknown before any response.
-        Code::Unavailable => ForwardError::Unreachable {
-            tool: tool.to_owned(),
-            executor: executor.to_owned(),
-            message: status.message().to_owned(),
-        },
-        Code::DeadlineExceeded | Code::Cancelled => ForwardError::Timeout {
-            tool: tool.to_owned(),
-            timeout_ms,
-        },
-        code => ForwardError::Failed {
-            tool: tool.to_owned(),
-            executor: executor.to_owned(),
-            code,
-            message: status.message().to_owned(),
-        },
-    }
-}
-
 mod breaker;
+mod error;
 #[cfg(test)]
 mod tests;

@@ -31,18 +31,18 @@ pub struct Body {
     /// What `tools/list` shows, in name order (built once per body).
     pub listing: Vec<McpTool>,
     /// `tools/list` answers as bytes, per protocol generation (built on first use).
-    lists: [OnceLock<crate::mcp::fast::Pages>; 2],
+    lists: [OnceLock<crate::transport::pages::Pages>; 2],
 }
 
 impl Body {
     /// The serialised `tools/list` pages of this body for one protocol generation.
     pub fn pages(
         &self,
-        generation: crate::mcp::fast::Generation,
+        generation: crate::transport::pages::Generation,
         mcp: &crate::config::RawMcp,
-    ) -> &crate::mcp::fast::Pages {
+    ) -> &crate::transport::pages::Pages {
         self.lists[generation as usize]
-            .get_or_init(|| crate::mcp::fast::Pages::build(&self.listing, mcp, generation))
+            .get_or_init(|| crate::transport::pages::Pages::build(&self.listing, mcp, generation))
     }
 }
 

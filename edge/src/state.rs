@@ -40,11 +40,11 @@ pub struct EdgeState {
     /// The Prometheus exposition.
     pub metrics: Option<PrometheusHandle>,
     /// Seals `requestState` of input-required results.
-    pub seal: crate::mcp::input::StateSeal,
+    pub seal: crate::transport::request_state::StateSeal,
     /// Questions put to 2025-xx clients mid-call, waiting for their answers.
-    pub questions: Arc<crate::mcp::ask::Questions>,
+    pub questions: Arc<crate::transport::questions::Questions>,
     /// Issues and opens the session ids of 2025-xx clients.
-    pub sessions: crate::mcp::session::SessionSeal,
+    pub sessions: crate::transport::session::SessionSeal,
     /// Cancelled when the edge starts shutting down: it stops accepting, and long-lived
     /// streams (subscriptions, legacy notification streams) end so the drain can finish.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -103,12 +103,12 @@ impl EdgeState {
         } else {
             config.mcp.request_state_key.as_bytes()
         };
-        let seal = crate::mcp::input::StateSeal::new(
+        let seal = crate::transport::request_state::StateSeal::new(
             secret,
             Duration::from_secs(config.mcp.input_required_ttl_secs),
         );
-        let questions = crate::mcp::ask::Questions::new(shared.clone());
-        let sessions = crate::mcp::session::SessionSeal::new(
+        let questions = crate::transport::questions::Questions::new(shared.clone());
+        let sessions = crate::transport::session::SessionSeal::new(
             secret,
             Duration::from_secs(config.mcp.session_ttl_secs),
         );

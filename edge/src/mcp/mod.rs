@@ -10,18 +10,17 @@
 // 2026-07-28 but still used by 2025-xx clients; executors' log events are relayed to them.
 #![allow(deprecated)]
 
-pub mod ask;
+pub use crate::transport::questions as ask;
 pub mod bounds;
 mod call;
 mod content;
-mod cursor;
 pub mod fast;
-pub mod input;
+pub use crate::transport::request_state as input;
 mod meta;
 mod metrics;
 pub mod params;
 mod relay;
-pub mod session;
+pub use crate::transport::session;
 mod validate;
 
 use std::sync::Arc;
@@ -46,7 +45,7 @@ use crate::forward::{CallEvent, Reply};
 use crate::registry::{EdgeTool, Registry};
 use crate::state::EdgeState;
 
-pub use cursor::{decode_cursor, encode_cursor};
+pub use crate::transport::cursor::{decode_cursor, encode_cursor};
 
 pub use call::Retry;
 pub(crate) use metrics::count_request;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Digest as _;
 
-use crate::cache::Identity;
+use crate::identity::Identity;
 
 /// Longest session id accepted.
 pub const MAX_SESSION_ID: usize = 8 * 1024;
@@ -86,7 +86,8 @@ impl SessionSeal {
         hasher.update(secret);
         let key: [u8; 32] = hasher.finalize().into();
         SessionSeal {
-            codec: RequestStateCodec::new(key.to_vec()),
+            // A 32-byte derived key: RequestStateCodec::MIN_KEY_LENGTH exactly.
+            codec: RequestStateCodec::new_unchecked(key.to_vec()),
             ttl,
         }
     }

@@ -67,7 +67,8 @@ impl StateSeal {
     pub fn new(secret: &[u8], ttl: Duration) -> StateSeal {
         let key = hmac_key(secret);
         StateSeal {
-            codec: RequestStateCodec::new(key.to_vec()),
+            // A 32-byte derived key: RequestStateCodec::MIN_KEY_LENGTH exactly.
+            codec: RequestStateCodec::new_unchecked(key.to_vec()),
             ttl,
         }
     }

@@ -1,0 +1,495 @@
+//! The arguments of `toolplanectl`'s subcommands, one type per resource (the top-level
+//! [`crate::Cli`] and [`crate::Command`] are in the crate root).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::{TOOL_FIELDS, commands};
+
+/// `tools ...`
+#[derive(Debug, Subcommand)]
+pub enum ToolsCmd {
+    /// List tools (name order).
+    List {
+        /// Only this category.
+        #[arg(long, default_value = "")]
+        category: String,
+        /// Only this provider ("-" = platform tools).
+        #[arg(long, default_value = "")]
+        provider: String,
+        /// Only this status: active, deprecated, retired.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Show one tool.
+    Get {
+        /// Tool name.
+        name: String,
+    },
+    /// Register tools from JSON files (each one definition, or an array of them).
+    #[command(long_about = TOOL_FIELDS)]
+    Register {
+        /// JSON files; `-` for stdin. Each holds one definition or an array of definitions;
+        /// they are registered in order, with progress, and the first refusal stops the run.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Replace a tool's definition from a JSON file (the fields of `tools register`).
+    #[command(long_about = TOOL_FIELDS)]
+    Update {
+        /// JSON file; `-` for stdin.
+        file: PathBuf,
+    },
+    /// Deprecate a tool (it keeps counting against the ceiling).
+    Deprecate {
+        /// Tool name.
+        name: String,
+        /// Sunset date, YYYY-MM-DD.
+        #[arg(long)]
+        sunset: String,
+    },
+    /// Retire a tool (frees a ceiling slot).
+    Retire {
+        /// Tool name.
+        name: String,
+    },
+    /// Reactivate a deprecated or retired tool.
+    Reactivate {
+        /// Tool name.
+        name: String,
+    },
+}
+
+/// `adrs ...`
+#[derive(Debug, Subcommand)]
+pub enum AdrsCmd {
+    /// List ADRs.
+    List,
+    /// Show one ADR.
+    Get {
+        /// ADR id.
+        id: String,
+    },
+    /// Record an ADR.
+    Create(AdrArgs),
+    /// Update title, date, links, summary, supersedes.
+    Update(AdrArgs),
+    /// proposed -> accepted.
+    Accept {
+        /// ADR id.
+        id: String,
+    },
+    /// proposed -> rejected.
+    Reject {
+        /// ADR id.
+        id: String,
+    },
+    /// accepted -> superseded (not for the ceiling's ADR: use `policy amend`).
+    Supersede {
+        /// ADR id.
+        id: String,
+    },
+}
+
+/// Fields of an ADR.
+#[derive(Debug, Args)]
+pub struct AdrArgs {
+    /// Id, e.g. ADR-040.
+    pub id: String,
+    /// Title.
+    #[arg(long)]
+    pub title: String,
+    /// Date, YYYY-MM-DD.
+    #[arg(long)]
+    pub date: String,
+    /// proposed, accepted or rejected (create only).
+    #[arg(long, default_value = "proposed")]
+    pub status: String,
+    /// The ADR this one supersedes.
+    #[arg(long, default_value = "")]
+    pub supersedes: String,
+    /// Links (repeatable).
+    #[arg(long = "link")]
+    pub links: Vec<String>,
+    /// Summary.
+    #[arg(long, default_value = "")]
+    pub summary: String,
+}
+
+/// `policy ...`
+#[derive(Debug, Subcommand)]
+pub enum PolicyCmd {
+    /// Ceiling, count, headroom, buckets, history.
+    Show,
+    /// Amend the ceiling citing an accepted ADR that supersedes the one in force.
+    Amend {
+        /// New ceiling.
+        #[arg(long)]
+        ceiling: u32,
+        /// The ADR.
+        #[arg(long)]
+        adr: String,
+    },
+}
+
+/// `tenants ...`
+#[derive(Debug, Subcommand)]
+pub enum TenantsCmd {
+    /// List tenants.
+    List,
+    /// Show a tenant.
+    Get {
+        /// Tenant id.
+        id: String,
+    },
+    /// Create a tenant.
+    Create(TenantArgs),
+    /// Change a tenant (only the given fields).
+    Update(TenantArgs),
+    /// Delete a tenant and its keys.
+    Delete {
+        /// Tenant id.
+        id: String,
+    },
+    /// Trust an identity provider's OAuth access tokens for the tenant's MCP callers (replaces
+    /// an earlier trust of the same issuer).
+    Trust(TrustArgs),
+    /// Stop trusting an identity provider: its tokens stop working at once.
+    Untrust {
+        /// Tenant id.
+        id: String,
+        /// The issuer URL.
+        #[arg(long)]
+        issuer: String,
+    },
+}
+
+/// `tenants trust`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Tenant id.
+    pub id: String,
+    /// The issuer (`iss`) exactly as the provider writes it (https; http only on loopback).
+    #[arg(long)]
+    pub issuer: String,
+    /// Map a group to a role, GROUP=ROLE; repeat in order of precedence.
+    #[arg(long = "group-role", value_name = "GROUP=ROLE")]
+    pub group_roles: Vec<String>,
+    /// The role of a caller in none of the groups (default: such callers are refused).
+    #[arg(long)]
+    pub default_role: Option<String>,
+    /// The claim holding the caller's groups.
+    #[arg(long, default_value = "groups")]
+    pub role_claim: String,
+    /// CLAIM=VALUE a token must hold to be this tenant's (needed when tenants share an issuer).
+    #[arg(long, value_name = "CLAIM=VALUE")]
+    pub tenant_claim: Option<String>,
+    /// The audience tokens must name (default: the edge's resource URL).
+    #[arg(long)]
+    pub audience: Option<String>,
+    /// The provider's key-set URL (default: discovered from the issuer's metadata).
+    #[arg(long)]
+    pub jwks_uri: Option<String>,
+}
+
+/// Tenant fields.
+#[derive(Debug, Args)]
+pub struct TenantArgs {
+    /// Tenant id.
+    pub id: String,
+    /// Display name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Connected providers, comma-separated ("" = none: platform tools only).
+    #[arg(long, conflicts_with = "all_apis")]
+    pub connected_apis: Option<String>,
+    /// Remove connected_apis: the tenant sees every tool (ADR-039).
+    #[arg(long)]
+    pub all_apis: bool,
+    /// Roles keys may take, comma-separated ("" = all).
+    #[arg(long)]
+    pub roles: Option<String>,
+    /// Disclosure mode: full, progressive, auto.
+    #[arg(long)]
+    pub disclosure: Option<String>,
+    /// Auto-disclosure threshold.
+    #[arg(long)]
+    pub threshold: Option<u32>,
+    /// Pinned tools, comma-separated.
+    #[arg(long)]
+    pub pinned: Option<String>,
+    /// Tool calls per minute (0 = unlimited).
+    #[arg(long)]
+    pub rate_limit: Option<u32>,
+    /// Webhook for material wiki lint findings ("" = none).
+    #[arg(long)]
+    pub lint_webhook: Option<String>,
+}
+
+/// `keys ...`
+#[derive(Debug, Subcommand)]
+pub enum KeysCmd {
+    /// Issue a key (printed once).
+    Issue {
+        /// Tenant.
+        #[arg(long)]
+        tenant: String,
+        /// Role.
+        #[arg(long)]
+        role: String,
+        /// Label.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Lifetime in seconds (0 = never expires).
+        #[arg(long, default_value_t = 0)]
+        ttl: u64,
+    },
+    /// List keys.
+    List {
+        /// Only this tenant.
+        #[arg(long, default_value = "")]
+        tenant: String,
+    },
+    /// Revoke a key.
+    Revoke {
+        /// Key id (key_...).
+        id: String,
+    },
+}
+
+/// `executors ...`
+#[derive(Debug, Subcommand)]
+pub enum ExecutorsCmd {
+    /// List executors.
+    List,
+    /// Create or update an executor.
+    Upsert {
+        /// Name.
+        name: String,
+        /// Endpoint URL.
+        #[arg(long)]
+        endpoint: String,
+        /// grpc or mcp.
+        #[arg(long, default_value = "grpc")]
+        protocol: String,
+        /// Per-call timeout (ms).
+        #[arg(long, default_value_t = 30_000)]
+        timeout_ms: u32,
+        /// Concurrent calls per edge.
+        #[arg(long, default_value_t = 64)]
+        max_concurrency: u32,
+        /// Description.
+        #[arg(long, default_value = "")]
+        description: String,
+        /// MCP executors: prefix of its tools' catalogue names, stripped before calling the
+        /// upstream.
+        #[arg(long, default_value = "")]
+        tool_prefix: String,
+        /// MCP executors: environment variable, on each edge, holding the upstream credential.
+        #[arg(long, default_value = "")]
+        credential_env: String,
+        /// Header carrying it (default `authorization`, where a bare token is sent as Bearer).
+        #[arg(long, default_value = "")]
+        credential_header: String,
+    },
+    /// Read an MCP executor's live `tools/list` and print catalogue entries for its tools
+    /// (names prefixed with the executor's `tool_prefix`), ready for `tools register`; with
+    /// `--register`, register them (through the ceiling, citing `--adr` or `--owner`/`--scope`).
+    Import {
+        /// The executor (protocol mcp).
+        name: String,
+        /// Provider the imported tools need (empty = platform tools, visible to every tenant).
+        #[arg(long, default_value = "")]
+        provider: String,
+        /// Category of the imported tools.
+        #[arg(long, default_value = "mcp")]
+        category: String,
+        /// Only these upstream tools (comma-separated; default all).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Register the proposals instead of printing them.
+        #[arg(long)]
+        register: bool,
+        /// ADR admitting the tools.
+        #[arg(long, default_value = "")]
+        adr: String,
+        /// Owner admitting the tools (with --scope) when there is no ADR.
+        #[arg(long, default_value = "")]
+        owner: String,
+        /// What the owner admits them for.
+        #[arg(long, default_value = "")]
+        scope: String,
+        /// Credential for reading the upstream's list (default: the executor's credential_env,
+        /// read from this shell's environment).
+        #[arg(long, env = "TOOLPLANE_UPSTREAM_CREDENTIAL", hide_env_values = true)]
+        credential: Option<String>,
+    },
+    /// Compare the catalogue's tools of an MCP executor with the upstream's live list: added,
+    /// removed and changed schemas. Exits 1 on drift.
+    Drift {
+        /// The executor (protocol mcp).
+        name: String,
+        /// Credential (as for import).
+        #[arg(long, env = "TOOLPLANE_UPSTREAM_CREDENTIAL", hide_env_values = true)]
+        credential: Option<String>,
+    },
+    /// Delete an executor no live tool uses.
+    Delete {
+        /// Name.
+        name: String,
+    },
+}
+
+/// `providers ...`
+#[derive(Debug, Subcommand)]
+pub enum ProvidersCmd {
+    /// List providers.
+    List,
+    /// Create or update a provider.
+    Upsert {
+        /// Id.
+        id: String,
+        /// Display name.
+        #[arg(long, default_value = "")]
+        name: String,
+        /// Description.
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// Delete an unused provider.
+    Delete {
+        /// Id.
+        id: String,
+    },
+}
+
+/// `roles ...`
+#[derive(Debug, Subcommand)]
+pub enum RolesCmd {
+    /// List roles.
+    List,
+    /// Create or update a role.
+    Upsert {
+        /// Name.
+        name: String,
+        /// Description.
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// Delete an unused role.
+    Delete {
+        /// Name.
+        name: String,
+    },
+}
+
+/// `registry --tenant T --role R`
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// Tenant.
+    #[arg(long)]
+    pub tenant: String,
+    /// Role.
+    #[arg(long)]
+    pub role: String,
+}
+
+/// `usage [--tenant T] [--unused-days N]`
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Only this tenant.
+    #[arg(long, default_value = "")]
+    pub tenant: String,
+    /// Instead, the live tools (active or deprecated) nobody called in the last N days —
+    /// across all tenants unless --tenant — never-called ones included. ADR-037 makes a tool
+    /// unused by every tenant for 60 days a candidate for retirement.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub unused_days: Option<u32>,
+}
+
+/// `audit [--tenant T] [--tool X] [--principal P] [--outcome O] [--since W] [--until W]
+/// [--limit N]`
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only this tenant.
+    #[arg(long, default_value = "")]
+    pub tenant: String,
+    /// Only this tool.
+    #[arg(long, default_value = "")]
+    pub tool: String,
+    /// Only this caller: an API key's id, or `<issuer>#<subject>` for an OAuth token.
+    #[arg(long, default_value = "")]
+    pub principal: String,
+    /// Only this outcome.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(commands::audit::outcomes()))]
+    pub outcome: Option<String>,
+    /// From this time on: RFC 3339 (2026-11-25T10:00:00Z) or an age (90s, 30m, 12h, 7d).
+    #[arg(long, value_parser = commands::audit::parse_when)]
+    pub since: Option<u64>,
+    /// Before this time (same forms as --since).
+    #[arg(long, value_parser = commands::audit::parse_when)]
+    pub until: Option<u64>,
+    /// At most this many records.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+}
+
+/// `admin-tokens ...`
+#[derive(Debug, Subcommand)]
+pub enum AdminTokensCmd {
+    /// Issue an admin token (printed once).
+    Issue {
+        /// What it may do: read-only (every read), tenant-admin (reads, and everything about
+        /// the --tenant tenants), or full (everything, admin tokens included).
+        #[arg(long, value_parser = ["read-only", "tenant-admin", "full"])]
+        scope: String,
+        /// A tenant a tenant-admin token manages (repeat for several).
+        #[arg(long = "tenant")]
+        tenants: Vec<String>,
+        /// Who or what holds it.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Lifetime in seconds (default: never expires).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=315_360_000))]
+        ttl: Option<u64>,
+    },
+    /// List admin tokens (never their secrets).
+    List,
+    /// Revoke an admin token.
+    Revoke {
+        /// Token id (adm_...).
+        id: String,
+    },
+}
+
+/// `changes [--since-revision N] [--author A] [--limit N]`
+#[derive(Debug, Args)]
+pub struct ChangesArgs {
+    /// Only writes after this revision.
+    #[arg(long, default_value_t = 0)]
+    pub since_revision: u64,
+    /// Only writes by this author (`admin`, an admin token's id, or `system`).
+    #[arg(long, default_value = "")]
+    pub author: String,
+    /// At most this many writes.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+}
+
+/// `docs ...`
+#[derive(Debug, Subcommand)]
+pub enum DocsCmd {
+    /// Render TOOLS.md from the catalogue.
+    Render {
+        /// Write here instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Report stated tool counts that disagree with the catalogue; exit 1 if any.
+    Check {
+        /// Documents to check.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}

@@ -1,0 +1,52 @@
+//! Who is calling: the identity a key or access token resolves to, as the caches keep it and
+//! the sealed session carries it.
+
+use tp_proto::pb;
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Tenant.
+    pub tenant: String,
+    /// Role.
+    pub role: String,
+    /// Key id (empty for the anonymous identity).
+    pub key_id: String,
+    /// Unix seconds; 0 = never.
+    pub expires_at: u64,
+    /// Revision it was resolved at.
+    pub revision: u64,
+    /// Unix milliseconds at which the control plane last confirmed the key (0: never, e.g.
+    /// the anonymous identity).
+    pub confirmed_at_ms: u64,
+}
+
+// === impl Identity ===
+
+impl Identity {
+    pub(crate) fn from_pb(identity: pb::Identity) -> Identity {
+        Identity {
+            tenant: identity.tenant,
+            role: identity.role,
+            key_id: identity.key_id,
+            expires_at: identity.expires_at,
+            revision: identity.revision,
+            confirmed_at_ms: identity.confirmed_at_ms,
+        }
+    }
+
+    pub(crate) fn to_pb(&self) -> pb::Identity {
+        pb::Identity {
+            tenant: self.tenant.clone(),
+            role: self.role.clone(),
+            key_id: self.key_id.clone(),
+            expires_at: self.expires_at,
+            revision: self.revision,
+            confirmed_at_ms: self.confirmed_at_ms,
+        }
+    }
+
+    pub(crate) fn expired(&self, now: u64) -> bool {
+        self.expires_at != 0 && now >= self.expires_at
+    }
+}

@@ -1,0 +1,12 @@
+//! What the edge keeps of the MCP Streamable HTTP transport's state, below the MCP handlers
+//! and the registry that use it: precomputed `tools/list` pages and their cursors
+//! ([`pages`], [`cursor`]), the sealed session codec ([`session`]), the sealed request state of
+//! calls paused for the client's input ([`request_state`]), and the ids of server → client
+//! requests with the answers they wait for ([`questions`]). None of it names the handlers, the
+//! edge's state or the registry, so the request path can depend on it without cycles.
+
+pub mod cursor;
+pub mod pages;
+pub mod questions;
+pub mod request_state;
+pub mod session;
