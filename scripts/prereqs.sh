@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
+# wrk drives tp-bench (scripts/bench.sh; .ci/run runs it once, small, to keep it working).
+command -v wrk >/dev/null || need_apt+=(wrk)
 command -v psql >/dev/null || need_apt+=(postgresql-client)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then

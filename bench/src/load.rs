@@ -95,7 +95,13 @@ fn lua(script: &Script<'_>) -> String {
 }
 
 /// Runs wrk (one thread, pinned to core 1) against `url`.
-pub(crate) fn wrk(dir: &Path, url: &str, connections: u32, seconds: u64, script: &Script<'_>) -> Load {
+pub(crate) fn wrk(
+    dir: &Path,
+    url: &str,
+    connections: u32,
+    seconds: u64,
+    script: &Script<'_>,
+) -> Load {
     let path = dir.join(format!("wrk-{}.lua", free_port()));
     std::fs::write(&path, lua(script)).expect("lua script");
     let output = std::process::Command::new("taskset")
@@ -172,7 +178,13 @@ pub(crate) struct Table {
 
 impl Table {
     /// A row: `load`, its ratio to `baseline`, and the edge's resident memory.
-    pub(crate) fn load(&mut self, scenario: &str, load: &Load, baseline: Option<&Load>, rss: Option<f64>) {
+    pub(crate) fn load(
+        &mut self,
+        scenario: &str,
+        load: &Load,
+        baseline: Option<&Load>,
+        rss: Option<f64>,
+    ) {
         self.rows.push([
             scenario.to_owned(),
             format!("{:.0}", load.rps),

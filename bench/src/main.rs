@@ -121,8 +121,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     for scenario in selected {
         scenarios::run(scenario, &mut world, run, &mut table).await?;
     }
+    let build = if cfg!(debug_assertions) {
+        "DEBUG build: these figures say nothing; use scripts/bench.sh"
+    } else {
+        "release build"
+    };
     println!(
-        "\nToolplane edge benchmark ({} s per load run; servers on core 0, wrk -t1 on core 1; release build)\n",
+        "\nToolplane edge benchmark ({} s per load run; servers on core 0, wrk -t1 on core 1; {build})\n",
         run.seconds
     );
     table.print();
