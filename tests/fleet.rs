@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use tp_proto::json::to_struct;
 use tp_proto::pb;
+use tp_test_support::admin::NewExecutor;
 use tp_test_support::{
     ControlPlaneProcess, EdgeProcess, ExecutorProcess, McpHttp, RedisProcess, WikiProcess,
 };
@@ -55,19 +56,12 @@ impl Fleet {
             ("wiki", wiki.url(), 30_000),
             ("demo", executor.url(), 5_000),
         ] {
-            admin
-                .executors
-                .upsert_executor(pb::UpsertExecutorRequest {
-                    executor: Some(pb::ExecutorInfo {
-                        name: name.into(),
-                        endpoint,
-                        timeout_ms,
-                        max_concurrency: 64,
-                        ..Default::default()
-                    }),
-                })
-                .await
-                .unwrap();
+            let executor = NewExecutor {
+                timeout_ms,
+                max_concurrency: 64,
+                ..NewExecutor::grpc(name, endpoint)
+            };
+            tp_test_support::admin::upsert_executor(&mut admin, executor).await;
         }
         // Room for test tools: an ADR that supersedes the ceiling's, then the amendment.
         admin
@@ -147,17 +141,8 @@ impl Fleet {
         let mut keys = BTreeMap::new();
         for tenant in TENANTS {
             for role in ROLES {
-                let issued = admin
-                    .tenants
-                    .issue_api_key(pb::IssueApiKeyRequest {
-                        tenant: tenant.into(),
-                        role: role.into(),
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap()
-                    .into_inner();
-                keys.insert((tenant.to_owned(), role.to_owned()), issued.key);
+                let key = tp_test_support::admin::issue_key(&mut admin, tenant, role).await;
+                keys.insert((tenant.to_owned(), role.to_owned()), key);
             }
         }
         let mut started = Vec::new();

@@ -16,6 +16,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use opentelemetry_proto::tonic::common::v1::any_value;
 use serde_json::json;
 use tp_proto::pb;
+use tp_test_support::admin::{NewExecutor, issue_key, upsert_executor};
 use tp_test_support::services::free_port;
 use tp_test_support::{ControlPlaneProcess, EdgeProcess, WikiProcess, eventually};
 
@@ -97,30 +98,8 @@ async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki
         ControlPlaneProcess::start_with_env(dir.path(), vec!["--demo".into()], otel.clone()).await;
     let wiki = WikiProcess::start_with_env(&otel).await;
     let mut admin = cp.admin().await;
-    admin
-        .executors
-        .upsert_executor(pb::UpsertExecutorRequest {
-            executor: Some(pb::ExecutorInfo {
-                name: "wiki".into(),
-                endpoint: wiki.url(),
-                timeout_ms: 30_000,
-                max_concurrency: 8,
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
-    let key = admin
-        .tenants
-        .issue_api_key(pb::IssueApiKeyRequest {
-            tenant: "acme".into(),
-            role: "collector".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .key;
+    upsert_executor(&mut admin, NewExecutor::grpc("wiki", wiki.url())).await;
+    let key = issue_key(&mut admin, "acme", "collector").await;
     let edge = EdgeProcess::start_with_env(&cp, &[cp.url()], None, "", &otel).await;
 
     // The client's own trace: every span of the call must belong to it.
@@ -251,20 +230,11 @@ async fn a_call_to_an_mcp_upstream_carries_the_trace_in_meta_and_in_the_http_hea
     )
     .await;
     let mut admin = fleet.cp.admin().await;
-    admin
-        .executors
-        .upsert_executor(pb::UpsertExecutorRequest {
-            executor: Some(pb::ExecutorInfo {
-                name: "upstream".into(),
-                endpoint: format!("http://127.0.0.1:{port}/mcp"),
-                protocol: pb::ExecutorProtocol::Mcp as i32,
-                timeout_ms: 10_000,
-                max_concurrency: 8,
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
+    upsert_executor(
+        &mut admin,
+        NewExecutor::mcp("upstream", format!("http://127.0.0.1:{port}/mcp")),
+    )
+    .await;
     admin
         .catalog
         .register_tool(pb::RegisterToolRequest {

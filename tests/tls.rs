@@ -16,6 +16,7 @@ use rcgen::{
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tp_proto::pb;
+use tp_test_support::admin::{NewExecutor, issue_key, upsert_executor};
 use tp_test_support::{
     ControlPlaneProcess, EdgeProcess, ExecutorProcess, WikiProcess, binary, eventually,
 };
@@ -226,19 +227,11 @@ async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
         &ca,
     ])
     .await;
-    admin
-        .executors
-        .upsert_executor(pb::UpsertExecutorRequest {
-            executor: Some(pb::ExecutorInfo {
-                name: "wiki".into(),
-                endpoint: format!("https://{}", wiki.addr),
-                timeout_ms: 30_000,
-                max_concurrency: 8,
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
+    upsert_executor(
+        &mut admin,
+        NewExecutor::grpc("wiki", format!("https://{}", wiki.addr)),
+    )
+    .await;
     // The demo executor: TLS with client certificates required too.
     let demo = ExecutorProcess::start_with_args(vec![
         "--tls-cert".into(),
@@ -249,30 +242,15 @@ async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
         ca.clone(),
     ])
     .await;
-    admin
-        .executors
-        .upsert_executor(pb::UpsertExecutorRequest {
-            executor: Some(pb::ExecutorInfo {
-                name: "demo".into(),
-                endpoint: format!("https://{}", demo.addr),
-                timeout_ms: 5_000,
-                max_concurrency: 8,
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
-    let key = admin
-        .tenants
-        .issue_api_key(pb::IssueApiKeyRequest {
-            tenant: "acme".into(),
-            role: "collector".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .key;
+    upsert_executor(
+        &mut admin,
+        NewExecutor {
+            timeout_ms: 5_000,
+            ..NewExecutor::grpc("demo", format!("https://{}", demo.addr))
+        },
+    )
+    .await;
+    let key = issue_key(&mut admin, "acme", "collector").await;
 
     // The edge: HTTPS for clients, mutual TLS to the control plane and the wiki.
     let edge = EdgeProcess::start_with_env(

@@ -4,6 +4,7 @@
 //! Binaries are looked up next to the running test executable (`target/debug`); `.ci/run`
 //! builds them first. A missing binary or tool fails the test with the command that fixes it.
 
+pub mod admin;
 pub mod http;
 pub mod process;
 pub mod proxy;
