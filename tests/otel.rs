@@ -143,7 +143,9 @@ async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki
             let has = |service: &str, name: &str| {
                 spans.iter().any(|s| s.service == service && s.name == name)
             };
+            // The request span closes last, once the answer is written: wait for it too.
             (has("toolplane-edge", "executor.call")
+                && has("toolplane-edge", "request")
                 && has("toolplane-control-plane", "grpc.server")
                 && has("toolplane-wiki", "wiki.call"))
             .then_some(spans)

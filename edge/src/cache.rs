@@ -18,7 +18,7 @@ use quick_cache::sync::{Cache as Slab, EntryAction, EntryResult};
 use tonic::Code;
 use tp_proto::pb;
 
-use crate::control::{ControlPlane, is_unreachable};
+use crate::control::{Directory, is_unreachable};
 pub use crate::identity::Identity;
 use crate::registry::Registry;
 use crate::shared::Shared;
@@ -143,7 +143,7 @@ fn key_hash_from_hex(hex_hash: &str) -> Option<KeyHash> {
 /// All caches of an edge.
 pub struct Caches {
     versions: Arc<Versions>,
-    control: Arc<ControlPlane>,
+    control: Arc<dyn Directory>,
     shared: Option<Arc<Shared>>,
     settings: CacheSettings,
     /// The latest registry of each (tenant, role): fresh, or the last known good.
@@ -202,7 +202,7 @@ impl Caches {
     /// Empty caches.
     pub fn new(
         versions: Arc<Versions>,
-        control: Arc<ControlPlane>,
+        control: Arc<dyn Directory>,
         shared: Option<Arc<Shared>>,
         settings: CacheSettings,
     ) -> Caches {

@@ -1,10 +1,12 @@
-//! Client of the control plane's edge-facing `Registry` service, with failover across the
-//! configured replicas.
+//! What the edge asks the control plane: the [`Directory`] seam the caches use on every miss,
+//! and [`ControlPlane`], its gRPC implementation with failover across the configured replicas
+//! (which also carries the change stream and audit delivery).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -17,6 +19,50 @@ pub use tp_client::Bearer;
 
 /// An authenticated Registry client.
 pub type Client = RegistryClient<InterceptedService<Channel, Bearer>>;
+
+/// The questions the request path puts to the control plane when its caches miss: who a key
+/// is, and what a (tenant, role) may use. [`ControlPlane`] answers them over gRPC; the router's
+/// in-memory tests answer them from a table, so the HTTP behaviour of the edge can be checked
+/// with `oneshot` and no process.
+pub trait Directory: Send + Sync + std::fmt::Debug {
+    /// The edge's resource URL for access tokens (empty when OAuth is off).
+    fn resource(&self) -> &str;
+
+    /// Whether the control plane answered the last time it was asked.
+    fn reachable(&self) -> bool;
+
+    /// The identity of an API key or access token.
+    fn authenticate<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<pb::Identity, Status>>;
+
+    /// The registry of (tenant, role).
+    fn resolve<'a>(
+        &'a self,
+        tenant: &'a str,
+        role: &'a str,
+    ) -> BoxFuture<'a, Result<pb::ResolvedRegistry, Status>>;
+}
+
+impl Directory for ControlPlane {
+    fn resource(&self) -> &str {
+        ControlPlane::resource(self)
+    }
+
+    fn reachable(&self) -> bool {
+        ControlPlane::reachable(self)
+    }
+
+    fn authenticate<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<pb::Identity, Status>> {
+        Box::pin(ControlPlane::authenticate(self, key))
+    }
+
+    fn resolve<'a>(
+        &'a self,
+        tenant: &'a str,
+        role: &'a str,
+    ) -> BoxFuture<'a, Result<pb::ResolvedRegistry, Status>> {
+        Box::pin(ControlPlane::resolve(self, tenant, role))
+    }
+}
 
 /// The control plane, as the edge sees it.
 pub struct ControlPlane {

@@ -9,7 +9,7 @@ use tokio::sync::broadcast;
 use crate::audit::Audit;
 use crate::cache::{CacheSettings, Caches};
 use crate::config::EdgeConfig;
-use crate::control::ControlPlane;
+use crate::control::{ControlPlane, Directory};
 use crate::forward::{BreakerSettings, Executors};
 use crate::limits::RateLimiter;
 use crate::shared::Shared;
@@ -21,8 +21,8 @@ use crate::watch::{self, ChangeNotice, WatchSettings};
 pub struct EdgeState {
     /// Configuration.
     pub config: EdgeConfig,
-    /// The control plane.
-    pub control: Arc<ControlPlane>,
+    /// The control plane, as the request path asks it (gRPC in production).
+    pub directory: Arc<dyn Directory>,
     /// Revisions known from the watch.
     pub versions: Arc<Versions>,
     /// Registries and identities.
@@ -63,7 +63,6 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
 impl EdgeState {
     /// Builds the state and starts the background tasks (watch, audit, Redis connection).
     pub fn start(config: EdgeConfig) -> anyhow::Result<Arc<EdgeState>> {
-        let metrics = metrics_handle();
         let resource = config.oauth.as_ref().map_or("", |o| o.resource.as_str());
         let control = ControlPlane::new(&config.control_plane, &config.edge_token, resource)?;
         let shared = match &config.redis_url {
@@ -74,10 +73,43 @@ impl EdgeState {
             )?),
             None => None,
         };
+        let directory: Arc<dyn Directory> = control.clone();
+        let state = EdgeState::assemble(config, directory, shared);
+        let settings = WatchSettings {
+            heartbeat_ms: state.config.watch.heartbeat_ms,
+            dead_after: Duration::from_millis(state.config.watch.dead_after_ms),
+            max_backoff: Duration::from_millis(state.config.watch.max_backoff_ms),
+        };
+        tokio::spawn(watch::run(
+            Arc::clone(&control),
+            Arc::clone(&state.versions),
+            Arc::clone(&state.caches),
+            state.notices.clone(),
+            settings,
+        ));
+        if state.config.audit.enabled {
+            tokio::spawn(Arc::clone(&state.audit).run(
+                control,
+                Duration::from_millis(state.config.audit.flush_ms),
+                state.config.name.clone(),
+            ));
+        }
+        Ok(state)
+    }
+
+    /// The state over `directory` and `shared` (Redis), with no background task: nothing
+    /// watches the change stream and audit records stay in the buffer. [`EdgeState::start`]
+    /// adds those; the router's in-memory tests use this alone.
+    pub fn assemble(
+        config: EdgeConfig,
+        directory: Arc<dyn Directory>,
+        shared: Option<Arc<Shared>>,
+    ) -> Arc<EdgeState> {
+        let metrics = metrics_handle();
         let versions = Arc::new(Versions::default());
         let caches = Arc::new(Caches::new(
             Arc::clone(&versions),
-            Arc::clone(&control),
+            Arc::clone(&directory),
             shared.clone(),
             CacheSettings {
                 registries: config.cache.l1_registries,
@@ -112,42 +144,22 @@ impl EdgeState {
             secret,
             Duration::from_secs(config.mcp.session_ttl_secs),
         );
-        let state = Arc::new(EdgeState {
+        Arc::new(EdgeState {
             seal,
             sessions,
             shutdown: tokio_util::sync::CancellationToken::new(),
             abort: tokio_util::sync::CancellationToken::new(),
             questions,
             limiter: RateLimiter::new(shared.clone()),
-            control: Arc::clone(&control),
-            versions: Arc::clone(&versions),
-            caches: Arc::clone(&caches),
-            shared,
-            executors,
-            audit: Arc::clone(&audit),
-            notices: notices.clone(),
-            metrics,
-            config,
-        });
-        let settings = WatchSettings {
-            heartbeat_ms: state.config.watch.heartbeat_ms,
-            dead_after: Duration::from_millis(state.config.watch.dead_after_ms),
-            max_backoff: Duration::from_millis(state.config.watch.max_backoff_ms),
-        };
-        tokio::spawn(watch::run(
-            Arc::clone(&control),
+            directory,
             versions,
             caches,
+            shared,
+            executors,
+            audit,
             notices,
-            settings,
-        ));
-        if state.config.audit.enabled {
-            tokio::spawn(audit.run(
-                control,
-                Duration::from_millis(state.config.audit.flush_ms),
-                state.config.name.clone(),
-            ));
-        }
-        Ok(state)
+            metrics,
+            config,
+        })
     }
 }

@@ -8,7 +8,7 @@ pub(super) async fn healthz() -> &'static str {
 
 pub(super) async fn readyz(State(state): State<Arc<EdgeState>>) -> Response {
     let synced = state.versions.synced();
-    let control_plane = state.control.reachable();
+    let control_plane = state.directory.reachable();
     let redis = state.shared.as_ref().map(|s| s.healthy());
     let (registries, identities) = state.caches.sizes();
     // Ready when a registry can be served from somewhere: the control plane, or Redis.

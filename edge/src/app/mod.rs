@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -23,7 +22,6 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::sync::Semaphore;
-use tower::ServiceBuilder;
 use tp_registry::Fault;
 
 use crate::cache::{Identity, LookupError};
@@ -39,3 +37,6 @@ use self::warm::*;
 
 pub(crate) use self::router::body_timed_out;
 pub use self::router::{EdgeService, admin_router, router, service};
+
+#[cfg(test)]
+mod tests;

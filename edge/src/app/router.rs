@@ -1,6 +1,7 @@
-//! The router and the service around it: authentication, the JSON-RPC check, the body
-//! limit, load shedding, the timeout; Origin checks, the in-flight byte budget and the warm
-//! `tools/list` path in [`EdgeService`], inside the access log.
+//! The router and the service around it. [`EdgeService`] is the one stack every `/mcp` request
+//! goes through, the warm `tools/list` included: the access log and span, the Origin check,
+//! load shedding, the in-flight byte budget and the request timeout; then the warm answer or
+//! the [`router`]: the body limit, authentication, the JSON-RPC check and the MCP transport.
 
 use super::*;
 
@@ -38,20 +39,10 @@ pub fn router(state: Arc<EdgeState>) -> Router {
             Arc::clone(&state),
             authenticate,
         ));
-    let timeout = state.config.request_timeout();
-    let in_flight = Arc::new(Semaphore::new(state.config.mcp.max_in_flight));
     let max_body = state.config.mcp.max_body_bytes;
     Router::new()
         .merge(mcp_routes)
-        .layer(
-            ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(middleware_error))
-                .timeout(timeout),
-        )
         .layer(middleware::from_fn_with_state(max_body, limit_body))
-        // Shedding sits outside the timeout, so a request holds its slot until it is answered
-        // or timed out; health and metrics are never shed.
-        .layer(middleware::from_fn_with_state(in_flight, shed_load))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route(
@@ -120,30 +111,6 @@ pub(super) async fn limit_body(State(max): State<usize>, request: Request, next:
     next.run(Request::from_parts(parts, limited)).await
 }
 
-/// Refuses a request with 503 + `Retry-After` when `mcp.max_in_flight` requests are already
-/// being answered, instead of queueing it behind them.
-pub(super) async fn shed_load(
-    State(in_flight): State<Arc<Semaphore>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let Ok(permit) = in_flight.try_acquire_owned() else {
-        metrics::counter!("tp_edge_shed_total").increment(1);
-        return overloaded();
-    };
-    let response = next.run(request).await;
-    drop(permit);
-    response
-}
-
-pub(super) async fn middleware_error(error: BoxError) -> Response {
-    if error.is::<tower::timeout::error::Elapsed>() {
-        return refuse(Fault::TimedOut, "request timed out");
-    }
-    tracing::error!(%error, "unhandled middleware error");
-    refuse(Fault::Internal, "internal error")
-}
-
 pub(super) fn overloaded() -> Response {
     let mut response = refuse(Fault::Overloaded, "edge overloaded; retry");
     response
@@ -152,15 +119,25 @@ pub(super) fn overloaded() -> Response {
     response
 }
 
-/// The edge's HTTP service: a warm `tools/list` — key and registry in the in-process cache, a
-/// request the transport would take as it is — is answered before the router, its layers and
-/// the MCP transport; every other request goes through the [`router`].
+/// The edge's HTTP service: the steps every `/mcp` request takes (see the module), then a warm
+/// `tools/list` — key and registry in the in-process cache, a request the transport would take
+/// as it is — answered from precomputed pages, or the [`router`]. Health checks and the
+/// protected-resource metadata are never shed or timed out.
 #[derive(Clone)]
 pub struct EdgeService {
     state: Arc<EdgeState>,
     router: Router,
+    limits: Arc<Limits>,
+}
+
+/// What bounds the requests one edge answers at a time.
+struct Limits {
+    /// Requests being answered (`mcp.max_in_flight`): one more is refused, not queued.
+    requests: Arc<Semaphore>,
     /// Request-body bytes in flight, in KiB (`mcp.max_in_flight_bytes`).
-    in_flight_bytes: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+    /// How long a request may take to be answered (`mcp.request_timeout_ms`).
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for EdgeService {
@@ -174,7 +151,11 @@ pub fn service(state: Arc<EdgeState>) -> EdgeService {
     let kib = (state.config.mcp.max_in_flight_bytes / 1024).max(1);
     EdgeService {
         router: router(Arc::clone(&state)),
-        in_flight_bytes: Arc::new(Semaphore::new(kib)),
+        limits: Arc::new(Limits {
+            requests: Arc::new(Semaphore::new(state.config.mcp.max_in_flight)),
+            bytes: Arc::new(Semaphore::new(kib)),
+            timeout: state.config.request_timeout(),
+        }),
         state,
     }
 }
@@ -257,12 +238,12 @@ where
         let request = request.map(Body::new);
         let state = Arc::clone(&self.state);
         let router = self.router.clone();
-        let in_flight_bytes = Arc::clone(&self.in_flight_bytes);
+        let limits = Arc::clone(&self.limits);
         // Outermost: every request is logged (crate::access), including refused ones and those
         // the warm path answers.
         Box::pin(async move {
             Ok(crate::access::around(request, move |request| {
-                serve(state, router, in_flight_bytes, request)
+                serve(state, router, limits, request)
             })
             .await)
         })
@@ -270,23 +251,32 @@ where
 }
 
 /// Everything [`EdgeService`] does inside the access log.
-pub(super) async fn serve(
+async fn serve(
     state: Arc<EdgeState>,
     router: Router,
-    in_flight_bytes: Arc<Semaphore>,
+    limits: Arc<Limits>,
     request: Request,
 ) -> Response {
     use tower::ServiceExt as _;
-    if request.uri().path().starts_with("/mcp") {
-        // DNS rebinding and cross-site requests: a browser Origin must be listed.
-        if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
-            metrics::counter!("tp_edge_origin_refused_total").increment(1);
-            return refuse(
-                Fault::ForbiddenOrigin,
-                "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
-            );
-        }
+    if !request.uri().path().starts_with("/mcp") {
+        return match router.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
     }
+    // DNS rebinding and cross-site requests: a browser Origin must be listed.
+    if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
+        metrics::counter!("tp_edge_origin_refused_total").increment(1);
+        return refuse(
+            Fault::ForbiddenOrigin,
+            "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
+        );
+    }
+    // A request holds its slot until it is answered or timed out.
+    let Ok(_slot) = Arc::clone(&limits.requests).try_acquire_owned() else {
+        metrics::counter!("tp_edge_shed_total").increment(1);
+        return overloaded();
+    };
     // Memory: the bytes of request bodies being read and processed are bounded as a
     // whole, not only the number of requests.
     let cost = body_cost_kib(
@@ -297,7 +287,7 @@ pub(super) async fn serve(
     let _budget = if cost == 0 {
         None
     } else {
-        match Arc::clone(&in_flight_bytes).try_acquire_many_owned(cost) {
+        match Arc::clone(&limits.bytes).try_acquire_many_owned(cost) {
             Ok(permit) => Some(permit),
             Err(_) => {
                 metrics::counter!("tp_edge_shed_total", "reason" => "bytes").increment(1);
@@ -305,18 +295,24 @@ pub(super) async fn serve(
             }
         }
     };
-    let request = match warm_list(&state, request).await {
-        Ok(response) => return response,
-        Err(mut request) => {
-            request
-                .extensions_mut()
-                .insert(InFlightBytes(Arc::clone(&in_flight_bytes)));
-            request
+    let answer = async {
+        let request = match warm_list(&state, request).await {
+            Ok(response) => return response,
+            Err(mut request) => {
+                request
+                    .extensions_mut()
+                    .insert(InFlightBytes(Arc::clone(&limits.bytes)));
+                request
+            }
+        };
+        match router.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
         }
     };
-    match router.oneshot(request).await {
+    match tokio::time::timeout(limits.timeout, answer).await {
         Ok(response) => response,
-        Err(never) => match never {},
+        Err(_) => refuse(Fault::TimedOut, "request timed out"),
     }
 }
 
