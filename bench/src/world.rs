@@ -337,8 +337,35 @@ pub(crate) async fn wait_synced(edge: &EdgeProcess) -> anyhow::Result<()> {
     }
 }
 
-/// `tools/list` with every key once, 16 at a time, from this process.
-pub(crate) async fn touch_every_key(addr: &str, keys: &[String]) -> Load {
+/// `tools/list` with each of `keys` once, one at a time on one kept-alive connection: the
+/// latency of a cold lookup itself, without queueing behind other requests.
+pub(crate) async fn one_at_a_time(addr: &str, keys: &[String]) -> Load {
+    let mut client = McpHttp::new(addr, None, LEGACY);
+    let started = Instant::now();
+    let mut latency = Vec::with_capacity(keys.len());
+    let mut errors = 0;
+    for key in keys {
+        client.key = Some(key.clone());
+        let t = Instant::now();
+        let reply = client.request(1, "tools/list", json!({})).await;
+        latency.push(t.elapsed().as_secs_f64() * 1e6);
+        if reply.status != 200 || !reply.result()["tools"].is_array() {
+            errors += 1;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    latency.sort_by(f64::total_cmp);
+    Load {
+        rps: latency.len() as f64 / secs,
+        p50_us: percentile(&latency, 50.0),
+        p99_us: percentile(&latency, 99.0),
+        errors,
+        requests: latency.len() as u64,
+    }
+}
+
+/// `tools/list` with every key once, `concurrency` at a time, from this process.
+pub(crate) async fn touch_every_key(addr: &str, keys: &[String], concurrency: usize) -> Load {
     let started = Instant::now();
     let results: Vec<(f64, bool)> = futures::stream::iter(keys.iter().cloned())
         .map(|key| {
@@ -352,7 +379,7 @@ pub(crate) async fn touch_every_key(addr: &str, keys: &[String]) -> Load {
                 )
             }
         })
-        .buffer_unordered(16)
+        .buffer_unordered(concurrency)
         .collect()
         .await;
     let secs = started.elapsed().as_secs_f64();
