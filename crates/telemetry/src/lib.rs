@@ -6,12 +6,9 @@
 //! so log files hold no escape codes. `TOOLPLANE_LOG_FORMAT=json` turns JSON on for every
 //! binary, including those without a `--log-format` flag of their own. rmcp's own line per
 //! failed request is left out by default: the edge's access log carries each request once.
-//! Lines below WARN reach stderr in batches, at most 20 ms late (`batched`); WARN and ERROR lines
-//! are written at once, after what is buffered.
 
 use std::io::IsTerminal as _;
 
-mod batched;
 pub mod metrics;
 pub mod trace;
 
@@ -39,15 +36,6 @@ pub fn json_from_env() -> bool {
 #[must_use = "keep it until the process ends, or buffered spans are lost"]
 pub struct Telemetry {
     _exporting: Option<trace::Exporting>,
-    logs: Option<batched::Batched>,
-}
-
-impl Drop for Telemetry {
-    fn drop(&mut self) {
-        if let Some(logs) = &self.logs {
-            logs.flush();
-        }
-    }
 }
 
 /// Installs the global subscriber: logs on stderr, and OpenTelemetry spans exported over OTLP
@@ -57,10 +45,9 @@ impl Drop for Telemetry {
 pub fn init(level: &str, json: bool, service: &str) -> Telemetry {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("{QUIET},{level}")));
-    let writer = batched::Batched::stderr();
     let logs = tracing_subscriber::fmt::layer()
         .with_ansi(colour())
-        .with_writer(writer.clone());
+        .with_writer(std::io::stderr);
     let logs = if json || json_from_env() {
         logs.json().boxed()
     } else {
@@ -79,7 +66,6 @@ pub fn init(level: &str, json: bool, service: &str) -> Telemetry {
     Telemetry {
         // A second call exports nothing of its own: its provider is dropped (and shut down).
         _exporting: exporting.filter(|_| installed),
-        logs: installed.then_some(writer),
     }
 }
 
