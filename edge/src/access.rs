@@ -165,8 +165,7 @@ where
         .lock()
         .map(|e| bounded_method(&e.rpc))
         .unwrap_or("other");
-    metrics::histogram!("tp_edge_request_seconds", "rpc" => rpc)
-        .record(started.elapsed().as_secs_f64());
+    request_seconds(rpc).record(started.elapsed().as_secs_f64());
     let entry = log
         .entry
         .lock()
@@ -182,19 +181,36 @@ where
             s.to_owned()
         }
     };
-    tracing::info!(
-        request_id = %log.id,
-        http = %format_args!("{method} {path}"),
-        status = status.as_u16(),
-        tenant = %or_dash(&entry.tenant),
-        role = %or_dash(&entry.role),
-        rpc = %or_dash(&entry.rpc),
-        tool = %or_dash(&entry.tool),
-        action = %or_dash(&entry.action),
-        outcome,
-        duration_ms,
-        "request"
-    );
+    if tp_telemetry::json_logs() {
+        tracing::info!(
+            request_id = %log.id,
+            http = %format_args!("{method} {path}"),
+            status = status.as_u16(),
+            tenant = %or_dash(&entry.tenant),
+            role = %or_dash(&entry.role),
+            rpc = %or_dash(&entry.rpc),
+            tool = %or_dash(&entry.tool),
+            action = %or_dash(&entry.action),
+            outcome,
+            duration_ms,
+            "request"
+        );
+    } else if tracing::enabled!(tracing::Level::INFO) {
+        // Text: the line laid out here, as the fields would print, and written in one go
+        // (through the general formatter it cost a sixth of a warm `tools/list`).
+        tp_telemetry::write_info_line(
+            module_path!(),
+            &text_line(
+                &log.id,
+                &method,
+                &path,
+                status,
+                &entry,
+                &outcome,
+                duration_ms,
+            ),
+        );
+    }
     response
 }
 
@@ -238,25 +254,156 @@ async fn read_outcome(body: &mut Body) -> (axum::body::Bytes, String, Option<Str
 
 /// A JSON-RPC method as a metrics label: the methods MCP defines, `none` for requests that
 /// carried none (refused before, or GET streams), `other` for anything else a client sends.
+/// The text access line: `request request_id=… http=POST /mcp status=200 tenant=… role=… rpc=…
+/// tool=… action=… outcome=… duration_ms=…`, `-` for what is unknown, values with a space or a
+/// quote quoted.
+fn text_line(
+    id: &str,
+    method: &axum::http::Method,
+    path: &str,
+    status: StatusCode,
+    entry: &Entry,
+    outcome: &str,
+    duration_ms: u64,
+) -> String {
+    use std::fmt::Write as _;
+    fn value(line: &mut String, key: &str, value: &str) {
+        line.push(' ');
+        line.push_str(key);
+        line.push('=');
+        if value.is_empty() {
+            line.push('-');
+        } else if value.contains([' ', '"', '=']) || value.chars().any(char::is_control) {
+            let _ = write!(line, "{value:?}");
+        } else {
+            line.push_str(value);
+        }
+    }
+    let mut line = String::with_capacity(192);
+    line.push_str("request");
+    value(&mut line, "request_id", id);
+    let _ = write!(line, " http={method} {path} status={}", status.as_u16());
+    value(&mut line, "tenant", &entry.tenant);
+    value(&mut line, "role", &entry.role);
+    value(&mut line, "rpc", &entry.rpc);
+    value(&mut line, "tool", &entry.tool);
+    value(&mut line, "action", &entry.action);
+    value(&mut line, "outcome", outcome);
+    let _ = write!(line, " duration_ms={duration_ms}");
+    line
+}
+
+/// `tp_edge_request_seconds{rpc}`, handles kept per method (a labelled look-up per request
+/// cost as much as the record).
+fn request_seconds(rpc: &'static str) -> &'static metrics::Histogram {
+    static HANDLES: std::sync::OnceLock<Vec<(&'static str, metrics::Histogram)>> =
+        std::sync::OnceLock::new();
+    let handles = HANDLES.get_or_init(|| {
+        KNOWN_METHODS
+            .iter()
+            .chain(&["none", "other"])
+            .map(|rpc| {
+                (
+                    *rpc,
+                    metrics::histogram!("tp_edge_request_seconds", "rpc" => *rpc),
+                )
+            })
+            .collect()
+    });
+    handles
+        .iter()
+        .find(|(name, _)| *name == rpc)
+        .map_or(&handles[handles.len() - 1].1, |(_, handle)| handle)
+}
+
+const KNOWN_METHODS: [&str; 14] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "server/discover",
+    "subscriptions/listen",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "notifications/initialized",
+];
+
 fn bounded_method(method: &str) -> &'static str {
-    const KNOWN: [&str; 14] = [
-        "initialize",
-        "ping",
-        "tools/list",
-        "tools/call",
-        "server/discover",
-        "subscriptions/listen",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-        "logging/setLevel",
-        "notifications/initialized",
-    ];
     if method.is_empty() {
         return "none";
     }
-    KNOWN.into_iter().find(|m| *m == method).unwrap_or("other")
+    KNOWN_METHODS
+        .into_iter()
+        .find(|m| *m == method)
+        .unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_line_reads_like_fields_and_quotes_what_needs_it() {
+        let entry = Entry {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            rpc: "tools/call".into(),
+            tool: "client_wiki".into(),
+            action: String::new(),
+            outcome: String::new(),
+        };
+        let line = text_line(
+            "5f0c",
+            &axum::http::Method::POST,
+            "/mcp",
+            StatusCode::OK,
+            &entry,
+            "error -32602",
+            3,
+        );
+        assert_eq!(
+            line,
+            "request request_id=5f0c http=POST /mcp status=200 tenant=acme role=collector \
+             rpc=tools/call tool=client_wiki action=- outcome=\"error -32602\" duration_ms=3"
+        );
+        // A value a client chose cannot forge another field or a second line.
+        let forged = Entry {
+            tool: "x status=500\nINFO request".into(),
+            ..Entry::default()
+        };
+        let line = text_line(
+            "id",
+            &axum::http::Method::GET,
+            "/mcp",
+            StatusCode::OK,
+            &forged,
+            "ok",
+            0,
+        );
+        assert!(
+            line.contains(r#"tool="x status=500\nINFO request""#),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn every_method_has_its_own_histogram_and_the_rest_share_one() {
+        assert_eq!(bounded_method("tools/list"), "tools/list");
+        assert_eq!(bounded_method("made/up"), "other");
+        assert_eq!(bounded_method(""), "none");
+        assert!(std::ptr::eq(
+            request_seconds("other"),
+            request_seconds("not-a-method")
+        ));
+        assert!(!std::ptr::eq(
+            request_seconds("tools/list"),
+            request_seconds("tools/call")
+        ));
+    }
 }

@@ -21,7 +21,9 @@ pub(super) async fn check_jsonrpc(
     // Anything but JSON is the transport's to refuse (415).
     let is_json = is_json(request.headers());
     if request.method() == axum::http::Method::GET
-        && request.headers().contains_key("mcp-session-id")
+        && request
+            .headers()
+            .contains_key(&crate::mcp::fast::SESSION_ID)
         && state.config.mcp.session_ttl_secs > 0
     {
         return notification_stream(&state, request, next).await;
@@ -74,7 +76,7 @@ pub(super) async fn check_jsonrpc(
         Ok(Inspected::Request(request)) => {
             let mut parts = parts;
             // A 2025-xx session id holds its session; one that does not open is 404.
-            if let Some(id) = parts.headers.get("mcp-session-id")
+            if let Some(id) = parts.headers.get(&crate::mcp::fast::SESSION_ID)
                 && state.config.mcp.session_ttl_secs > 0
             {
                 let session = parts.extensions.get::<Caller>().and_then(|caller| {

@@ -11,6 +11,19 @@ pub(super) fn mentions_tools_list(bytes: &[u8]) -> bool {
     bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE)
 }
 
+/// A `tools/list` request as the warm path reads it: the envelope into borrowed fields, not a
+/// JSON tree. Anything it does not read as it expects (a duplicate key, an escaped `method`,
+/// `params` that is not an object) is left to the router, which answers or refuses it.
+#[derive(serde::Deserialize)]
+struct WarmRequest<'a> {
+    #[serde(borrow)]
+    jsonrpc: &'a str,
+    id: Option<serde_json::Value>,
+    #[serde(borrow)]
+    method: &'a str,
+    params: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
 /// The warm answer to a body that mentions `tools/list`: key and registry from the in-process
 /// cache, the request one the transport would take as it is.
 pub(super) async fn warm_answer(
@@ -26,7 +39,7 @@ pub(super) async fn warm_answer(
         .strip_prefix("Bearer ")?
         .trim();
     let identity = state.caches.identity_l1(key).await?;
-    if let Some(id) = parts.headers.get("mcp-session-id")
+    if let Some(id) = parts.headers.get(&crate::mcp::fast::SESSION_ID)
         && state.config.mcp.session_ttl_secs > 0
     {
         // A session id that does not open is the router's to refuse (404).
@@ -34,14 +47,16 @@ pub(super) async fn warm_answer(
             .sessions
             .open(&identity, id.to_str().unwrap_or_default())?;
     }
-    let Ok(Inspected::Request(Some((id, method, params)))) =
-        inspect_jsonrpc(bytes, state.config.mcp.max_argument_bytes)
-    else {
-        return None;
-    };
-    if method != "tools/list" {
+    let WarmRequest {
+        jsonrpc,
+        id,
+        method,
+        params,
+    } = serde_json::from_slice(bytes).ok()?;
+    if jsonrpc != "2.0" || method != "tools/list" {
         return None;
     }
+    let id = id.filter(|id| id.is_string() || id.is_number())?;
     let registry = state
         .caches
         .registry_l1(&identity.tenant, &identity.role)

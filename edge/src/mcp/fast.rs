@@ -9,11 +9,20 @@
 //! this edge did not issue — goes through the transport unchanged, which answers or refuses it.
 //! `tests/fast_list.rs` checks the two paths answer the same bytes and statuses.
 
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use serde_json::{Map, Value};
 
 use crate::config::RawMcp;
 pub use crate::transport::pages::{Generation, Pages, answer, id_bytes};
+
+/// `MCP-Protocol-Version` (a constant: looking a header up by a `&str` parses the name).
+pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// `Mcp-Session-Id` (2025-xx sessions).
+pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+/// `Mcp-Method` (2026-07-28).
+pub const METHOD: HeaderName = HeaderName::from_static("mcp-method");
+/// `Mcp-Name` (2026-07-28).
+pub const NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// The protocol generation the transport would serve this request as, when the fast path may
 /// answer it: no `Origin` (browsers take the transport's checks), an allowed `Host`, both
@@ -30,10 +39,11 @@ pub fn eligible(
     if !accepts_json_and_sse(headers) {
         return None;
     }
-    let version = match headers.get_all("mcp-protocol-version").iter().count() {
-        0 => None,
-        1 => Some(headers.get("mcp-protocol-version")?.to_str().ok()?),
-        _ => return None,
+    let mut versions = headers.get_all(&PROTOCOL_VERSION).iter();
+    let version = match (versions.next(), versions.next()) {
+        (None, _) => None,
+        (Some(version), None) => Some(version.to_str().ok()?),
+        (Some(_), Some(_)) => return None,
     };
     let meta = match params.and_then(|p| p.get("_meta")) {
         None => None,
@@ -52,15 +62,15 @@ pub fn eligible(
             c.is_object()
                 && <rmcp::model::ClientCapabilities as serde::Deserialize>::deserialize(c).is_ok()
         });
-    let mcp_method = headers.get("mcp-method").map(HeaderValue::to_str);
+    let mcp_method = headers.get(&METHOD).map(HeaderValue::to_str);
     match (version, meta_version) {
-        (None | Some("2025-03-26" | "2025-06-18" | "2025-11-25"), None) => (mcp_method.is_none()
-            && !headers.contains_key("mcp-name"))
-        .then_some(Generation::Legacy),
+        (None | Some("2025-03-26" | "2025-06-18" | "2025-11-25"), None) => {
+            (mcp_method.is_none() && !headers.contains_key(&NAME)).then_some(Generation::Legacy)
+        }
         (Some("2026-07-28"), Some("2026-07-28")) => (capabilities_declared
             && matches!(mcp_method, Some(Ok("tools/list")))
-            && headers.get_all("mcp-method").iter().count() == 1
-            && !headers.contains_key("mcp-name"))
+            && headers.get_all(&METHOD).iter().count() == 1
+            && !headers.contains_key(&NAME))
         .then_some(Generation::Stateless),
         _ => None,
     }
@@ -97,7 +107,8 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
 }
 
 /// The `Host` check of the transport (an entry without a port allows any port), for the one
-/// `Host` header a well-formed request has; `["*"]` allows every host.
+/// `Host` header a well-formed request has; `["*"]` allows every host. Compared without
+/// allocating: it runs on every warm `tools/list`.
 pub(crate) fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     if allowed.iter().any(|h| h == "*") {
         return true;
@@ -106,27 +117,40 @@ pub(crate) fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     let (Some(host), None) = (hosts.next(), hosts.next()) else {
         return false;
     };
-    let Some(host) = host
-        .to_str()
-        .ok()
-        .and_then(|h| h.parse::<axum::http::uri::Authority>().ok())
-    else {
+    let Some((name, port)) = host.to_str().ok().and_then(split_host) else {
         return false;
     };
-    let name = normalize(host.host());
-    allowed.iter().any(
-        |entry| match entry.trim().parse::<axum::http::uri::Authority>() {
-            Ok(entry) => {
-                normalize(entry.host()) == name
-                    && entry.port_u16().is_none_or(|p| host.port_u16() == Some(p))
-            }
-            Err(_) => normalize(entry.trim()) == name,
-        },
-    )
+    allowed.iter().any(|entry| match split_host(entry.trim()) {
+        Some((entry_name, entry_port)) => {
+            entry_name.eq_ignore_ascii_case(name) && entry_port.is_none_or(|p| port == Some(p))
+        }
+        None => false,
+    })
 }
 
-fn normalize(host: &str) -> String {
-    host.trim_matches(['[', ']']).to_ascii_lowercase()
+/// `host[:port]`, `[v6]` or `[v6]:port` (a bare IPv6 address, `::1`, is a host without a port),
+/// as (host without brackets, port); `None` for what no `Host` header may hold.
+fn split_host(authority: &str) -> Option<(&str, Option<u16>)> {
+    if authority.is_empty()
+        || authority
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b"/?#@".contains(&b))
+    {
+        return None;
+    }
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (name, after) = rest.split_once(']')?;
+        return match after {
+            "" => Some((name, None)),
+            port => Some((name, Some(port.strip_prefix(':')?.parse().ok()?))),
+        };
+    }
+    match authority.split_once(':') {
+        None => Some((authority, None)),
+        // Two colons or more: a bare IPv6 address.
+        Some((_, rest)) if rest.contains(':') => Some((authority, None)),
+        Some((name, port)) => Some((name, Some(port.parse().ok()?))),
+    }
 }
 
 #[cfg(test)]
@@ -209,6 +233,8 @@ mod tests {
         assert!(ok("edge.internal:9000"));
         assert!(!ok("edge.internal:9001") && !ok("edge.internal") && !ok("127.0.0.1"));
         assert!(!host_allowed(&HeaderMap::new(), &allowed));
+        assert!(!ok("localhost:99999") && !ok("user@localhost") && !ok("[::1"));
+        assert!(!ok("localhost:") && !ok(""));
         assert!(host_allowed(&HeaderMap::new(), &["*".to_owned()]));
     }
 }
