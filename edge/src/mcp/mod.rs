@@ -302,11 +302,14 @@ impl ServerHandler for McpHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         let identity = caller(&ctx)?;
         let registry = self.registry(&identity, &ctx).await?;
+        // The call's work is boxed: rmcp moves this future into a task of its own, and a call's
+        // state machine (the executor hop, relays, retries) is tens of KiB to copy.
         let result = match MetaTool::parse(&request.name) {
-            Some(meta) => self
-                .meta_tool(&identity, &registry, meta, request.arguments, &ctx)
-                .await
-                .map(CallToolResponse::from),
+            Some(meta) => {
+                Box::pin(self.meta_tool(&identity, &registry, meta, request.arguments, &ctx))
+                    .await
+                    .map(CallToolResponse::from)
+            }
             None => {
                 // SEP-2243 headers mirror the arguments of the tool named in the request, so
                 // they are checked here, not for tools reached through `dispatch`.
@@ -327,14 +330,14 @@ impl ServerHandler for McpHandler {
                     input_responses: request.input_responses,
                     request_state: request.request_state,
                 };
-                self.call(
+                Box::pin(self.call(
                     &identity,
                     &registry,
                     &request.name,
                     request.arguments,
                     retry,
                     &ctx,
-                )
+                ))
                 .await
             }
         };
