@@ -174,14 +174,14 @@ where
     if let Some(message) = error {
         tracing::debug!(request_id = %log.id, tenant = %entry.tenant, %outcome, message, "client error");
     }
-    let or_dash = |s: &str| {
-        if s.is_empty() {
-            "-".to_owned()
-        } else {
-            s.to_owned()
-        }
-    };
     if tp_telemetry::json_logs() {
+        let or_dash = |s: &str| {
+            if s.is_empty() {
+                "-".to_owned()
+            } else {
+                s.to_owned()
+            }
+        };
         tracing::info!(
             request_id = %log.id,
             http = %format_args!("{method} {path}"),
@@ -252,8 +252,6 @@ async fn read_outcome(body: &mut Body) -> (axum::body::Bytes, String, Option<Str
     }
 }
 
-/// A JSON-RPC method as a metrics label: the methods MCP defines, `none` for requests that
-/// carried none (refused before, or GET streams), `other` for anything else a client sends.
 /// The text access line: `request request_id=… http=POST /mcp status=200 tenant=… role=… rpc=…
 /// tool=… action=… outcome=… duration_ms=…`, `-` for what is unknown, values with a space or a
 /// quote quoted.
@@ -333,6 +331,8 @@ const KNOWN_METHODS: [&str; 14] = [
     "notifications/initialized",
 ];
 
+/// A JSON-RPC method as a metrics label: the methods MCP defines, `none` for requests that
+/// carried none (refused before, or GET streams), `other` for anything else a client sends.
 fn bounded_method(method: &str) -> &'static str {
     if method.is_empty() {
         return "none";

@@ -82,7 +82,7 @@ pub fn when(at_ms: u64, now_ms: u64) -> String {
     }
     let secs = at_ms / 1000;
     let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil(i64::try_from(days).unwrap_or(i64::MAX));
+    let (year, month, day) = tp_telemetry::civil_from_days(i64::try_from(days).unwrap_or(i64::MAX));
     let stamp = format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
         rest / 3600,
@@ -112,21 +112,6 @@ pub fn ago(at_ms: u64, now_ms: u64) -> String {
     }
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
-/// `civil_from_days`).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod time_tests {
     use super::*;
@@ -142,8 +127,8 @@ mod time_tests {
         assert_eq!(ago(now - 60_000, now), "1 minute ago");
         assert_eq!(ago(now - 7_200_000, now), "2 hours ago");
         assert_eq!(ago(now + 86_400_000 * 4, now), "in 4 days");
-        assert_eq!(civil(0), (1970, 1, 1));
-        assert_eq!(civil(11_016), (2000, 2, 29));
-        assert_eq!(civil(-1), (1969, 12, 31));
+        assert_eq!(tp_telemetry::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(tp_telemetry::civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(tp_telemetry::civil_from_days(-1), (1969, 12, 31));
     }
 }

@@ -135,22 +135,28 @@ pub fn write_info_line(target: &str, message: &str) {
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
+/// `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 /// `since_epoch` as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (UTC, microseconds).
 fn rfc3339_micros(out: &mut String, since_epoch: std::time::Duration) {
     use std::fmt::Write as _;
     let secs = since_epoch.as_secs();
     let days = i64::try_from(secs / 86_400).unwrap_or(0);
     let of_day = secs % 86_400;
-    // Days to a civil date (H. Hinnant's algorithm, proleptic Gregorian calendar).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = civil_from_days(days);
     let _ = write!(
         out,
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
