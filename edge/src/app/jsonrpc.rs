@@ -2,6 +2,7 @@
 //! sessions, answers to the edge's questions, and precomputed `tools/list` pages.
 
 use super::*;
+use super::tools_call;
 
 /// Answers malformed JSON-RPC before the MCP transport sees it, with the codes JSON-RPC 2.0
 /// defines: `-32700` (HTTP 400) for a body that is not JSON, `-32600` (HTTP 400) for JSON that
@@ -132,6 +133,14 @@ pub(super) async fn check_jsonrpc(
                 && let Some(response) = fast_list(&state, &parts, id, params.as_ref()).await
             {
                 return response;
+            }
+            // A tool call the transport would take as it is: served by the edge's own path.
+            if let Some((id, method, Some(params))) = &request
+                && method == "tools/call"
+                && let Some((id, params, generation)) =
+                    tools_call::parse(&parts.headers, id, params, &state.config.mcp)
+            {
+                return tools_call::serve(Arc::clone(&state), parts, id, params, generation).await;
             }
             // A tool call may put questions to a 2025-xx client on its SSE stream, under ids
             // of the edge's own (crate::mcp::ask).

@@ -6,6 +6,7 @@ mod auth;
 mod health;
 mod jsonrpc;
 mod router;
+mod tools_call;
 mod warm;
 
 use std::sync::Arc;

@@ -22,7 +22,7 @@ fn now_ms() -> u64 {
 
 /// The request id of a call: the HTTP request's (`x-request-id`, in the access log), so that
 /// the reference a caller is shown, the executor's request id and the audit record agree.
-fn call_id(ctx: &RequestContext<RoleServer>) -> String {
+fn call_id(ctx: &CallContext<'_>) -> String {
     access_log(ctx).map_or_else(request_id, |log| log.id().to_owned())
 }
 
@@ -101,7 +101,7 @@ impl McpHandler {
         name: &str,
         arguments: Option<rmcp::model::JsonObject>,
         retry: Retry,
-        ctx: &RequestContext<RoleServer>,
+        ctx: &CallContext<'_>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let request_id = call_id(ctx);
@@ -227,7 +227,7 @@ impl McpHandler {
         executor: &str,
         input: pb::InputRequired,
         binding: &[u8],
-        ctx: &RequestContext<RoleServer>,
+        ctx: &CallContext<'_>,
     ) -> Outcome {
         let name = &tool.resolved.name;
         let Some(declared) = declared_capabilities(ctx).filter(|_| stateless(ctx)) else {
@@ -282,7 +282,7 @@ impl McpHandler {
         identity: &Identity,
         registry: &Registry,
         invocation: Invocation<'_>,
-        ctx: &RequestContext<RoleServer>,
+        ctx: &CallContext<'_>,
     ) -> Outcome {
         let Invocation {
             tool,
@@ -429,7 +429,7 @@ impl McpHandler {
         identity: &Identity,
         input: &pb::InputRequired,
         deadline: Instant,
-        ctx: &RequestContext<RoleServer>,
+        ctx: &CallContext<'_>,
     ) -> Result<prost_types::Struct, String> {
         let requests = input
             .requests
@@ -443,12 +443,6 @@ impl McpHandler {
         if requests.is_empty() {
             return Err("the executor asked for input without naming a request".into());
         }
-        let ids = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<ask::StreamIds>())
-            .cloned()
-            .ok_or("this request cannot carry questions to the client")?;
         let ttl = deadline.saturating_duration_since(Instant::now());
         let mut asked = Vec::with_capacity(requests.len());
         for (key, request) in requests {
@@ -472,14 +466,7 @@ impl McpHandler {
                 .questions
                 .ask(&identity.tenant, &identity.role, ttl)
                 .await;
-            ids.push(question.id.clone());
-            // The transport's own handle for the request is never answered (its reply comes
-            // through `Questions`); only the send matters.
-            ctx.peer
-                .send_cancellable_request(
-                    server_request,
-                    rmcp::service::PeerRequestOptions::no_options(),
-                )
+            ctx.ask(question.id.clone(), server_request)
                 .await
                 .map_err(|e| format!("could not ask the client ({method}): {e}"))?;
             asked.push((key, method, question));

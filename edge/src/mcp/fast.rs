@@ -33,6 +33,23 @@ pub fn eligible(
     params: Option<&Map<String, Value>>,
     mcp: &RawMcp,
 ) -> Option<Generation> {
+    eligible_for(headers, params, mcp, "tools/list", None)
+}
+
+/// The protocol generation the transport would serve a `method` request as (`name`: the tool
+/// of a `tools/call`), when the edge's own path may answer it: the rules of [`eligible`], with
+/// `Mcp-Method: method` and, for a `tools/call`, `Mcp-Name: name` at 2026-07-28. Requests that
+/// carry SEP-2243 `Mcp-Param-*` headers are left to the transport.
+pub fn eligible_for(
+    headers: &HeaderMap,
+    params: Option<&Map<String, Value>>,
+    mcp: &RawMcp,
+    method: &str,
+    name: Option<&str>,
+) -> Option<Generation> {
+    if name.is_some() && headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
+        return None;
+    }
     if headers.contains_key(header::ORIGIN) || !host_allowed(headers, &mcp.allowed_hosts) {
         return None;
     }
@@ -67,11 +84,19 @@ pub fn eligible(
         (None | Some("2025-03-26" | "2025-06-18" | "2025-11-25"), None) => {
             (mcp_method.is_none() && !headers.contains_key(&NAME)).then_some(Generation::Legacy)
         }
-        (Some("2026-07-28"), Some("2026-07-28")) => (capabilities_declared
-            && matches!(mcp_method, Some(Ok("tools/list")))
-            && headers.get_all(&METHOD).iter().count() == 1
-            && !headers.contains_key(&NAME))
-        .then_some(Generation::Stateless),
+        (Some("2026-07-28"), Some("2026-07-28")) => {
+            let mut names = headers.get_all(&NAME).iter();
+            let name_matches = match (name, names.next(), names.next()) {
+                (None, None, _) => true,
+                (Some(name), Some(header), None) => header.as_bytes() == name.as_bytes(),
+                _ => false,
+            };
+            (capabilities_declared
+                && mcp_method.is_some_and(|m| m.is_ok_and(|m| m == method))
+                && headers.get_all(&METHOD).iter().count() == 1
+                && name_matches)
+                .then_some(Generation::Stateless)
+        }
         _ => None,
     }
 }

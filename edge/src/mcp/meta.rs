@@ -22,7 +22,7 @@ impl McpHandler {
         registry: &Registry,
         meta: MetaTool,
         arguments: Option<rmcp::model::JsonObject>,
-        ctx: &RequestContext<RoleServer>,
+        ctx: &CallContext<'_>,
     ) -> Result<CallToolResult, ErrorData> {
         let arguments = arguments.unwrap_or_default();
         match meta {

@@ -14,6 +14,7 @@ pub use crate::transport::questions as ask;
 pub mod bounds;
 mod call;
 mod content;
+pub mod context;
 pub mod fast;
 pub use crate::transport::request_state as input;
 mod meta;
@@ -34,6 +35,8 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
+
+pub use context::{CallContext, Sink};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tp_proto::pb;
@@ -82,14 +85,13 @@ pub fn unknown_tool(name: &str) -> ErrorData {
 
 /// The span of the HTTP request a handler serves (handlers run on tasks of their own, so the
 /// current span is not it).
-fn request_span(ctx: &RequestContext<RoleServer>) -> tracing::Span {
+fn request_span(ctx: &CallContext<'_>) -> tracing::Span {
     access_log(ctx).map_or_else(tracing::Span::current, |log| log.span().clone())
 }
 
 /// The access log of the HTTP request a handler serves.
-fn access_log(ctx: &RequestContext<RoleServer>) -> Option<&crate::access::AccessLog> {
-    ctx.extensions
-        .get::<http::request::Parts>()
+fn access_log<'a>(ctx: &CallContext<'a>) -> Option<&'a crate::access::AccessLog> {
+    ctx.parts
         .and_then(|parts| crate::access::of(&parts.extensions))
 }
 
@@ -104,9 +106,8 @@ fn not_offered(method: &str, capability: &str) -> ErrorData {
     )
 }
 
-fn caller(ctx: &RequestContext<RoleServer>) -> Result<Arc<Identity>, ErrorData> {
-    ctx.extensions
-        .get::<http::request::Parts>()
+fn caller(ctx: &CallContext<'_>) -> Result<Arc<Identity>, ErrorData> {
+    ctx.parts
         .and_then(|parts| parts.extensions.get::<Caller>())
         .map(|caller| Arc::clone(&caller.0))
         .ok_or_else(|| {
@@ -134,7 +135,7 @@ fn lookup_error(error: LookupError) -> ErrorData {
 }
 
 /// Whether the request is 2026-07-28 (per-request version in `_meta`).
-fn stateless(ctx: &RequestContext<RoleServer>) -> bool {
+fn stateless(ctx: &CallContext<'_>) -> bool {
     ctx.meta.protocol_version().is_some()
 }
 
@@ -149,7 +150,7 @@ impl McpHandler {
     async fn registry(
         &self,
         identity: &Identity,
-        ctx: &RequestContext<RoleServer>,
+        ctx: &CallContext<'_>,
     ) -> Result<Arc<Registry>, ErrorData> {
         let span = tracing::info_span!(
             parent: &request_span(ctx),
@@ -260,6 +261,7 @@ impl ServerHandler for McpHandler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let started = Instant::now();
+        let ctx = CallContext::of(&ctx);
         let identity = caller(&ctx)?;
         let registry = self.registry(&identity, &ctx).await?;
         let after = match request.and_then(|r| r.cursor) {
@@ -300,61 +302,7 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let identity = caller(&ctx)?;
-        let registry = self.registry(&identity, &ctx).await?;
-        // The call's work is boxed: rmcp moves this future into a task of its own, and a call's
-        // state machine (the executor hop, relays, retries) is tens of KiB to copy.
-        let result = match MetaTool::parse(&request.name) {
-            Some(meta) => {
-                Box::pin(self.meta_tool(&identity, &registry, meta, request.arguments, &ctx))
-                    .await
-                    .map(CallToolResponse::from)
-            }
-            None => {
-                // SEP-2243 headers mirror the arguments of the tool named in the request, so
-                // they are checked here, not for tools reached through `dispatch`.
-                if stateless(&ctx)
-                    && let (Some(tool), Some(parts)) = (
-                        registry.tool(&request.name),
-                        ctx.extensions.get::<http::request::Parts>(),
-                    )
-                    && let Err(reason) = params::check(
-                        &tool.resolved.input_schema,
-                        request.arguments.as_ref(),
-                        &parts.headers,
-                    )
-                {
-                    return Err(fault(Fault::HeaderMismatch, reason, None));
-                }
-                let retry = Retry {
-                    input_responses: request.input_responses,
-                    request_state: request.request_state,
-                };
-                Box::pin(self.call(
-                    &identity,
-                    &registry,
-                    &request.name,
-                    request.arguments,
-                    retry,
-                    &ctx,
-                ))
-                .await
-            }
-        };
-        let outcome = match &result {
-            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => "tool_error",
-            Ok(CallToolResponse::Complete(_)) => "ok",
-            Ok(_) => "input_required",
-            Err(_) => "rejected",
-        };
-        count_request("tools/call", &identity.tenant, outcome, Instant::now());
-        if let Some(log) = access_log(&ctx) {
-            match &result {
-                Err(error) => log.outcome(format!("error {}", error.code.0)),
-                Ok(_) => log.outcome(outcome),
-            }
-        }
-        result
+        self.tools_call(request, &CallContext::of(&ctx)).await
     }
 
     fn accepted_subscription_filter(
@@ -367,7 +315,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let identity = caller(context.request_context())?;
+        let identity = caller(&CallContext::of(context.request_context()))?;
         // A subscription ends when the client leaves or the edge starts shutting down (the
         // client re-subscribes on another replica).
         let stopping = self.state.shutdown.clone();
@@ -397,5 +345,70 @@ impl ServerHandler for McpHandler {
                 },
             }
         }
+    }
+}
+
+impl McpHandler {
+    /// `tools/call`, whichever transport serves it.
+    pub async fn tools_call(
+        &self,
+        request: CallToolRequestParams,
+        ctx: &CallContext<'_>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let identity = caller(ctx)?;
+        let registry = self.registry(&identity, ctx).await?;
+        // The call's work is boxed: rmcp moves this future into a task of its own, and a call's
+        // state machine (the executor hop, relays, retries) is tens of KiB to copy.
+        let result = match MetaTool::parse(&request.name) {
+            Some(meta) => {
+                Box::pin(self.meta_tool(&identity, &registry, meta, request.arguments, ctx))
+                    .await
+                    .map(CallToolResponse::from)
+            }
+            None => {
+                // SEP-2243 headers mirror the arguments of the tool named in the request, so
+                // they are checked here, not for tools reached through `dispatch`.
+                if stateless(ctx)
+                    && let (Some(tool), Some(parts)) = (
+                        registry.tool(&request.name),
+                        ctx.parts,
+                    )
+                    && let Err(reason) = params::check(
+                        &tool.resolved.input_schema,
+                        request.arguments.as_ref(),
+                        &parts.headers,
+                    )
+                {
+                    return Err(fault(Fault::HeaderMismatch, reason, None));
+                }
+                let retry = Retry {
+                    input_responses: request.input_responses,
+                    request_state: request.request_state,
+                };
+                Box::pin(self.call(
+                    &identity,
+                    &registry,
+                    &request.name,
+                    request.arguments,
+                    retry,
+                    ctx,
+                ))
+                .await
+            }
+        };
+        let outcome = match &result {
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => "tool_error",
+            Ok(CallToolResponse::Complete(_)) => "ok",
+            Ok(_) => "input_required",
+            Err(_) => "rejected",
+        };
+        count_request("tools/call", &identity.tenant, outcome, Instant::now());
+        if let Some(log) = access_log(ctx) {
+            match &result {
+                Err(error) => log.outcome(format!("error {}", error.code.0)),
+                Ok(_) => log.outcome(outcome),
+            }
+        }
+        result
     }
 }

@@ -1,11 +1,12 @@
 //! Relays an executor's progress and log events to the client while a call runs.
 
 use super::*;
+use rmcp::model::ServerNotification;
 
 /// Relays an executor's progress and log events to the client while a call runs: a task
 /// started at the first event, fed through a channel.
 pub(super) struct Relay {
-    peer: rmcp::Peer<RoleServer>,
+    sink: Sink,
     progress_token: Option<rmcp::model::ProgressToken>,
     min_log: Option<u8>,
     sender: Option<tokio::sync::mpsc::UnboundedSender<CallEvent>>,
@@ -13,7 +14,7 @@ pub(super) struct Relay {
 }
 
 impl Relay {
-    pub(super) fn new(ctx: &RequestContext<RoleServer>) -> Relay {
+    pub(super) fn new(ctx: &CallContext<'_>) -> Relay {
         // 2026-07-28 requests carry their own log level; without one the client asked for no
         // log messages. Earlier versions set a level per session, which a stateless edge does
         // not keep, so every message of the call is relayed.
@@ -23,7 +24,7 @@ impl Relay {
             Some(0)
         };
         Relay {
-            peer: ctx.peer.clone(),
+            sink: ctx.sink.clone(),
             progress_token: ctx.meta.get_progress_token(),
             min_log,
             sender: None,
@@ -36,7 +37,7 @@ impl Relay {
             let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
             self.task = Some(tokio::spawn(relay(
                 receiver,
-                self.peer.clone(),
+                self.sink.clone(),
                 self.progress_token.clone(),
                 self.min_log,
             )));
@@ -58,7 +59,7 @@ impl Relay {
 
 async fn relay(
     mut receiver: tokio::sync::mpsc::UnboundedReceiver<CallEvent>,
-    peer: rmcp::Peer<RoleServer>,
+    sink: Sink,
     progress_token: Option<rmcp::model::ProgressToken>,
     min_log: Option<u8>,
 ) {
@@ -75,7 +76,10 @@ async fn relay(
                 if !progress.message.is_empty() {
                     param = param.with_message(progress.message);
                 }
-                let _ = peer.notify_progress(param).await;
+                sink.notify(ServerNotification::ProgressNotification(
+                    rmcp::model::ProgressNotification::new(param),
+                ))
+                .await;
             }
             CallEvent::Log(log) => {
                 let level = match pb::LogLevel::try_from(log.level) {
@@ -90,7 +94,10 @@ async fn relay(
                     continue;
                 }
                 let param = LoggingMessageNotificationParam::new(level, Value::String(log.message));
-                let _ = peer.notify_logging_message(param).await;
+                sink.notify(ServerNotification::LoggingMessageNotification(
+                    rmcp::model::LoggingMessageNotification::new(param),
+                ))
+                .await;
             }
         }
     }

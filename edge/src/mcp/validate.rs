@@ -140,7 +140,7 @@ pub(super) async fn validate_schema(
 /// declared capabilities at `initialize`, which a stateless edge does not keep: not checked.
 pub(super) fn missing_client_capabilities(
     tool: &EdgeTool,
-    ctx: &RequestContext<RoleServer>,
+    ctx: &CallContext<'_>,
 ) -> Result<(), ErrorData> {
     if tool.resolved.client_capabilities.is_empty() || ctx.meta.protocol_version().is_none() {
         return Ok(());
@@ -171,11 +171,10 @@ pub(super) fn missing_client_capabilities(
 
 /// The client capabilities that an executor may ask for and the caller declared: in a
 /// 2026-07-28 request's `_meta`, or in a 2025-xx client's session id (`None` without one).
-pub(super) fn declared_capabilities(ctx: &RequestContext<RoleServer>) -> Option<Vec<&'static str>> {
+pub(super) fn declared_capabilities(ctx: &CallContext<'_>) -> Option<Vec<&'static str>> {
     if !stateless(ctx) {
         return ctx
-            .extensions
-            .get::<http::request::Parts>()
+            .parts
             .and_then(|parts| parts.extensions.get::<session::Session>())
             .map(session::Session::declared);
     }

@@ -1,0 +1,151 @@
+//! `tools/call` served by the edge itself: the request [`check_jsonrpc`] parsed is handed to
+//! the handler as it is (no second parse, no per-request rmcp service and its tasks), and the
+//! answer goes back as JSON — or as SSE when the call sends the client something first
+//! (progress, log messages, questions), in the order it was sent, the answer last.
+//!
+//! A request takes this path when the transport would take it as it is
+//! ([`crate::mcp::fast::eligible_for`]); anything else (a browser `Origin`, weighted `Accept`,
+//! `Mcp-Param-*` headers, a version the edge does not know) still goes through rmcp's
+//! transport, which answers or refuses it. The answer's shape follows the protocol
+//! generation exactly as rmcp's server does: 2026-07-28 results carry their cache hints and
+//! may be input-required; earlier ones lose `resultType` and non-object structured output.
+
+use rmcp::model::{
+    CallToolRequestParams, ErrorCode, RequestId, ServerJsonRpcMessage, ServerResult,
+};
+
+use futures::StreamExt as _;
+
+use super::*;
+use crate::mcp::fast::Generation;
+use crate::mcp::{CallContext, Sink};
+
+/// The params of an eligible `tools/call`, typed; `None` leaves the request to the transport.
+pub(super) fn parse(
+    headers: &axum::http::HeaderMap,
+    id: &serde_json::Value,
+    params: &serde_json::Map<String, serde_json::Value>,
+    mcp: &crate::config::RawMcp,
+) -> Option<(RequestId, CallToolRequestParams, Generation)> {
+    let name = params.get("name").and_then(serde_json::Value::as_str)?;
+    let generation = crate::mcp::fast::eligible_for(headers, Some(params), mcp, "tools/call", Some(name))?;
+    let id = match id {
+        serde_json::Value::String(id) => RequestId::String(id.as_str().into()),
+        serde_json::Value::Number(n) => RequestId::Number(n.as_i64()?),
+        _ => return None,
+    };
+    let params = <CallToolRequestParams as serde::Deserialize>::deserialize(params).ok()?;
+    Some((id, params, generation))
+}
+
+/// Serves one eligible `tools/call` (see the module).
+pub(super) async fn serve(
+    state: Arc<EdgeState>,
+    parts: axum::http::request::Parts,
+    id: RequestId,
+    mut params: CallToolRequestParams,
+    generation: Generation,
+) -> Response {
+    let meta = params.meta.take().unwrap_or_default();
+    let (sink, mut messages) = tokio::sync::mpsc::unbounded_channel();
+    let handler = McpHandler::new(Arc::clone(&state));
+    let work = async move {
+        let ctx = CallContext {
+            parts: Some(&parts),
+            meta: &meta,
+            sink: Sink::Stream(sink),
+        };
+        let result = handler.tools_call(params, &ctx).await;
+        answer(result, id, generation)
+    };
+    let mut work = Box::pin(work);
+    // What the call sends first decides the answer's form: its answer (JSON), or a message
+    // before it (SSE). Messages already queued go first.
+    let first = tokio::select! {
+        biased;
+        Some(message) = messages.recv() => message,
+        answer = &mut work => match messages.try_recv() {
+            Err(_) => return json(&answer, generation),
+            Ok(message) => {
+                let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(messages);
+                let stream = futures::stream::iter([message])
+                    .chain(rest)
+                    .chain(futures::stream::iter([answer]));
+                return crate::transport::sse::response(stream, None, state.abort.clone());
+            }
+        },
+        () = state.abort.cancelled() => return refuse(Fault::Unavailable, "the edge is shutting down"),
+    };
+    let (last, answered) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let _ = last.send(work.await);
+    });
+    let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(messages);
+    let stream = futures::stream::iter([first])
+        .chain(rest)
+        .chain(futures::stream::once(answered).filter_map(|answer| async move { answer.ok() }));
+    crate::transport::sse::response(stream, Some(task.abort_handle()), state.abort.clone())
+}
+
+/// The JSON-RPC answer to the call, shaped for the protocol generation.
+fn answer(
+    result: Result<rmcp::model::CallToolResponse, rmcp::ErrorData>,
+    id: RequestId,
+    generation: Generation,
+) -> ServerJsonRpcMessage {
+    let current = generation == Generation::Stateless;
+    match result {
+        Ok(response) => {
+            let mut result = ServerResult::from(response);
+            if matches!(result, ServerResult::InputRequiredResult(_)) && !current {
+                return ServerJsonRpcMessage::error(
+                    rmcp::ErrorData::invalid_request(
+                        "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+                        None,
+                    ),
+                    Some(id),
+                );
+            }
+            if current {
+                result.fill_missing_cache_hints();
+            } else {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
+            ServerJsonRpcMessage::response(result, id)
+        }
+        Err(mut error) => {
+            if current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            ServerJsonRpcMessage::error(error, Some(id))
+        }
+    }
+}
+
+/// The answer as one JSON body. At 2026-07-28 a few errors have an HTTP status of their own
+/// (the protocol's: 400 for a version, capability or header the request got wrong, 404 for
+/// an unknown method); earlier versions answer every JSON-RPC error with 200.
+fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
+    let status = match message {
+        ServerJsonRpcMessage::Error(error) if generation == Generation::Stateless => {
+            match error.error.code {
+                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+                | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+                | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+                ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+                _ => StatusCode::OK,
+            }
+        }
+        _ => StatusCode::OK,
+    };
+    match serde_json::to_vec(message) {
+        Ok(body) => (
+            status,
+            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            body,
+        )
+            .into_response(),
+        Err(_) => refuse(Fault::Internal, "internal error"),
+    }
+}
