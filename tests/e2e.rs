@@ -16,6 +16,7 @@ mod control_plane;
 mod control_plane_errors;
 mod deploy;
 mod disclosure;
+mod direct_call;
 mod docs;
 mod edge;
 mod fast_list;

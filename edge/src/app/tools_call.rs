@@ -46,6 +46,7 @@ pub(super) async fn serve(
     mut params: CallToolRequestParams,
     generation: Generation,
 ) -> Response {
+    direct_calls().increment(1);
     let meta = params.meta.take().unwrap_or_default();
     let (sink, mut messages) = tokio::sync::mpsc::unbounded_channel();
     let handler = McpHandler::new(Arc::clone(&state));
@@ -148,4 +149,11 @@ fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
             .into_response(),
         Err(_) => refuse(Fault::Internal, "internal error"),
     }
+}
+
+/// `tp_edge_direct_calls_total`: calls the edge's path served (the rest went through rmcp's
+/// transport).
+fn direct_calls() -> &'static metrics::Counter {
+    static COUNTER: std::sync::OnceLock<metrics::Counter> = std::sync::OnceLock::new();
+    COUNTER.get_or_init(|| metrics::counter!("tp_edge_direct_calls_total"))
 }

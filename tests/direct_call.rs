@@ -1,0 +1,187 @@
+//! `tools/call` served by the edge's own path (edge/src/app/tools_call.rs) against rmcp's
+//! transport, on one edge: every request is sent twice, once as clients send it (the edge's
+//! path) and once with weighted `Accept` values (`q=1`, which the edge's path leaves to rmcp's
+//! transport), and both answers must have the same status, content type and bytes — JSON
+//! answers, SSE answers with progress and log messages before them, errors of every kind, in
+//! both protocol generations. The edge's counter shows which requests its path answered.
+
+use serde_json::{Value, json};
+use tp_test_support::{EdgeProcess, McpHttp};
+
+use crate::fleet::{Fleet, LEGACY, STATELESS};
+
+async fn direct_count(edge: &EdgeProcess) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = &edge.admin_addr;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("tp_edge_direct_calls_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// The headers and body of a `tools/call` in `version`; `meta` is merged into `_meta`.
+fn call(
+    version: &str,
+    key: &str,
+    id: Value,
+    name: &str,
+    arguments: Value,
+    meta: Value,
+) -> (Vec<(&'static str, String)>, Vec<u8>) {
+    let mut headers = vec![
+        ("content-type", "application/json".to_owned()),
+        ("mcp-protocol-version", version.to_owned()),
+        ("authorization", format!("Bearer {key}")),
+    ];
+    let mut all_meta = meta;
+    if version == STATELESS {
+        headers.push(("mcp-method", "tools/call".to_owned()));
+        headers.push(("mcp-name", name.to_owned()));
+        all_meta["io.modelcontextprotocol/protocolVersion"] = json!(STATELESS);
+        if all_meta
+            .get("io.modelcontextprotocol/clientCapabilities")
+            .is_none()
+        {
+            all_meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
+        }
+    }
+    let mut params = json!({"name": name, "arguments": arguments});
+    if all_meta.as_object().is_some_and(|m| !m.is_empty()) {
+        params["_meta"] = all_meta;
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    (headers, serde_json::to_vec(&body).unwrap())
+}
+
+/// (status, content type, body) of `body` sent with `headers` and `accept`.
+async fn send(
+    client: &McpHttp,
+    headers: &[(&'static str, String)],
+    accept: &str,
+    request_id: &str,
+    body: &[u8],
+) -> (u16, String, String) {
+    let mut all: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.push(("accept", accept));
+    all.push(("x-request-id", request_id));
+    let reply = client.raw(body.to_vec(), &all).await;
+    let content_type = reply
+        .headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    (reply.status, content_type, reply.body)
+}
+
+const PLAIN: &str = "application/json, text/event-stream";
+const WEIGHTED: &str = "application/json;q=1, text/event-stream;q=1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edges_tools_call_answers_as_rmcps_transport_does() {
+    let fleet = Fleet::start(1, "").await;
+    let edge = &fleet.edges[0];
+    let client = McpHttp::new(&edge.addr, None, LEGACY);
+    let key = fleet.key("qa", "collector").to_owned();
+    let long = "x".repeat(5000);
+    // (tool, arguments, extra _meta)
+    let cases: Vec<(&str, Value, Value)> = vec![
+        ("echo", json!({"text": "hello"}), json!({})),
+        ("echo", json!({"text": long}), json!({})),
+        ("echo", json!({}), json!({})),
+        ("echo", json!({"text": 7}), json!({})),
+        ("echo", json!({"text": "hi", "extra": true}), json!({})),
+        ("no_such_tool", json!({}), json!({})),
+        ("fail", json!({}), json!({})),
+        (
+            "test_tool_with_progress",
+            json!({}),
+            json!({"progressToken": "p-1"}),
+        ),
+        ("test_tool_with_progress", json!({}), json!({})),
+        (
+            "test_tool_with_logging",
+            json!({}),
+            json!({"io.modelcontextprotocol/logLevel": "debug"}),
+        ),
+        ("test_tool_with_logging", json!({}), json!({})),
+        ("test_multiple_content_types", json!({}), json!({})),
+        ("capabilities", json!({}), json!({})),
+        ("tool_schema", json!({"tool": "echo"}), json!({})),
+        ("dispatch", json!({"tool": "echo", "arguments": {"text": "via dispatch"}}), json!({})),
+    ];
+    let before = direct_count(edge).await;
+    let mut answered = 0u64;
+    let mut forms = std::collections::BTreeSet::new();
+    for version in [LEGACY, "2025-03-26", STATELESS] {
+        for (n, (tool, arguments, meta)) in cases.iter().enumerate() {
+            // Failures count against the executor's breaker: one pair only, before it opens.
+            if *tool == "fail" && version != LEGACY {
+                continue;
+            }
+            let id = if n % 2 == 0 { json!(n) } else { json!(format!("c-{n}")) };
+            let (headers, body) = call(version, &key, id, tool, arguments.clone(), meta.clone());
+            let request_id = format!("diff{n}{}", version.replace('-', ""));
+            let edge_answer = send(&client, &headers, PLAIN, &request_id, &body).await;
+            let rmcp_answer = send(&client, &headers, WEIGHTED, &request_id, &body).await;
+            assert_eq!(edge_answer, rmcp_answer, "{version} {tool} {arguments} {meta}");
+            forms.insert((edge_answer.0, edge_answer.1.clone()));
+            answered += 1;
+        }
+    }
+    let taken = direct_count(edge).await - before;
+    assert_eq!(taken, answered, "the edge's path answered every plain request, and only those");
+    // The table covers JSON answers and SSE answers (progress and logs before the answer).
+    assert!(forms.iter().any(|(_, t)| t.starts_with("application/json")), "{forms:?}");
+    assert!(forms.iter().any(|(_, t)| t.starts_with("text/event-stream")), "{forms:?}");
+
+    // Requests the edge's path leaves to the transport, which answers them as it does today.
+    let (headers, body) = call(STATELESS, &key, json!(1), "echo", json!({"text": "a"}), json!({}));
+    let with = |name: &'static str, value: Option<&str>| {
+        let mut h: Vec<(&'static str, String)> =
+            headers.iter().filter(|(k, _)| *k != name).cloned().collect();
+        if let Some(value) = value {
+            h.push((name, value.to_owned()));
+        }
+        h
+    };
+    let before = direct_count(edge).await;
+    let left_alone = [
+        ("Mcp-Name of another tool", with("mcp-name", Some("fail")), body.clone(), 400),
+        ("no Mcp-Name", with("mcp-name", None), body.clone(), 400),
+        ("Mcp-Method of another method", with("mcp-method", Some("tools/list")), body.clone(), 400),
+        ("unknown version", with("mcp-protocol-version", Some("2024-01-01")), body.clone(), 400),
+        ("an Mcp-Param header", {
+            let mut h = headers.clone();
+            h.push(("mcp-param-text", "a".to_owned()));
+            h
+        }, body.clone(), 0),
+        (
+            "a request without an id",
+            headers.clone(),
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "a"}}})).unwrap(),
+            0,
+        ),
+    ];
+    for (what, headers, body, status) in left_alone {
+        let answer = send(&client, &headers, PLAIN, "left1", &body).await;
+        if status != 0 {
+            assert_eq!(answer.0, status, "{what}: {answer:?}");
+        }
+        let weighted = send(&client, &headers, WEIGHTED, "left1", &body).await;
+        assert_eq!(answer, weighted, "{what}");
+    }
+    assert_eq!(direct_count(edge).await, before, "the edge's path left these alone");
+    eprintln!("{answered} calls answered alike by both paths; forms {forms:?}");
+}
