@@ -1,5 +1,5 @@
-//! `tools/call` served by the edge's own path (edge/src/app/tools_call.rs) against rmcp's
-//! transport, on one edge: every request is sent twice, once as clients send it (the edge's
+//! `tools/call` and `tools/list` served by the edge's own path (edge/src/app/methods.rs)
+//! against rmcp's transport, on one edge: every request is sent twice, once as clients send it (the edge's
 //! path) and once with weighted `Accept` values (`q=1`, which the edge's path leaves to rmcp's
 //! transport), and both answers must have the same status, content type and bytes — JSON
 //! answers, SSE answers with progress and log messages before them, errors of every kind, in
@@ -10,7 +10,7 @@ use tp_test_support::{EdgeProcess, McpHttp};
 
 use crate::fleet::{Fleet, LEGACY, STATELESS};
 
-async fn direct_count(edge: &EdgeProcess) -> u64 {
+async fn direct_count(edge: &EdgeProcess, method: &str) -> u64 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = &edge.admin_addr;
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -24,7 +24,10 @@ async fn direct_count(edge: &EdgeProcess) -> u64 {
     let mut text = String::new();
     stream.read_to_string(&mut text).await.unwrap();
     text.lines()
-        .filter(|l| l.starts_with("tp_edge_direct_calls_total"))
+        .filter(|l| {
+            l.starts_with("tp_edge_direct_requests_total")
+                && l.contains(&format!("method=\"{method}\""))
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
@@ -118,9 +121,13 @@ async fn the_edges_tools_call_answers_as_rmcps_transport_does() {
         ("test_multiple_content_types", json!({}), json!({})),
         ("capabilities", json!({}), json!({})),
         ("tool_schema", json!({"tool": "echo"}), json!({})),
-        ("dispatch", json!({"tool": "echo", "arguments": {"text": "via dispatch"}}), json!({})),
+        (
+            "dispatch",
+            json!({"tool": "echo", "arguments": {"text": "via dispatch"}}),
+            json!({}),
+        ),
     ];
-    let before = direct_count(edge).await;
+    let before = direct_count(edge, "tools/call").await;
     let mut answered = 0u64;
     let mut forms = std::collections::BTreeSet::new();
     for version in [LEGACY, "2025-03-26", STATELESS] {
@@ -129,48 +136,97 @@ async fn the_edges_tools_call_answers_as_rmcps_transport_does() {
             if *tool == "fail" && version != LEGACY {
                 continue;
             }
-            let id = if n % 2 == 0 { json!(n) } else { json!(format!("c-{n}")) };
+            let id = if n % 2 == 0 {
+                json!(n)
+            } else {
+                json!(format!("c-{n}"))
+            };
             let (headers, body) = call(version, &key, id, tool, arguments.clone(), meta.clone());
             let request_id = format!("diff{n}{}", version.replace('-', ""));
             let edge_answer = send(&client, &headers, PLAIN, &request_id, &body).await;
             let rmcp_answer = send(&client, &headers, WEIGHTED, &request_id, &body).await;
-            assert_eq!(edge_answer, rmcp_answer, "{version} {tool} {arguments} {meta}");
+            assert_eq!(
+                edge_answer, rmcp_answer,
+                "{version} {tool} {arguments} {meta}"
+            );
             forms.insert((edge_answer.0, edge_answer.1.clone()));
             answered += 1;
         }
     }
-    let taken = direct_count(edge).await - before;
-    assert_eq!(taken, answered, "the edge's path answered every plain request, and only those");
+    let taken = direct_count(edge, "tools/call").await - before;
+    assert_eq!(
+        taken, answered,
+        "the edge's path answered every plain request, and only those"
+    );
     // The table covers JSON answers and SSE answers (progress and logs before the answer).
-    assert!(forms.iter().any(|(_, t)| t.starts_with("application/json")), "{forms:?}");
-    assert!(forms.iter().any(|(_, t)| t.starts_with("text/event-stream")), "{forms:?}");
+    assert!(
+        forms.iter().any(|(_, t)| t.starts_with("application/json")),
+        "{forms:?}"
+    );
+    assert!(
+        forms
+            .iter()
+            .any(|(_, t)| t.starts_with("text/event-stream")),
+        "{forms:?}"
+    );
 
     // Requests the edge's path leaves to the transport, which answers them as it does today.
-    let (headers, body) = call(STATELESS, &key, json!(1), "echo", json!({"text": "a"}), json!({}));
+    let (headers, body) = call(
+        STATELESS,
+        &key,
+        json!(1),
+        "echo",
+        json!({"text": "a"}),
+        json!({}),
+    );
     let with = |name: &'static str, value: Option<&str>| {
-        let mut h: Vec<(&'static str, String)> =
-            headers.iter().filter(|(k, _)| *k != name).cloned().collect();
+        let mut h: Vec<(&'static str, String)> = headers
+            .iter()
+            .filter(|(k, _)| *k != name)
+            .cloned()
+            .collect();
         if let Some(value) = value {
             h.push((name, value.to_owned()));
         }
         h
     };
-    let before = direct_count(edge).await;
+    let before = direct_count(edge, "tools/call").await;
     let left_alone = [
-        ("Mcp-Name of another tool", with("mcp-name", Some("fail")), body.clone(), 400),
+        (
+            "Mcp-Name of another tool",
+            with("mcp-name", Some("fail")),
+            body.clone(),
+            400,
+        ),
         ("no Mcp-Name", with("mcp-name", None), body.clone(), 400),
-        ("Mcp-Method of another method", with("mcp-method", Some("tools/list")), body.clone(), 400),
-        ("unknown version", with("mcp-protocol-version", Some("2024-01-01")), body.clone(), 400),
-        ("an Mcp-Param header", {
-            let mut h = headers.clone();
-            h.push(("mcp-param-text", "a".to_owned()));
-            h
-        }, body.clone(), 0),
+        (
+            "Mcp-Method of another method",
+            with("mcp-method", Some("tools/list")),
+            body.clone(),
+            400,
+        ),
+        (
+            "unknown version",
+            with("mcp-protocol-version", Some("2024-01-01")),
+            body.clone(),
+            400,
+        ),
+        (
+            "an Mcp-Param header",
+            {
+                let mut h = headers.clone();
+                h.push(("mcp-param-text", "a".to_owned()));
+                h
+            },
+            body.clone(),
+            0,
+        ),
         (
             "a request without an id",
             headers.clone(),
             serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "tools/call",
-                "params": {"name": "echo", "arguments": {"text": "a"}}})).unwrap(),
+                "params": {"name": "echo", "arguments": {"text": "a"}}}))
+            .unwrap(),
             0,
         ),
     ];
@@ -182,6 +238,96 @@ async fn the_edges_tools_call_answers_as_rmcps_transport_does() {
         let weighted = send(&client, &headers, WEIGHTED, "left1", &body).await;
         assert_eq!(answer, weighted, "{what}");
     }
-    assert_eq!(direct_count(edge).await, before, "the edge's path left these alone");
+    assert_eq!(
+        direct_count(edge, "tools/call").await,
+        before,
+        "the edge's path left these alone"
+    );
     eprintln!("{answered} calls answered alike by both paths; forms {forms:?}");
+}
+
+/// The headers and body of a `tools/list` in `version`.
+fn list(
+    version: &str,
+    key: &str,
+    id: Value,
+    params: Value,
+) -> (Vec<(&'static str, String)>, Vec<u8>) {
+    let mut headers = vec![
+        ("content-type", "application/json".to_owned()),
+        ("mcp-protocol-version", version.to_owned()),
+        ("authorization", format!("Bearer {key}")),
+    ];
+    let mut params = params;
+    if version == STATELESS {
+        headers.push(("mcp-method", "tools/list".to_owned()));
+        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": STATELESS,
+                                 "io.modelcontextprotocol/clientCapabilities": {}});
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
+    (headers, serde_json::to_vec(&body).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edges_tools_list_answers_as_rmcps_transport_does() {
+    // Precomputed pages off: every plain request is cut and serialised by the edge's path.
+    let fleet = Fleet::start(1, "[mcp]\npage_size = 3\nprecomputed_lists = false\n").await;
+    let edge = &fleet.edges[0];
+    let client = McpHttp::new(&edge.addr, None, LEGACY);
+    let before = direct_count(edge, "tools/list").await;
+    let mut answered = 0u64;
+    for (tenant, role) in [("qa", "collector"), ("acme", "executor")] {
+        let key = fleet.key(tenant, role).to_owned();
+        for version in [LEGACY, "2025-06-18", STATELESS] {
+            // Every page, then cursors the edge did not cut there, or did not issue.
+            let mut cursor: Option<String> = None;
+            let mut cursors = Vec::new();
+            loop {
+                let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
+                let (headers, body) = list(version, &key, json!(answered), params);
+                let plain = send(&client, &headers, PLAIN, "list1", &body).await;
+                let weighted = send(&client, &headers, WEIGHTED, "list1", &body).await;
+                assert_eq!(
+                    plain, weighted,
+                    "{tenant}/{role} {version} after {cursor:?}"
+                );
+                assert_eq!(plain.0, 200, "{}", plain.2);
+                answered += 1;
+                let page: Value = serde_json::from_str(&plain.2).unwrap();
+                match page["result"]["nextCursor"].as_str() {
+                    Some(next) => {
+                        cursors.push(next.to_owned());
+                        cursor = Some(next.to_owned());
+                    }
+                    None => break,
+                }
+            }
+            let tool = |name: &str| {
+                use base64::Engine as _;
+                format!(
+                    "c1.{}",
+                    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(name)
+                )
+            };
+            for params in [
+                json!({"cursor": tool("a")}),
+                json!({"cursor": tool("echp")}),
+                json!({"cursor": tool("zzzz")}),
+                json!({"cursor": "not a cursor"}),
+                json!({"cursor": null}),
+            ] {
+                let (headers, body) = list(version, &key, json!("odd"), params.clone());
+                let plain = send(&client, &headers, PLAIN, "list2", &body).await;
+                let weighted = send(&client, &headers, WEIGHTED, "list2", &body).await;
+                assert_eq!(plain, weighted, "{tenant}/{role} {version} {params}");
+                answered += 1;
+            }
+        }
+    }
+    let taken = direct_count(edge, "tools/list").await - before;
+    assert_eq!(
+        taken, answered,
+        "the edge's path answered every plain request"
+    );
+    eprintln!("{answered} tools/list requests answered alike by both paths");
 }

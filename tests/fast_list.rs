@@ -1,8 +1,10 @@
 //! The warm `tools/list` fast path (`mcp.precomputed_lists`, edge/src/mcp/fast.rs) against the
-//! MCP transport: two edges on one control plane and Redis, one with the fast path and one
-//! without, must answer every request — every page of every (tenant, role) in both protocol
-//! generations, and a table of requests the fast path must leave alone — with the same status,
-//! content type and bytes. The fast edge's counter shows which requests it answered itself.
+//! edge's per-request answer: two edges on one control plane and Redis, one with precomputed
+//! pages and one without, must answer every request — every page of every (tenant, role) in
+//! both protocol generations, and a table of requests the fast path must leave alone — with the
+//! same status, content type and bytes. The fast edge's counter shows which requests it
+//! answered itself. (`tests/direct_call.rs` compares the per-request answer with rmcp's
+//! transport.)
 
 use serde_json::{Value, json};
 use tp_test_support::{EdgeProcess, McpHttp};

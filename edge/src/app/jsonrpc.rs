@@ -1,8 +1,8 @@
 //! One look at each JSON-RPC body before the MCP transport: malformed messages, sizes,
 //! sessions, answers to the edge's questions, and precomputed `tools/list` pages.
 
+use super::methods;
 use super::*;
-use super::tools_call;
 
 /// Answers malformed JSON-RPC before the MCP transport sees it, with the codes JSON-RPC 2.0
 /// defines: `-32700` (HTTP 400) for a body that is not JSON, `-32600` (HTTP 400) for JSON that
@@ -134,13 +134,30 @@ pub(super) async fn check_jsonrpc(
             {
                 return response;
             }
+            // A tools/list the transport would take as it is, that no precomputed page answers.
+            if let Some((id, method, params)) = &request
+                && method == "tools/list"
+                && let Some((id, meta, cursor, generation)) =
+                    methods::parse_list(&parts.headers, id, params.as_ref(), &state.config.mcp)
+            {
+                return methods::serve_list(
+                    Arc::clone(&state),
+                    &parts,
+                    id,
+                    meta,
+                    cursor,
+                    generation,
+                )
+                .await;
+            }
             // A tool call the transport would take as it is: served by the edge's own path.
             if let Some((id, method, Some(params))) = &request
                 && method == "tools/call"
                 && let Some((id, params, generation)) =
-                    tools_call::parse(&parts.headers, id, params, &state.config.mcp)
+                    methods::parse_call(&parts.headers, id, params, &state.config.mcp)
             {
-                return tools_call::serve(Arc::clone(&state), parts, id, params, generation).await;
+                return methods::serve_call(Arc::clone(&state), parts, id, params, generation)
+                    .await;
             }
             // A tool call may put questions to a 2025-xx client on its SSE stream, under ids
             // of the edge's own (crate::mcp::ask).

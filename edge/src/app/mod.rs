@@ -5,8 +5,8 @@
 mod auth;
 mod health;
 mod jsonrpc;
+mod methods;
 mod router;
-mod tools_call;
 mod warm;
 
 use std::sync::Arc;

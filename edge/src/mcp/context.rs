@@ -20,6 +20,8 @@ pub enum Sink {
     Peer(Peer<RoleServer>),
     /// The edge's transport: every message goes on the request's SSE stream as it is.
     Stream(UnboundedSender<ServerJsonRpcMessage>),
+    /// A request that sends the client nothing before its answer (`tools/list`).
+    Closed,
 }
 
 impl std::fmt::Debug for Sink {
@@ -27,6 +29,7 @@ impl std::fmt::Debug for Sink {
         f.write_str(match self {
             Sink::Peer(_) => "Sink::Peer",
             Sink::Stream(_) => "Sink::Stream",
+            Sink::Closed => "Sink::Closed",
         })
     }
 }
@@ -41,6 +44,7 @@ impl Sink {
             Sink::Stream(stream) => {
                 let _ = stream.send(ServerJsonRpcMessage::notification(notification));
             }
+            Sink::Closed => {}
         }
     }
 }
@@ -91,6 +95,7 @@ impl<'a> CallContext<'a> {
                     RequestId::String(id.into()),
                 ))
                 .map_err(|_| "the client has gone away".to_owned()),
+            Sink::Closed => Err("this request cannot carry questions to the client".to_owned()),
         }
     }
 }

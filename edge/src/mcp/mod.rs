@@ -29,7 +29,7 @@ use std::time::Instant;
 use tracing::Instrument as _;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     Implementation, InputRequiredResult, InputResponses, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
     ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter,
@@ -260,41 +260,11 @@ impl ServerHandler for McpHandler {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let started = Instant::now();
-        let ctx = CallContext::of(&ctx);
-        let identity = caller(&ctx)?;
-        let registry = self.registry(&identity, &ctx).await?;
-        let after = match request.and_then(|r| r.cursor) {
-            Some(cursor) => Some(
-                decode_cursor(&cursor)
-                    .ok_or_else(|| fault(Fault::InvalidParams, "invalid cursor", None))?,
-            ),
-            None => None,
-        };
-        // Full or progressive (ADR 0006): the listing is built once per registry.
-        let listing = &registry.listing;
-        let start = match &after {
-            Some(name) => listing.partition_point(|t| t.name.as_ref() <= name.as_str()),
-            None => 0,
-        };
-        let page_size = self.state.config.mcp.page_size as usize;
-        let end = (start + page_size).min(listing.len());
-        let tools = listing[start..end].to_vec();
-        let mut result = ListToolsResult::with_all_items(tools);
-        // `ttlMs` and `cacheScope` are defined by 2026-07-28 only.
-        if stateless(&ctx) {
-            result = result
-                .with_ttl_ms(self.state.config.mcp.list_ttl_ms)
-                .with_cache_scope(CacheScope::Private);
-        }
-        if end < listing.len() {
-            result.next_cursor = Some(encode_cursor(&listing[end - 1].name));
-        }
-        count_request("tools/list", &identity.tenant, "ok", started);
-        if let Some(log) = access_log(&ctx) {
-            log.outcome("ok");
-        }
-        Ok(result)
+        self.tools_list(
+            request.and_then(|r| r.cursor).as_deref(),
+            &CallContext::of(&ctx),
+        )
+        .await
     }
 
     async fn call_tool(
@@ -369,10 +339,7 @@ impl McpHandler {
                 // SEP-2243 headers mirror the arguments of the tool named in the request, so
                 // they are checked here, not for tools reached through `dispatch`.
                 if stateless(ctx)
-                    && let (Some(tool), Some(parts)) = (
-                        registry.tool(&request.name),
-                        ctx.parts,
-                    )
+                    && let (Some(tool), Some(parts)) = (registry.tool(&request.name), ctx.parts)
                     && let Err(reason) = params::check(
                         &tool.resolved.input_schema,
                         request.arguments.as_ref(),
@@ -410,5 +377,38 @@ impl McpHandler {
             }
         }
         result
+    }
+}
+
+impl McpHandler {
+    /// `tools/list`, whichever transport serves it: one page of the caller's listing.
+    pub async fn tools_list(
+        &self,
+        cursor: Option<&str>,
+        ctx: &CallContext<'_>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let started = Instant::now();
+        let identity = caller(ctx)?;
+        let registry = self.registry(&identity, ctx).await?;
+        // Full or progressive (ADR 0006): the listing is built once per registry, and cut by
+        // the one paginator (crate::transport::pages).
+        let listing = &registry.listing;
+        let start = match cursor {
+            Some(cursor) => crate::transport::pages::start_after(listing, cursor)
+                .ok_or_else(|| fault(Fault::InvalidParams, "invalid cursor", None))?,
+            None => 0,
+        };
+        let generation = if stateless(ctx) {
+            fast::Generation::Stateless
+        } else {
+            fast::Generation::Legacy
+        };
+        let (result, _) =
+            crate::transport::pages::page(listing, start, &self.state.config.mcp, generation);
+        count_request("tools/list", &identity.tenant, "ok", started);
+        if let Some(log) = access_log(ctx) {
+            log.outcome("ok");
+        }
+        Ok(result)
     }
 }

@@ -33,6 +33,39 @@ pub enum Generation {
     Stateless = 1,
 }
 
+/// The one paginator of `tools/list`: the page of `listing` that starts at `start` (at most
+/// `mcp.page_size` tools), with the cursor of the next page and, from 2026-07-28 on, the
+/// listing's cache hints; and where the next page starts. Precomputed pages and every other
+/// answer to `tools/list` are cut by it.
+pub fn page(
+    listing: &[Tool],
+    start: usize,
+    mcp: &RawMcp,
+    generation: Generation,
+) -> (ListToolsResult, usize) {
+    let size = (mcp.page_size as usize).max(1);
+    let start = start.min(listing.len());
+    let end = (start + size).min(listing.len());
+    let mut result = ListToolsResult::with_all_items(listing[start..end].to_vec());
+    // Cache hints exist from 2026-07-28 on; earlier clients get none (issue 19.8).
+    if generation == Generation::Stateless {
+        result = result
+            .with_ttl_ms(mcp.list_ttl_ms)
+            .with_cache_scope(CacheScope::Private);
+    }
+    if end < listing.len() {
+        result.next_cursor = Some(encode_cursor(&listing[end - 1].name));
+    }
+    (result, end)
+}
+
+/// Where the page after a cursor starts: after the tool the cursor names, whether or not that
+/// tool is still listed; `None` for a cursor the edge did not issue.
+pub fn start_after(listing: &[Tool], cursor: &str) -> Option<usize> {
+    let name = decode_cursor(cursor)?;
+    Some(listing.partition_point(|t| t.name.as_ref() <= name.as_str()))
+}
+
 /// One page as the bytes before and after the JSON-RPC id.
 #[derive(Debug)]
 pub struct Page {
@@ -53,22 +86,11 @@ const SENTINEL: &str = "\u{1}toolplane-id\u{1}";
 impl Pages {
     /// Serialises `listing` page by page, as the MCP handler would answer it.
     pub fn build(listing: &[Tool], mcp: &RawMcp, generation: Generation) -> Pages {
-        let size = (mcp.page_size as usize).max(1);
         let mut pages = Vec::new();
         let mut after = Vec::new();
         let mut start = 0;
         loop {
-            let end = (start + size).min(listing.len());
-            let mut result = ListToolsResult::with_all_items(listing[start..end].to_vec());
-            // Cache hints exist from 2026-07-28 on; earlier clients get none (issue 19.8).
-            if generation == Generation::Stateless {
-                result = result
-                    .with_ttl_ms(mcp.list_ttl_ms)
-                    .with_cache_scope(CacheScope::Private);
-            }
-            if end < listing.len() {
-                result.next_cursor = Some(encode_cursor(&listing[end - 1].name));
-            }
+            let (result, end) = page(listing, start, mcp, generation);
             let mut result = ServerResult::ListToolsResult(result);
             match generation {
                 Generation::Legacy => {

@@ -1,7 +1,8 @@
-//! `tools/call` served by the edge itself: the request [`check_jsonrpc`] parsed is handed to
-//! the handler as it is (no second parse, no per-request rmcp service and its tasks), and the
-//! answer goes back as JSON — or as SSE when the call sends the client something first
-//! (progress, log messages, questions), in the order it was sent, the answer last.
+//! The methods the edge serves itself, from the request [`check_jsonrpc`] parsed (no second
+//! parse, no per-request rmcp service and its tasks): `tools/call`, answered as JSON — or as
+//! SSE when the call sends the client something first (progress, log messages, questions), in
+//! the order it was sent, the answer last — and the `tools/list` pages that are not
+//! precomputed (a cursor between page boundaries, or `mcp.precomputed_lists` off).
 //!
 //! A request takes this path when the transport would take it as it is
 //! ([`crate::mcp::fast::eligible_for`]); anything else (a browser `Origin`, weighted `Accept`,
@@ -11,7 +12,8 @@
 //! may be input-required; earlier ones lose `resultType` and non-object structured output.
 
 use rmcp::model::{
-    CallToolRequestParams, ErrorCode, RequestId, ServerJsonRpcMessage, ServerResult,
+    CallToolRequestParams, ErrorCode, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerResult,
 };
 
 use futures::StreamExt as _;
@@ -20,33 +22,81 @@ use super::*;
 use crate::mcp::fast::Generation;
 use crate::mcp::{CallContext, Sink};
 
+/// The JSON-RPC id as rmcp reads it (a string, or an integer within i64).
+fn request_id(id: &serde_json::Value) -> Option<RequestId> {
+    match id {
+        serde_json::Value::String(id) => Some(RequestId::String(id.as_str().into())),
+        serde_json::Value::Number(n) => Some(RequestId::Number(n.as_i64()?)),
+        _ => None,
+    }
+}
+
+/// An eligible `tools/list`: its id, `_meta`, cursor and generation; `None` leaves the request
+/// to the transport.
+pub(super) fn parse_list(
+    headers: &axum::http::HeaderMap,
+    id: &serde_json::Value,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+    mcp: &crate::config::RawMcp,
+) -> Option<(RequestId, RequestMetaObject, Option<String>, Generation)> {
+    if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
+        return None;
+    }
+    let generation = crate::mcp::fast::eligible(headers, params, mcp)?;
+    let cursor = crate::mcp::fast::cursor(params)?.map(str::to_owned);
+    let meta = match params.and_then(|p| p.get("_meta")) {
+        None => RequestMetaObject::default(),
+        Some(meta) => <RequestMetaObject as serde::Deserialize>::deserialize(meta).ok()?,
+    };
+    Some((request_id(id)?, meta, cursor, generation))
+}
+
+/// Serves one eligible `tools/list` that no precomputed page answers.
+pub(super) async fn serve_list(
+    state: Arc<EdgeState>,
+    parts: &axum::http::request::Parts,
+    id: RequestId,
+    meta: RequestMetaObject,
+    cursor: Option<String>,
+    generation: Generation,
+) -> Response {
+    direct_requests(Method::List).increment(1);
+    let ctx = CallContext {
+        parts: Some(parts),
+        meta: &meta,
+        sink: Sink::Closed,
+    };
+    let result = McpHandler::new(state)
+        .tools_list(cursor.as_deref(), &ctx)
+        .await
+        .map(ServerResult::ListToolsResult);
+    json(&shape(result, id, generation), generation)
+}
+
 /// The params of an eligible `tools/call`, typed; `None` leaves the request to the transport.
-pub(super) fn parse(
+pub(super) fn parse_call(
     headers: &axum::http::HeaderMap,
     id: &serde_json::Value,
     params: &serde_json::Map<String, serde_json::Value>,
     mcp: &crate::config::RawMcp,
 ) -> Option<(RequestId, CallToolRequestParams, Generation)> {
     let name = params.get("name").and_then(serde_json::Value::as_str)?;
-    let generation = crate::mcp::fast::eligible_for(headers, Some(params), mcp, "tools/call", Some(name))?;
-    let id = match id {
-        serde_json::Value::String(id) => RequestId::String(id.as_str().into()),
-        serde_json::Value::Number(n) => RequestId::Number(n.as_i64()?),
-        _ => return None,
-    };
+    let generation =
+        crate::mcp::fast::eligible_for(headers, Some(params), mcp, "tools/call", Some(name))?;
+    let id = request_id(id)?;
     let params = <CallToolRequestParams as serde::Deserialize>::deserialize(params).ok()?;
     Some((id, params, generation))
 }
 
 /// Serves one eligible `tools/call` (see the module).
-pub(super) async fn serve(
+pub(super) async fn serve_call(
     state: Arc<EdgeState>,
     parts: axum::http::request::Parts,
     id: RequestId,
     mut params: CallToolRequestParams,
     generation: Generation,
 ) -> Response {
-    direct_calls().increment(1);
+    direct_requests(Method::Call).increment(1);
     let meta = params.meta.take().unwrap_or_default();
     let (sink, mut messages) = tokio::sync::mpsc::unbounded_channel();
     let handler = McpHandler::new(Arc::clone(&state));
@@ -57,7 +107,7 @@ pub(super) async fn serve(
             sink: Sink::Stream(sink),
         };
         let result = handler.tools_call(params, &ctx).await;
-        answer(result, id, generation)
+        shape(result.map(ServerResult::from), id, generation)
     };
     let mut work = Box::pin(work);
     // What the call sends first decides the answer's form: its answer (JSON), or a message
@@ -88,16 +138,16 @@ pub(super) async fn serve(
     crate::transport::sse::response(stream, Some(task.abort_handle()), state.abort.clone())
 }
 
-/// The JSON-RPC answer to the call, shaped for the protocol generation.
-fn answer(
-    result: Result<rmcp::model::CallToolResponse, rmcp::ErrorData>,
+/// The JSON-RPC answer to a request, shaped for the protocol generation as rmcp's server
+/// shapes it.
+fn shape(
+    result: Result<ServerResult, rmcp::ErrorData>,
     id: RequestId,
     generation: Generation,
 ) -> ServerJsonRpcMessage {
     let current = generation == Generation::Stateless;
     match result {
-        Ok(response) => {
-            let mut result = ServerResult::from(response);
+        Ok(mut result) => {
             if matches!(result, ServerResult::InputRequiredResult(_)) && !current {
                 return ServerJsonRpcMessage::error(
                     rmcp::ErrorData::invalid_request(
@@ -143,7 +193,10 @@ fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
     match serde_json::to_vec(message) {
         Ok(body) => (
             status,
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
             body,
         )
             .into_response(),
@@ -151,9 +204,19 @@ fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
     }
 }
 
-/// `tp_edge_direct_calls_total`: calls the edge's path served (the rest went through rmcp's
-/// transport).
-fn direct_calls() -> &'static metrics::Counter {
-    static COUNTER: std::sync::OnceLock<metrics::Counter> = std::sync::OnceLock::new();
-    COUNTER.get_or_init(|| metrics::counter!("tp_edge_direct_calls_total"))
+/// The methods of [`direct_requests`].
+#[derive(Clone, Copy)]
+enum Method {
+    List = 0,
+    Call = 1,
+}
+
+/// `tp_edge_direct_requests_total{method}`: requests the edge's path served (the rest went
+/// through rmcp's transport; precomputed `tools/list` pages are counted apart).
+fn direct_requests(method: Method) -> &'static metrics::Counter {
+    static COUNTERS: std::sync::OnceLock<[metrics::Counter; 2]> = std::sync::OnceLock::new();
+    &COUNTERS.get_or_init(|| {
+        ["tools/list", "tools/call"]
+            .map(|method| metrics::counter!("tp_edge_direct_requests_total", "method" => method))
+    })[method as usize]
 }
