@@ -42,11 +42,12 @@ fn missing_credentials(state: &EdgeState) -> &'static str {
     }
 }
 
+/// Authenticates a `/mcp` request: its caller goes into the request's extensions, or the
+/// answer is a refusal (401, or 503 when keys cannot be checked).
 pub(super) async fn authenticate(
-    State(state): State<Arc<EdgeState>>,
+    state: &EdgeState,
     mut request: Request<Body>,
-    next: Next,
-) -> Response {
+) -> Result<Request<Body>, Response> {
     let header = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -62,33 +63,33 @@ pub(super) async fn authenticate(
                 confirmed_at_ms: 0,
             }),
             None => {
-                return refused(&state, "missing", missing_credentials(&state));
+                return Err(refused(state, "missing", missing_credentials(state)));
             }
         },
         Some(Err(_)) => {
-            return refused(
-                &state,
+            return Err(refused(
+                state,
                 "malformed",
                 "the Authorization header is not valid text",
-            );
+            ));
         }
         Some(Ok(value)) => {
             let Some(key) = value.strip_prefix("Bearer ").map(str::trim) else {
-                return refused(
-                    &state,
+                return Err(refused(
+                    state,
                     "malformed",
                     "Authorization must be \"Bearer <api key or access token>\"",
-                );
+                ));
             };
             let lookup = tracing::info_span!("identity.lookup");
             match state.caches.identity(key).instrument(lookup).await {
                 Ok(identity) => identity,
                 Err(LookupError::Unauthenticated | LookupError::NotFound) => {
-                    return refused(
-                        &state,
+                    return Err(refused(
+                        state,
                         "invalid",
                         "invalid, revoked or expired API key or access token",
-                    );
+                    ));
                 }
                 Err(LookupError::Unavailable(_)) => {
                     let mut response = refuse(
@@ -98,7 +99,7 @@ pub(super) async fn authenticate(
                     response
                         .headers_mut()
                         .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
-                    return response;
+                    return Err(response);
                 }
             }
         }
@@ -110,5 +111,5 @@ pub(super) async fn authenticate(
         log.caller(&identity.tenant, &identity.role);
     }
     request.extensions_mut().insert(Caller(identity));
-    next.run(request).await
+    Ok(request)
 }

@@ -15,9 +15,9 @@ use super::*;
 /// [`crate::mcp::fast`]) when `mcp.precomputed_lists` is on and the request is one the
 /// transport would accept as it is.
 pub(super) async fn check_jsonrpc(
-    State(state): State<Arc<EdgeState>>,
+    state: Arc<EdgeState>,
     request: Request,
-    next: Next,
+    next: Transport,
 ) -> Response {
     // Anything but JSON is the transport's to refuse (415).
     let is_json = is_json(request.headers());
@@ -214,7 +214,7 @@ pub(super) type Refusal = (Fault, serde_json::Value, String);
 pub(super) async fn notification_stream(
     state: &Arc<EdgeState>,
     request: Request,
-    next: Next,
+    next: Transport,
 ) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let accepts_sse = request

@@ -1,48 +1,57 @@
-//! The router and the service around it. [`EdgeService`] is the one stack every `/mcp` request
-//! goes through, the warm `tools/list` included: the access log and span, the Origin check,
-//! load shedding, the in-flight byte budget and the request timeout; then the warm answer or
-//! the [`router`]: the body limit, authentication, the JSON-RPC check and the MCP transport.
+//! The edge's HTTP service. [`EdgeService`] is the one stack every `/mcp` request goes
+//! through, the warm `tools/list` included: the access log and span, the Origin check, load
+//! shedding, the in-flight byte budget and the request timeout; then the warm answer, or the
+//! body limit, authentication, the JSON-RPC check and the edge's methods, with rmcp's
+//! transport behind them for what they do not take. Everything else (health checks, the
+//! protected-resource metadata) goes to the [`router`].
 
 use super::*;
 
-/// The edge's router.
-pub fn router(state: Arc<EdgeState>) -> Router {
-    let mcp = &state.config.mcp;
-    let mut config = StreamableHttpServerConfig::default()
-        // In-flight requests are cancelled only when the drain time is up, not at SIGTERM.
-        .with_cancellation_token(state.abort.child_token())
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(Some(Duration::from_secs(15)))
-        .with_max_request_body_bytes(mcp.max_body_bytes);
-    config = if mcp.allowed_hosts.iter().any(|h| h == "*") {
-        config.disable_allowed_hosts()
-    } else {
-        config.with_allowed_hosts(mcp.allowed_hosts.clone())
-    };
-    if !mcp.allowed_origins.is_empty() {
-        config = config.with_allowed_origins(mcp.allowed_origins.clone());
-    }
-    let handler_state = Arc::clone(&state);
-    let service = StreamableHttpService::new(
-        move || Ok(McpHandler::new(Arc::clone(&handler_state))),
-        Arc::new(NeverSessionManager::default()),
-        config,
-    );
-    let mcp_routes = Router::new()
-        .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(
-            Arc::clone(&state),
-            check_jsonrpc,
+/// rmcp's Streamable HTTP transport, for the requests the edge's own path does not take as
+/// they are (ADR 0011): other methods, and requests it leaves to the transport to refuse.
+#[derive(Clone)]
+pub(super) struct Transport(StreamableHttpService<McpHandler, NeverSessionManager>);
+
+impl Transport {
+    fn new(state: &Arc<EdgeState>) -> Transport {
+        let mcp = &state.config.mcp;
+        let mut config = StreamableHttpServerConfig::default()
+            // In-flight requests are cancelled only when the drain time is up, not at SIGTERM.
+            .with_cancellation_token(state.abort.child_token())
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(Some(crate::transport::sse::KEEP_ALIVE))
+            .with_max_request_body_bytes(mcp.max_body_bytes);
+        config = if mcp.allowed_hosts.iter().any(|h| h == "*") {
+            config.disable_allowed_hosts()
+        } else {
+            config.with_allowed_hosts(mcp.allowed_hosts.clone())
+        };
+        if !mcp.allowed_origins.is_empty() {
+            config = config.with_allowed_origins(mcp.allowed_origins.clone());
+        }
+        let handler_state = Arc::clone(state);
+        Transport(StreamableHttpService::new(
+            move || Ok(McpHandler::new(Arc::clone(&handler_state))),
+            Arc::new(NeverSessionManager::default()),
+            config,
         ))
-        .layer(middleware::from_fn_with_state(
-            Arc::clone(&state),
-            authenticate,
-        ));
-    let max_body = state.config.mcp.max_body_bytes;
+    }
+
+    /// The transport's answer to `request`.
+    pub(super) async fn run(self, request: Request) -> Response {
+        use tower::ServiceExt as _;
+        match self.0.oneshot(request).await {
+            Ok(response) => response.map(Body::new),
+            Err(never) => match never {},
+        }
+    }
+}
+
+/// The edge's router for everything but `/mcp` (which [`EdgeService`] serves itself): health
+/// checks and the protected-resource metadata.
+pub fn router(state: Arc<EdgeState>) -> Router {
     Router::new()
-        .merge(mcp_routes)
-        .layer(middleware::from_fn_with_state(max_body, limit_body))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route(
@@ -54,6 +63,21 @@ pub fn router(state: Arc<EdgeState>) -> Router {
             get(protected_resource),
         )
         .with_state(state)
+}
+
+/// One `/mcp` request after the shared steps of [`EdgeService`]: the body limit,
+/// authentication, then the JSON-RPC check and the edge's methods ([`check_jsonrpc`]), with
+/// rmcp's transport behind them.
+async fn mcp(state: Arc<EdgeState>, transport: Transport, request: Request) -> Response {
+    let request = match limit_body(state.config.mcp.max_body_bytes, request).await {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    let request = match authenticate(&state, request).await {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    check_jsonrpc(state, request, transport).await
 }
 
 /// RFC 9728 metadata, when OAuth is on: at the path the resource URL implies, and at the root
@@ -84,7 +108,7 @@ pub fn admin_router(state: Arc<EdgeState>) -> Router {
 /// the edge has read (and dropped) what the client is still sending — within 16× the limit and
 /// 2 s — so the client reads the 413 instead of a connection reset by unread data. A body that
 /// grows past the limit without declaring its length fails when it is read (413 as well).
-pub(super) async fn limit_body(State(max): State<usize>, request: Request, next: Next) -> Response {
+pub(super) async fn limit_body(max: usize, request: Request) -> Result<Request, Response> {
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -101,14 +125,14 @@ pub(super) async fn limit_body(State(max): State<usize>, request: Request, next:
                 _ => break,
             }
         }
-        return refuse(
+        return Err(refuse(
             Fault::BodyTooLarge,
             "request body exceeds mcp.max_body_bytes",
-        );
+        ));
     }
     let (parts, body) = request.into_parts();
     let limited = Body::new(http_body_util::Limited::new(body, max));
-    next.run(Request::from_parts(parts, limited)).await
+    Ok(Request::from_parts(parts, limited))
 }
 
 pub(super) fn overloaded() -> Response {
@@ -121,12 +145,13 @@ pub(super) fn overloaded() -> Response {
 
 /// The edge's HTTP service: the steps every `/mcp` request takes (see the module), then a warm
 /// `tools/list` — key and registry in the in-process cache, a request the transport would take
-/// as it is — answered from precomputed pages, or the [`router`]. Health checks and the
+/// as it is — answered from precomputed pages, or the rest of the `/mcp` pipeline. Health checks and the
 /// protected-resource metadata are never shed or timed out.
 #[derive(Clone)]
 pub struct EdgeService {
     state: Arc<EdgeState>,
     router: Router,
+    transport: Transport,
     limits: Arc<Limits>,
 }
 
@@ -151,6 +176,7 @@ pub fn service(state: Arc<EdgeState>) -> EdgeService {
     let kib = (state.config.mcp.max_in_flight_bytes / 1024).max(1);
     EdgeService {
         router: router(Arc::clone(&state)),
+        transport: Transport::new(&state),
         limits: Arc::new(Limits {
             requests: Arc::new(Semaphore::new(state.config.mcp.max_in_flight)),
             bytes: Arc::new(Semaphore::new(kib)),
@@ -238,12 +264,13 @@ where
         let request = request.map(Body::new);
         let state = Arc::clone(&self.state);
         let router = self.router.clone();
+        let transport = self.transport.clone();
         let limits = Arc::clone(&self.limits);
         // Outermost: every request is logged (crate::access), including refused ones and those
         // the warm path answers.
         Box::pin(async move {
             Ok(crate::access::around(request, move |request| {
-                serve(state, router, limits, request)
+                serve(state, router, transport, limits, request)
             })
             .await)
         })
@@ -254,11 +281,13 @@ where
 async fn serve(
     state: Arc<EdgeState>,
     router: Router,
+    transport: Transport,
     limits: Arc<Limits>,
     request: Request,
 ) -> Response {
     use tower::ServiceExt as _;
-    if !request.uri().path().starts_with("/mcp") {
+    let path = request.uri().path();
+    if path != "/mcp" && !path.starts_with("/mcp/") {
         return match router.oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},
@@ -305,10 +334,7 @@ async fn serve(
                 request
             }
         };
-        match router.oneshot(request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        }
+        mcp(state, transport, request).await
     };
     match tokio::time::timeout(limits.timeout, answer).await {
         Ok(response) => response,
