@@ -331,3 +331,226 @@ async fn the_edges_tools_list_answers_as_rmcps_transport_does() {
     );
     eprintln!("{answered} tools/list requests answered alike by both paths");
 }
+
+/// Total of `tp_edge_direct_requests_total` over every method.
+async fn direct_total(edge: &EdgeProcess) -> u64 {
+    let mut total = 0;
+    for method in [
+        "tools/list",
+        "tools/call",
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "server/discover",
+        "unknown",
+    ] {
+        total += direct_count(edge, method).await;
+    }
+    total
+}
+
+/// What a case is, its headers, params, method, and whether the edge's path takes it.
+type SimpleCase = (
+    String,
+    Vec<(&'static str, String)>,
+    Value,
+    &'static str,
+    bool,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edges_handshake_and_small_methods_answer_as_rmcps_transport_does() {
+    let fleet = Fleet::start(1, "").await;
+    let edge = &fleet.edges[0];
+    let client = McpHttp::new(&edge.addr, None, LEGACY);
+    let key = fleet.key("acme", "collector").to_owned();
+    let auth = format!("Bearer {key}");
+    let capabilities = json!({"elicitation": {}, "roots": {"listChanged": true}});
+    // (what, headers, params, method, taken by the edge's path)
+    let mut cases: Vec<SimpleCase> = Vec::new();
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let params = json!({"protocolVersion": version, "capabilities": capabilities,
+                            "clientInfo": {"name": "diff", "version": "1"}});
+        let base = vec![
+            ("content-type", "application/json".to_owned()),
+            ("authorization", auth.clone()),
+        ];
+        let mut with_header = base.clone();
+        with_header.push(("mcp-protocol-version", version.to_owned()));
+        let mut other_header = base.clone();
+        other_header.push(("mcp-protocol-version", "2025-03-26".to_owned()));
+        cases.push((
+            format!("initialize {version}"),
+            base.clone(),
+            params.clone(),
+            "initialize",
+            true,
+        ));
+        cases.push((
+            format!("initialize {version} with its header"),
+            with_header,
+            params.clone(),
+            "initialize",
+            true,
+        ));
+        cases.push((
+            format!("initialize {version} under another header"),
+            other_header,
+            params.clone(),
+            "initialize",
+            version == "2025-03-26",
+        ));
+    }
+    let base = vec![
+        ("content-type", "application/json".to_owned()),
+        ("authorization", auth.clone()),
+    ];
+    cases.push((
+        "initialize of an unknown version".into(),
+        base.clone(),
+        json!({"protocolVersion": "2099-01-01", "capabilities": {}, "clientInfo": {"name": "d", "version": "1"}}),
+        "initialize",
+        false,
+    ));
+    cases.push((
+        "initialize without clientInfo".into(),
+        base.clone(),
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+        "initialize",
+        false,
+    ));
+    let legacy = |extra: &[(&'static str, &str)]| {
+        let mut h = base.clone();
+        h.push(("mcp-protocol-version", LEGACY.to_owned()));
+        for (k, v) in extra {
+            h.push((k, (*v).to_owned()));
+        }
+        h
+    };
+    let stateless = |method: &str| {
+        let mut h = base.clone();
+        h.push(("mcp-protocol-version", STATELESS.to_owned()));
+        h.push(("mcp-method", method.to_owned()));
+        h
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": STATELESS,
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    cases.push(("ping".into(), legacy(&[]), json!({}), "ping", true));
+    cases.push((
+        "ping 2026".into(),
+        stateless("ping"),
+        json!({"_meta": meta}),
+        "ping",
+        true,
+    ));
+    cases.push((
+        "setLevel".into(),
+        legacy(&[]),
+        json!({"level": "debug"}),
+        "logging/setLevel",
+        true,
+    ));
+    cases.push((
+        "setLevel 2026".into(),
+        stateless("logging/setLevel"),
+        json!({"level": "error", "_meta": meta}),
+        "logging/setLevel",
+        true,
+    ));
+    cases.push((
+        "setLevel of no level".into(),
+        legacy(&[]),
+        json!({"level": "loud"}),
+        "logging/setLevel",
+        false,
+    ));
+    cases.push((
+        "discover".into(),
+        stateless("server/discover"),
+        json!({"_meta": meta}),
+        "server/discover",
+        true,
+    ));
+    cases.push((
+        "discover under 2025".into(),
+        legacy(&[]),
+        json!({}),
+        "server/discover",
+        false,
+    ));
+    cases.push(("unknown".into(), legacy(&[]), json!({}), "foo/bar", true));
+    cases.push((
+        "unknown 2026".into(),
+        stateless("foo/bar"),
+        json!({"_meta": meta}),
+        "foo/bar",
+        true,
+    ));
+    cases.push((
+        "unknown, browser".into(),
+        legacy(&[("origin", "http://evil.example")]),
+        json!({}),
+        "foo/bar",
+        false,
+    ));
+    cases.push((
+        "resources/list".into(),
+        legacy(&[]),
+        json!({}),
+        "resources/list",
+        false,
+    ));
+    let mut taken = 0;
+    for (n, (what, headers, params, method, direct)) in cases.into_iter().enumerate() {
+        let body = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": n, "method": method, "params": params}),
+        )
+        .unwrap();
+        let before = direct_total(edge).await;
+        let request_id = format!("simple{n}");
+        let plain = client_reply(&client, &headers, PLAIN, &request_id, &body).await;
+        let after = direct_total(edge).await;
+        assert_eq!(
+            after - before,
+            u64::from(direct),
+            "{what}: taken by the edge's path?"
+        );
+        taken += u64::from(direct);
+        let weighted = client_reply(&client, &headers, WEIGHTED, &request_id, &body).await;
+        assert_eq!(plain.0, weighted.0, "{what}");
+        // Session ids are sealed with a fresh nonce: present on both, or on neither.
+        assert_eq!(
+            plain.1.is_some(),
+            weighted.1.is_some(),
+            "{what}: session id"
+        );
+        assert_eq!(plain.2, weighted.2, "{what}");
+    }
+    eprintln!("{taken} handshakes and small requests answered alike by both paths");
+}
+
+/// (status, session id, (content type, body)) of a request.
+async fn client_reply(
+    client: &McpHttp,
+    headers: &[(&'static str, String)],
+    accept: &str,
+    request_id: &str,
+    body: &[u8],
+) -> (u16, Option<String>, (String, String)) {
+    let mut all: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.push(("accept", accept));
+    all.push(("x-request-id", request_id));
+    let reply = client.raw(body.to_vec(), &all).await;
+    let header = |name: &str| {
+        reply
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    (
+        reply.status,
+        header("mcp-session-id"),
+        (header("content-type").unwrap_or_default(), reply.body),
+    )
+}

@@ -159,6 +159,19 @@ pub(super) async fn check_jsonrpc(
                 return methods::serve_call(Arc::clone(&state), parts, id, params, generation)
                     .await;
             }
+            // The handshake, ping, setLevel, discovery and unknown methods, as the transport
+            // would take them.
+            if let Some((id, method, params)) = &request
+                && let Some((id, simple, generation)) = methods::parse_simple(
+                    &parts.headers,
+                    id,
+                    method,
+                    params.as_ref(),
+                    &state.config.mcp,
+                )
+            {
+                return methods::serve_simple(&state, &parts, id, simple, generation).await;
+            }
             // A tool call may put questions to a 2025-xx client on its SSE stream, under ids
             // of the edge's own (crate::mcp::ask).
             let ids = request

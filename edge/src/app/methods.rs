@@ -1,8 +1,10 @@
 //! The methods the edge serves itself, from the request [`check_jsonrpc`] parsed (no second
 //! parse, no per-request rmcp service and its tasks): `tools/call`, answered as JSON — or as
 //! SSE when the call sends the client something first (progress, log messages, questions), in
-//! the order it was sent, the answer last — and the `tools/list` pages that are not
-//! precomputed (a cursor between page boundaries, or `mcp.precomputed_lists` off).
+//! the order it was sent, the answer last — the `tools/list` pages that are not precomputed (a
+//! cursor between page boundaries, or `mcp.precomputed_lists` off), the 2025-xx `initialize`
+//! handshake, `ping`, `logging/setLevel`, `server/discover`, and the methods no MCP version
+//! defines.
 //!
 //! A request takes this path when the transport would take it as it is
 //! ([`crate::mcp::fast::eligible_for`]); anything else (a browser `Origin`, weighted `Accept`,
@@ -70,6 +72,190 @@ pub(super) async fn serve_list(
         .tools_list(cursor.as_deref(), &ctx)
         .await
         .map(ServerResult::ListToolsResult);
+    json(&shape(result, id, generation), generation)
+}
+
+/// A method of [`parse_simple`]: answered from the edge's configuration alone.
+pub(super) enum Simple {
+    /// The 2025-xx handshake, with the `capabilities` the client declared (for its session).
+    Initialize(Box<rmcp::model::InitializeRequestParams>, serde_json::Value),
+    Ping,
+    SetLevel,
+    Discover,
+    /// A method no MCP version defines.
+    Unknown(String),
+}
+
+/// Every method some MCP version defines (what rmcp parses into a request of its own).
+const KNOWN_METHODS: &[&str] = &[
+    "completion/complete",
+    "initialize",
+    "logging/setLevel",
+    "ping",
+    "prompts/get",
+    "prompts/list",
+    "resources/directory/read",
+    "resources/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/templates/list",
+    "resources/unsubscribe",
+    "server/discover",
+    "skills/get",
+    "skills/list",
+    "subscriptions/listen",
+    "tasks/cancel",
+    "tasks/get",
+    "tasks/update",
+    "tools/call",
+    "tools/list",
+];
+
+/// An eligible `initialize`, `ping`, `logging/setLevel`, `server/discover` or unknown method;
+/// `None` leaves the request to the transport.
+pub(super) fn parse_simple(
+    headers: &axum::http::HeaderMap,
+    id: &serde_json::Value,
+    method: &str,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+    mcp: &crate::config::RawMcp,
+) -> Option<(RequestId, Simple, Generation)> {
+    if headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
+        return None;
+    }
+    let id = request_id(id)?;
+    if method == "initialize" {
+        let params = params?;
+        return Some((
+            id,
+            parse_initialize(headers, params, mcp)?,
+            Generation::Legacy,
+        ));
+    }
+    let generation = crate::mcp::fast::eligible_for(headers, params, mcp, method, None)?;
+    let simple = match method {
+        "ping" => Simple::Ping,
+        "logging/setLevel" => {
+            // Deprecated for 2026-07-28 (SEP-2577), still sent by 2025-xx clients.
+            #[allow(deprecated)]
+            <rmcp::model::SetLevelRequestParams as serde::Deserialize>::deserialize(params?)
+                .ok()?;
+            Simple::SetLevel
+        }
+        "server/discover" if generation == Generation::Stateless => Simple::Discover,
+        method if !KNOWN_METHODS.contains(&method) && !method.starts_with("notifications/") => {
+            Simple::Unknown(method.to_owned())
+        }
+        _ => return None,
+    };
+    Some((id, simple, generation))
+}
+
+/// An `initialize` the transport would take as it is: no `Origin`, an allowed `Host`, both
+/// media types accepted, a version with a handshake that the edge answers as asked (so no
+/// negotiation), `MCP-Protocol-Version` absent or the same, `Mcp-Method` absent or
+/// `initialize`, no `Mcp-Name` and no `_meta`.
+fn parse_initialize(
+    headers: &axum::http::HeaderMap,
+    params: &serde_json::Map<String, serde_json::Value>,
+    mcp: &crate::config::RawMcp,
+) -> Option<Simple> {
+    use crate::mcp::fast::{METHOD, NAME, PROTOCOL_VERSION};
+    // The list's rules for Origin, Host and Accept (a plain legacy request passes them).
+    let mut bare = axum::http::HeaderMap::new();
+    for name in [header::HOST, header::ORIGIN, header::ACCEPT] {
+        for value in headers.get_all(&name) {
+            bare.append(name.clone(), value.clone());
+        }
+    }
+    crate::mcp::fast::eligible(&bare, None, mcp)?;
+    if params.contains_key("_meta") || headers.contains_key(&NAME) {
+        return None;
+    }
+    let version = params.get("protocolVersion")?.as_str()?;
+    if !["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"].contains(&version) {
+        return None;
+    }
+    let mut declared = headers.get_all(&PROTOCOL_VERSION).iter();
+    match (declared.next(), declared.next()) {
+        (None, _) => {}
+        (Some(header), None) if header.as_bytes() == version.as_bytes() => {}
+        _ => return None,
+    }
+    let mut methods = headers.get_all(&METHOD).iter();
+    match (methods.next(), methods.next()) {
+        (None, _) => {}
+        (Some(header), None) if header.as_bytes() == b"initialize" => {}
+        _ => return None,
+    }
+    let capabilities = params.get("capabilities").cloned().unwrap_or_default();
+    let typed =
+        <rmcp::model::InitializeRequestParams as serde::Deserialize>::deserialize(params).ok()?;
+    Some(Simple::Initialize(Box::new(typed), capabilities))
+}
+
+/// Serves one method of [`Simple`].
+pub(super) async fn serve_simple(
+    state: &Arc<EdgeState>,
+    parts: &axum::http::request::Parts,
+    id: RequestId,
+    simple: Simple,
+    generation: Generation,
+) -> Response {
+    use rmcp::ServerHandler as _;
+    let handler = McpHandler::new(Arc::clone(state));
+    direct_requests(match &simple {
+        Simple::Initialize(..) => Method::Initialize,
+        Simple::Ping => Method::Ping,
+        Simple::SetLevel => Method::SetLevel,
+        Simple::Discover => Method::Discover,
+        Simple::Unknown(_) => Method::Unknown,
+    })
+    .increment(1);
+    let result = match simple {
+        Simple::Initialize(params, capabilities) => {
+            let mut info = handler.get_info();
+            info.protocol_version = params.protocol_version.clone();
+            let mut response = json(
+                &shape(Ok(ServerResult::InitializeResult(info)), id, generation),
+                generation,
+            );
+            // A 2025-xx session id holds what the client declared (ADR 0005).
+            if state.config.mcp.session_ttl_secs > 0
+                && let Some(caller) = parts.extensions.get::<Caller>()
+            {
+                let session = crate::mcp::session::Session::from_initialize(
+                    params.protocol_version.as_str(),
+                    &capabilities,
+                );
+                if let Ok(value) = HeaderValue::from_str(&state.sessions.issue(&caller.0, &session))
+                {
+                    response
+                        .headers_mut()
+                        .insert(crate::mcp::fast::SESSION_ID, value);
+                }
+            }
+            return response;
+        }
+        Simple::Ping if generation == Generation::Legacy => Ok(ServerResult::empty(())),
+        Simple::Ping => Err(rmcp::ErrorData::method_not_found::<
+            rmcp::model::PingRequestMethod,
+        >()),
+        // Stateless: there is no session to keep a level in; log messages of a call are
+        // relayed as they come (crate::mcp::relay).
+        Simple::SetLevel => Ok(ServerResult::empty(())),
+        Simple::Discover => Ok(ServerResult::DiscoverResult(
+            rmcp::model::DiscoverResult::from_server_info(
+                rmcp::model::ProtocolVersion::KNOWN_VERSIONS.to_vec(),
+                handler.get_info(),
+            ),
+        )),
+        Simple::Unknown(method) => Err(rmcp::ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            method,
+            None,
+        )),
+    };
     json(&shape(result, id, generation), generation)
 }
 
@@ -209,14 +395,27 @@ fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
 enum Method {
     List = 0,
     Call = 1,
+    Initialize = 2,
+    Ping = 3,
+    SetLevel = 4,
+    Discover = 5,
+    Unknown = 6,
 }
 
 /// `tp_edge_direct_requests_total{method}`: requests the edge's path served (the rest went
 /// through rmcp's transport; precomputed `tools/list` pages are counted apart).
 fn direct_requests(method: Method) -> &'static metrics::Counter {
-    static COUNTERS: std::sync::OnceLock<[metrics::Counter; 2]> = std::sync::OnceLock::new();
+    static COUNTERS: std::sync::OnceLock<[metrics::Counter; 7]> = std::sync::OnceLock::new();
     &COUNTERS.get_or_init(|| {
-        ["tools/list", "tools/call"]
-            .map(|method| metrics::counter!("tp_edge_direct_requests_total", "method" => method))
+        [
+            "tools/list",
+            "tools/call",
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "server/discover",
+            "unknown",
+        ]
+        .map(|method| metrics::counter!("tp_edge_direct_requests_total", "method" => method))
     })[method as usize]
 }
