@@ -343,11 +343,17 @@ async fn direct_total(edge: &EdgeProcess) -> u64 {
         "logging/setLevel",
         "server/discover",
         "unknown",
+        "notification",
+        "response",
+        "not_allowed",
     ] {
         total += direct_count(edge, method).await;
     }
     total
 }
+
+/// What a case is, its headers, its whole body, and whether the edge's path takes it.
+type RawCase = (&'static str, Vec<(&'static str, String)>, Value, bool);
 
 /// What a case is, its headers, params, method, and whether the edge's path takes it.
 type SimpleCase = (
@@ -525,6 +531,94 @@ async fn the_edges_handshake_and_small_methods_answer_as_rmcps_transport_does() 
             "{what}: session id"
         );
         assert_eq!(plain.2, weighted.2, "{what}");
+    }
+    // Notifications and stray responses.
+    let raw: Vec<RawCase> = vec![
+        (
+            "initialized",
+            legacy(&[]),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            true,
+        ),
+        (
+            "cancelled",
+            legacy(&[]),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": 3, "reason": "user"}}),
+            true,
+        ),
+        (
+            "a request without an id",
+            legacy(&[]),
+            json!({"jsonrpc": "2.0", "method": "tools/list"}),
+            true,
+        ),
+        (
+            "a notification with a null id (refused before either path)",
+            legacy(&[]),
+            json!({"jsonrpc": "2.0", "id": null, "method": "notifications/initialized"}),
+            false,
+        ),
+        (
+            "a 2026 notification",
+            stateless("notifications/cancelled"),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": 3, "_meta": meta}}),
+            true,
+        ),
+        (
+            "a response to nothing",
+            legacy(&[]),
+            json!({"jsonrpc": "2.0", "id": 4, "result": {}}),
+            true,
+        ),
+        (
+            "an error to nothing",
+            legacy(&[]),
+            json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -1, "message": "no"}}),
+            true,
+        ),
+    ];
+    for (what, headers, body, direct) in raw {
+        let body = serde_json::to_vec(&body).unwrap();
+        let before = direct_total(edge).await;
+        let plain = client_reply(&client, &headers, PLAIN, "raw1", &body).await;
+        let after = direct_total(edge).await;
+        assert_eq!(
+            after - before,
+            u64::from(direct),
+            "{what}: taken by the edge's path? {plain:?}"
+        );
+        let weighted = client_reply(&client, &headers, WEIGHTED, "raw1", &body).await;
+        assert_eq!(plain, weighted, "{what}");
+        taken += u64::from(direct);
+    }
+    // Methods other than POST: 405, as the transport answers them (a stateless edge keeps no
+    // stream to resume, and sessions are sealed, not kept).
+    for method in ["GET", "DELETE", "PUT"] {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let before = direct_total(edge).await;
+        let mut stream = tokio::net::TcpStream::connect(&edge.addr).await.unwrap();
+        let request = format!(
+            "{method} /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n",
+            edge.addr
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await.unwrap();
+        let lower = text.to_ascii_lowercase();
+        assert!(text.starts_with("HTTP/1.1 405"), "{method}: {text}");
+        assert!(lower.contains("\r\nallow: post\r\n"), "{method}: {text}");
+        assert!(
+            text.ends_with("\r\n\r\nMethod Not Allowed"),
+            "{method}: {text}"
+        );
+        assert_eq!(
+            direct_total(edge).await - before,
+            1,
+            "{method}: the edge's answer"
+        );
+        taken += 1;
     }
     eprintln!("{taken} handshakes and small requests answered alike by both paths");
 }

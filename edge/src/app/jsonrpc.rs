@@ -29,6 +29,11 @@ pub(super) async fn check_jsonrpc(
     {
         return notification_stream(&state, request, next).await;
     }
+    if request.method() != axum::http::Method::POST
+        && let Some(refused) = methods::method_not_allowed(request.headers(), &state.config.mcp)
+    {
+        return refused;
+    }
     if request.method() != axum::http::Method::POST || !is_json {
         return next.run(request).await;
     }
@@ -158,6 +163,12 @@ pub(super) async fn check_jsonrpc(
             {
                 return methods::serve_call(Arc::clone(&state), parts, id, params, generation)
                     .await;
+            }
+            // Notifications and stray responses, as the transport would take them.
+            if let Some(answer) =
+                methods::one_way(&parts.headers, request.as_ref(), &state.config.mcp)
+            {
+                return answer;
             }
             // The handshake, ping, setLevel, discovery and unknown methods, as the transport
             // would take them.
@@ -383,7 +394,10 @@ pub(super) fn inspect_jsonrpc(
         return Err(invalid("invalid request: \"jsonrpc\" must be \"2.0\""));
     }
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+    // A request's id is a string or a number; a notification has none (`"id": null` is
+    // neither, and would make the two indistinguishable).
+    let null_id = matches!(message.get("id"), Some(Value::Null)) && message.contains_key("method");
+    if null_id || !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
         return Err(invalid(
             "invalid request: \"id\" must be a string or a number",
         ));

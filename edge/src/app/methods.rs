@@ -259,6 +259,65 @@ pub(super) async fn serve_simple(
     json(&shape(result, id, generation), generation)
 }
 
+/// A request to `/mcp` with a method other than POST (and not a 2025-xx session's GET stream),
+/// when the transport would not refuse its `Host` or `Origin` first: 405, `Allow: POST` (a
+/// stateless edge keeps no stream to resume and no session to delete).
+pub(super) fn method_not_allowed(
+    headers: &axum::http::HeaderMap,
+    mcp: &crate::config::RawMcp,
+) -> Option<Response> {
+    if headers.contains_key(header::ORIGIN)
+        || !crate::mcp::fast::host_allowed(headers, &mcp.allowed_hosts)
+    {
+        return None;
+    }
+    direct_requests(Method::NotAllowed).increment(1);
+    Some(
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(header::ALLOW, HeaderValue::from_static("POST"))],
+            "Method Not Allowed",
+        )
+            .into_response(),
+    )
+}
+
+/// A notification (no id) or a response to no question of the edge's, as the transport would
+/// take it: a notification is accepted (202) and dropped — a stateless edge has no session for
+/// `notifications/initialized` or `notifications/cancelled` to act on — and a response is
+/// refused (400: there is no request of this server's for it to answer).
+pub(super) fn one_way(
+    headers: &axum::http::HeaderMap,
+    request: Option<&super::Call>,
+    mcp: &crate::config::RawMcp,
+) -> Option<Response> {
+    if headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
+        return None;
+    }
+    match request {
+        Some((id, method, params)) if id.is_null() => {
+            crate::mcp::fast::eligible_for(headers, params.as_ref(), mcp, method, None)?;
+            direct_requests(Method::Notification).increment(1);
+            Some(StatusCode::ACCEPTED.into_response())
+        }
+        None => {
+            let generation = crate::mcp::fast::eligible_for(headers, None, mcp, "", None)?;
+            direct_requests(Method::Response).increment(1);
+            let refusal = ServerJsonRpcMessage::error(
+                rmcp::ErrorData::invalid_request(
+                    "stateless server does not accept JSON-RPC responses",
+                    None,
+                ),
+                None,
+            );
+            let mut response = json(&refusal, generation);
+            *response.status_mut() = StatusCode::BAD_REQUEST;
+            Some(response)
+        }
+        Some(_) => None,
+    }
+}
+
 /// The params of an eligible `tools/call`, typed; `None` leaves the request to the transport.
 pub(super) fn parse_call(
     headers: &axum::http::HeaderMap,
@@ -400,12 +459,15 @@ enum Method {
     SetLevel = 4,
     Discover = 5,
     Unknown = 6,
+    Notification = 7,
+    Response = 8,
+    NotAllowed = 9,
 }
 
 /// `tp_edge_direct_requests_total{method}`: requests the edge's path served (the rest went
 /// through rmcp's transport; precomputed `tools/list` pages are counted apart).
 fn direct_requests(method: Method) -> &'static metrics::Counter {
-    static COUNTERS: std::sync::OnceLock<[metrics::Counter; 7]> = std::sync::OnceLock::new();
+    static COUNTERS: std::sync::OnceLock<[metrics::Counter; 10]> = std::sync::OnceLock::new();
     &COUNTERS.get_or_init(|| {
         [
             "tools/list",
@@ -415,6 +477,9 @@ fn direct_requests(method: Method) -> &'static metrics::Counter {
             "logging/setLevel",
             "server/discover",
             "unknown",
+            "notification",
+            "response",
+            "not_allowed",
         ]
         .map(|method| metrics::counter!("tp_edge_direct_requests_total", "method" => method))
     })[method as usize]

@@ -327,6 +327,24 @@ async fn malformed_messages_get_json_rpc_errors_and_reach_nothing() {
     .await;
     assert_eq!(params.body["error"]["code"], -32602);
     assert_eq!(params.body["id"], 3);
+    // A null id is neither a request's nor a notification's.
+    let null_id = send(
+        &service,
+        raw(r#"{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}"#),
+    )
+    .await;
+    assert_eq!(null_id.status, StatusCode::BAD_REQUEST);
+    assert_eq!(null_id.body["error"]["code"], -32600);
+    // A notification is accepted and dropped; a response to no question is refused.
+    let notification = send(
+        &service,
+        raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+    )
+    .await;
+    assert_eq!(notification.status, StatusCode::ACCEPTED);
+    let response = send(&service, raw(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#)).await;
+    assert_eq!(response.status, StatusCode::BAD_REQUEST);
+    assert_eq!(response.body["error"]["code"], -32600);
     // None of them cost a registry lookup.
     assert_eq!(table.resolves.load(Ordering::SeqCst), 0);
 }
