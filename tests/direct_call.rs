@@ -648,3 +648,91 @@ async fn client_reply(
         (header("content-type").unwrap_or_default(), reply.body),
     )
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edges_subscriptions_stream_as_rmcps_transport_does() {
+    let fleet = Fleet::start(1, "").await;
+    let edge = &fleet.edges[0];
+    let client = fleet.client(0, "acme", "collector", STATELESS);
+    let before = direct_count(edge, "subscriptions/listen").await;
+    let mut streams = Vec::new();
+    for (accept, filter) in [
+        (PLAIN, json!({"toolsListChanged": true})),
+        (WEIGHTED, json!({"toolsListChanged": true})),
+        (
+            PLAIN,
+            json!({"toolsListChanged": true, "promptsListChanged": true}),
+        ),
+        (
+            WEIGHTED,
+            json!({"toolsListChanged": true, "promptsListChanged": true}),
+        ),
+        (PLAIN, json!({"resourcesListChanged": true})),
+        (WEIGHTED, json!({"resourcesListChanged": true})),
+    ] {
+        let (status, stream) = client
+            .stream_with(
+                7,
+                "subscriptions/listen",
+                json!({"notifications": filter}),
+                &[("accept", accept)],
+            )
+            .await;
+        assert_eq!(status, 200);
+        streams.push(stream);
+    }
+    assert_eq!(direct_count(edge, "subscriptions/listen").await - before, 3);
+    let next = |stream: &mut tokio::sync::mpsc::UnboundedReceiver<Value>| {
+        let mut stream = std::mem::replace(stream, tokio::sync::mpsc::unbounded_channel().1);
+        async move {
+            let message = tokio::time::timeout(std::time::Duration::from_secs(5), stream.recv())
+                .await
+                .expect("a message within 5 s")
+                .expect("the stream is open");
+            (message, stream)
+        }
+    };
+    // The acknowledgements, alike.
+    let mut first = Vec::new();
+    for stream in &mut streams {
+        let (message, back) = next(stream).await;
+        *stream = back;
+        first.push(message);
+    }
+    for pair in first.chunks(2) {
+        assert_eq!(pair[0], pair[1]);
+        assert_eq!(
+            pair[0]["method"],
+            "notifications/subscriptions/acknowledged"
+        );
+    }
+    // A change to acme's tools reaches the streams that accepted tool-list changes, alike.
+    fleet
+        .set_disclosure(
+            "acme",
+            tp_proto::pb::Disclosure {
+                mode: tp_proto::pb::DisclosureMode::Progressive as i32,
+                ..Default::default()
+            },
+        )
+        .await;
+    let mut changed = Vec::new();
+    for stream in streams.iter_mut().take(4) {
+        let (message, back) = next(stream).await;
+        *stream = back;
+        changed.push(message);
+    }
+    for pair in changed.chunks(2) {
+        assert_eq!(pair[0], pair[1]);
+        assert_eq!(pair[0]["method"], "notifications/tools/list_changed");
+        assert_eq!(
+            pair[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+            "{}",
+            pair[0]
+        );
+    }
+    // The streams that accepted nothing stay quiet.
+    for stream in streams.iter_mut().skip(4) {
+        assert!(stream.try_recv().is_err());
+    }
+}

@@ -202,7 +202,24 @@ impl McpHttp {
         method: &str,
         params: Value,
     ) -> (u16, tokio::sync::mpsc::UnboundedReceiver<Value>) {
-        let (headers, body) = self.prepare(id, method, params);
+        self.stream_with(id, method, params, &[]).await
+    }
+
+    /// [`Self::stream`] with headers replaced (or added) by `overrides`.
+    pub async fn stream_with(
+        &self,
+        id: u64,
+        method: &str,
+        params: Value,
+        overrides: &[(&str, &str)],
+    ) -> (u16, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+        let (mut headers, body) = self.prepare(id, method, params);
+        headers.retain(|(name, _)| !overrides.iter().any(|(o, _)| o.eq_ignore_ascii_case(name)));
+        headers.extend(
+            overrides
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
         let mut builder = http::Request::post(&self.url);
         for (name, value) in &headers {
             builder = builder.header(name, value);

@@ -164,6 +164,14 @@ pub(super) async fn check_jsonrpc(
                 return methods::serve_call(Arc::clone(&state), parts, id, params, generation)
                     .await;
             }
+            // A 2026-07-28 subscription, as the transport would take it.
+            if let Some((id, method, params)) = &request
+                && method == "subscriptions/listen"
+                && let Some((id, requested)) =
+                    methods::parse_listen(&parts.headers, id, params.as_ref(), &state.config.mcp)
+            {
+                return methods::serve_listen(&state, &parts, id, requested);
+            }
             // Notifications and stray responses, as the transport would take them.
             if let Some(answer) =
                 methods::one_way(&parts.headers, request.as_ref(), &state.config.mcp)

@@ -285,6 +285,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        use futures::StreamExt as _;
         let identity = caller(&CallContext::of(context.request_context()))?;
         // A subscription ends when the client leaves or the edge starts shutting down (the
         // client re-subscribes on another replica).
@@ -296,22 +297,20 @@ impl ServerHandler for McpHandler {
             }
             return Ok(());
         }
-        let mut notices = self.state.notices.subscribe();
+        let mut changes = std::pin::pin!(list_changes(
+            Arc::clone(&self.state),
+            identity.tenant.clone()
+        ));
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
-                () = stopping.cancelled() => return Ok(()),
-                notice = notices.recv() => match notice {
-                    Ok(notice) if notice.all || notice.tenants.iter().any(|t| t == &identity.tenant) => {
+                change = changes.next() => match change {
+                    Some(()) => {
                         if context.sink().notify_tool_list_changed().await.is_err() {
                             return Ok(());
                         }
                     }
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        let _ = context.sink().notify_tool_list_changed().await;
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                    None => return Ok(()),
                 },
             }
         }
@@ -411,4 +410,35 @@ impl McpHandler {
         }
         Ok(result)
     }
+}
+
+/// Each change that may alter `tenant`'s tool lists — its own, the catalogue's, or notices
+/// lost to lag — until the edge starts shutting down. What `subscriptions/listen` streams,
+/// whichever transport serves it.
+pub fn list_changes(
+    state: Arc<EdgeState>,
+    tenant: String,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    let notices = state.notices.subscribe();
+    futures::stream::unfold(
+        (notices, state, tenant),
+        |(mut notices, state, tenant)| async move {
+            loop {
+                let notice = tokio::select! {
+                    () = state.shutdown.cancelled() => return None,
+                    notice = notices.recv() => notice,
+                };
+                match notice {
+                    Ok(notice) if notice.all || notice.tenants.iter().any(|t| t == &tenant) => {
+                        return Some(((), (notices, state, tenant)));
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        return Some(((), (notices, state, tenant)));
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        },
+    )
 }
