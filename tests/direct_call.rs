@@ -346,6 +346,7 @@ async fn direct_total(edge: &EdgeProcess) -> u64 {
         "notification",
         "response",
         "not_allowed",
+        "not_offered",
     ] {
         total += direct_count(edge, method).await;
     }
@@ -499,11 +500,63 @@ async fn the_edges_handshake_and_small_methods_answer_as_rmcps_transport_does() 
         "foo/bar",
         false,
     ));
+    for (method, params) in [
+        ("resources/list", json!({})),
+        ("resources/list", json!({"cursor": "x"})),
+        ("resources/templates/list", json!({})),
+        ("prompts/list", json!({})),
+        ("prompts/get", json!({"name": "greeting"})),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "p"},
+                   "argument": {"name": "a", "value": "b"}}),
+        ),
+        ("resources/read", json!({"uri": "file:///etc/passwd"})),
+        ("resources/subscribe", json!({"uri": "file:///x"})),
+    ] {
+        cases.push((method.to_owned(), legacy(&[]), params.clone(), method, true));
+        let target = params
+            .get("name")
+            .or_else(|| params.get("uri"))
+            .and_then(Value::as_str)
+            .filter(|_| method != "resources/list")
+            .map(str::to_owned);
+        let mut headers = stateless(method);
+        if let Some(target) = &target {
+            headers.push(("mcp-name", target.clone()));
+        }
+        let mut params = params;
+        params["_meta"] = meta.clone();
+        cases.push((
+            format!("{method} 2026"),
+            headers,
+            params.clone(),
+            method,
+            true,
+        ));
+        if target.is_some() {
+            // Without its Mcp-Name: the transport's refusal.
+            cases.push((
+                format!("{method} 2026, no Mcp-Name"),
+                stateless(method),
+                params,
+                method,
+                false,
+            ));
+        }
+    }
     cases.push((
-        "resources/list".into(),
+        "prompts/get without a name".into(),
         legacy(&[]),
         json!({}),
-        "resources/list",
+        "prompts/get",
+        false,
+    ));
+    cases.push((
+        "resources/unsubscribe".into(),
+        legacy(&[]),
+        json!({"uri": "x"}),
+        "resources/unsubscribe",
         false,
     ));
     let mut taken = 0;

@@ -3,8 +3,9 @@
 //! SSE when the call sends the client something first (progress, log messages, questions), in
 //! the order it was sent, the answer last — the `tools/list` pages that are not precomputed (a
 //! cursor between page boundaries, or `mcp.precomputed_lists` off), the 2025-xx `initialize`
-//! handshake, `ping`, `logging/setLevel`, `server/discover`, and the methods no MCP version
-//! defines.
+//! handshake, `ping`, `logging/setLevel`, `server/discover`, `subscriptions/listen`, the
+//! refusals of the resource, prompt and completion methods the edge does not offer, and the
+//! methods no MCP version defines.
 //!
 //! A request takes this path when the transport would take it as it is
 //! ([`crate::mcp::fast::eligible_for`]); anything else (a browser `Origin`, weighted `Accept`,
@@ -84,6 +85,9 @@ pub(super) enum Simple {
     Discover,
     /// A method no MCP version defines.
     Unknown(String),
+    /// A method of a capability the edge does not offer (resources, prompts, completions),
+    /// with its refusal.
+    NotOffered(rmcp::ErrorData),
 }
 
 /// Every method some MCP version defines (what rmcp parses into a request of its own).
@@ -132,7 +136,13 @@ pub(super) fn parse_simple(
             Generation::Legacy,
         ));
     }
-    let generation = crate::mcp::fast::eligible_for(headers, params, mcp, method, None)?;
+    // SEP-2243: at 2026-07-28 these methods name their target in `Mcp-Name` as well.
+    let name = match method {
+        "prompts/get" => Some(params?.get("name")?.as_str()?),
+        "resources/read" | "resources/subscribe" => Some(params?.get("uri")?.as_str()?),
+        _ => None,
+    };
+    let generation = crate::mcp::fast::eligible_for(headers, params, mcp, method, name)?;
     let simple = match method {
         "ping" => Simple::Ping,
         "logging/setLevel" => {
@@ -143,6 +153,46 @@ pub(super) fn parse_simple(
             Simple::SetLevel
         }
         "server/discover" if generation == Generation::Stateless => Simple::Discover,
+        "resources/list" | "resources/templates/list" | "prompts/list" => {
+            if let Some(params) = params {
+                <rmcp::model::PaginatedRequestParams as serde::Deserialize>::deserialize(params)
+                    .ok()?;
+            }
+            let capability = if method.starts_with("prompts/") {
+                "prompts"
+            } else {
+                "resources"
+            };
+            Simple::NotOffered(crate::mcp::not_offered(method, capability))
+        }
+        "prompts/get" => {
+            <rmcp::model::GetPromptRequestParams as serde::Deserialize>::deserialize(params?)
+                .ok()?;
+            Simple::NotOffered(crate::mcp::not_offered(method, "prompts"))
+        }
+        "completion/complete" => {
+            <rmcp::model::CompleteRequestParams as serde::Deserialize>::deserialize(params?)
+                .ok()?;
+            Simple::NotOffered(crate::mcp::not_offered(method, "completions"))
+        }
+        "resources/read" => {
+            let read = <rmcp::model::ReadResourceRequestParams as serde::Deserialize>::deserialize(
+                params?,
+            )
+            .ok()?;
+            Simple::NotOffered(crate::mcp::resource_not_found(&read.uri))
+        }
+        "resources/subscribe" => {
+            <rmcp::model::SubscribeRequestParams as serde::Deserialize>::deserialize(params?)
+                .ok()?;
+            // Subscriptions to resources exist before 2026-07-28 only.
+            Simple::NotOffered(match generation {
+                Generation::Legacy => crate::mcp::not_offered(method, "resources"),
+                Generation::Stateless => {
+                    rmcp::ErrorData::method_not_found::<rmcp::model::SubscribeRequestMethod>()
+                }
+            })
+        }
         method if !KNOWN_METHODS.contains(&method) && !method.starts_with("notifications/") => {
             Simple::Unknown(method.to_owned())
         }
@@ -210,6 +260,7 @@ pub(super) async fn serve_simple(
         Simple::SetLevel => Method::SetLevel,
         Simple::Discover => Method::Discover,
         Simple::Unknown(_) => Method::Unknown,
+        Simple::NotOffered(_) => Method::NotOffered,
     })
     .increment(1);
     let result = match simple {
@@ -255,6 +306,7 @@ pub(super) async fn serve_simple(
             method,
             None,
         )),
+        Simple::NotOffered(refusal) => Err(refusal),
     };
     json(&shape(result, id, generation), generation)
 }
@@ -557,12 +609,13 @@ enum Method {
     Response = 8,
     NotAllowed = 9,
     Listen = 10,
+    NotOffered = 11,
 }
 
 /// `tp_edge_direct_requests_total{method}`: requests the edge's path served (the rest went
 /// through rmcp's transport; precomputed `tools/list` pages are counted apart).
 fn direct_requests(method: Method) -> &'static metrics::Counter {
-    static COUNTERS: std::sync::OnceLock<[metrics::Counter; 11]> = std::sync::OnceLock::new();
+    static COUNTERS: std::sync::OnceLock<[metrics::Counter; 12]> = std::sync::OnceLock::new();
     &COUNTERS.get_or_init(|| {
         [
             "tools/list",
@@ -576,6 +629,7 @@ fn direct_requests(method: Method) -> &'static metrics::Counter {
             "response",
             "not_allowed",
             "subscriptions/listen",
+            "not_offered",
         ]
         .map(|method| metrics::counter!("tp_edge_direct_requests_total", "method" => method))
     })[method as usize]

@@ -95,8 +95,17 @@ fn access_log<'a>(ctx: &CallContext<'a>) -> Option<&'a crate::access::AccessLog>
         .and_then(|parts| crate::access::of(&parts.extensions))
 }
 
+/// The answer to `resources/read`: there are no resources.
+pub(crate) fn resource_not_found(uri: &str) -> ErrorData {
+    fault(
+        Fault::ResourceNotFound,
+        format!("resource not found: {uri}; this server offers tools only, no resources"),
+        None,
+    )
+}
+
 /// Method-not-found for a method of a capability the edge does not offer, with a sentence.
-fn not_offered(method: &str, capability: &str) -> ErrorData {
+pub(crate) fn not_offered(method: &str, capability: &str) -> ErrorData {
     fault(
         Fault::MethodNotFound,
         format!(
@@ -221,14 +230,7 @@ impl ServerHandler for McpHandler {
         request: rmcp::model::ReadResourceRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        Err(fault(
-            Fault::ResourceNotFound,
-            format!(
-                "resource not found: {}; this server offers tools only, no resources",
-                request.uri
-            ),
-            None,
-        ))
+        Err(resource_not_found(&request.uri))
     }
 
     async fn get_prompt(
