@@ -124,9 +124,6 @@ pub(super) fn parse_simple(
     params: Option<&serde_json::Map<String, serde_json::Value>>,
     mcp: &crate::config::RawMcp,
 ) -> Option<(RequestId, Simple, Generation)> {
-    if headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
-        return None;
-    }
     let id = request_id(id)?;
     if method == "initialize" {
         let params = params?;
@@ -343,9 +340,6 @@ pub(super) fn one_way(
     request: Option<&super::Call>,
     mcp: &crate::config::RawMcp,
 ) -> Option<Response> {
-    if headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
-        return None;
-    }
     match request {
         Some((id, method, params)) if id.is_null() => {
             crate::mcp::fast::eligible_for(headers, params.as_ref(), mcp, method, None)?;
@@ -377,9 +371,6 @@ pub(super) fn parse_listen(
     params: Option<&serde_json::Map<String, serde_json::Value>>,
     mcp: &crate::config::RawMcp,
 ) -> Option<(RequestId, rmcp::model::SubscriptionFilter)> {
-    if headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
-        return None;
-    }
     let generation =
         crate::mcp::fast::eligible_for(headers, params, mcp, "subscriptions/listen", None)?;
     if generation != Generation::Stateless {

@@ -38,8 +38,9 @@ pub fn eligible(
 
 /// The protocol generation the transport would serve a `method` request as (`name`: the tool
 /// of a `tools/call`), when the edge's own path may answer it: the rules of [`eligible`], with
-/// `Mcp-Method: method` and, for a `tools/call`, `Mcp-Name: name` at 2026-07-28. Requests that
-/// carry SEP-2243 `Mcp-Param-*` headers are left to the transport.
+/// `Mcp-Method: method` and `Mcp-Name: name` (a tool's, prompt's or resource's) at 2026-07-28.
+/// SEP-2243 `Mcp-Param-*` headers are the handler's to check against the caller's tool
+/// (`crate::mcp::params`): the transport does not know per-tenant tools.
 pub fn eligible_for(
     headers: &HeaderMap,
     params: Option<&Map<String, Value>>,
@@ -47,9 +48,6 @@ pub fn eligible_for(
     method: &str,
     name: Option<&str>,
 ) -> Option<Generation> {
-    if name.is_some() && headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
-        return None;
-    }
     if headers.contains_key(header::ORIGIN) || !host_allowed(headers, &mcp.allowed_hosts) {
         return None;
     }
