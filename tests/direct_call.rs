@@ -170,6 +170,23 @@ async fn the_edges_tools_call_answers_as_rmcps_transport_does() {
         assert_eq!(plain, weighted, "Mcp-Param-Text: {value}");
         answered += 1;
     }
+    // A browser on the edge's own page (its Origin checked by the service first).
+    for version in [LEGACY, STATELESS] {
+        let (mut headers, body) = call(
+            version,
+            &key,
+            json!(200),
+            "echo",
+            json!({"text": "b"}),
+            json!({}),
+        );
+        headers.push(("origin", format!("http://{}", edge.addr)));
+        let plain = send(&client, &headers, PLAIN, "origin1", &body).await;
+        let weighted = send(&client, &headers, WEIGHTED, "origin1", &body).await;
+        assert_eq!(plain, weighted, "{version} from the edge's own page");
+        assert_eq!(plain.0, 200, "{}", plain.2);
+        answered += 1;
+    }
     let taken = direct_count(edge, "tools/call").await - before;
     assert_eq!(
         taken, answered,
@@ -506,6 +523,25 @@ async fn the_edges_handshake_and_small_methods_answer_as_rmcps_transport_does() 
         json!({}),
         "foo/bar",
         false,
+    ));
+    let own_origin = format!("http://{}", edge.addr);
+    cases.push((
+        "ping from the edge's own page".into(),
+        legacy(&[("origin", own_origin.as_str())]),
+        json!({}),
+        "ping",
+        true,
+    ));
+    cases.push((
+        "initialize from the edge's own page".into(),
+        {
+            let mut h = base.clone();
+            h.push(("origin", own_origin.clone()));
+            h
+        },
+        json!({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}),
+        "initialize",
+        true,
     ));
     for (method, params) in [
         ("resources/list", json!({})),

@@ -5,8 +5,8 @@
 //! only in the JSON-RPC `id`, so each page is kept as the bytes before the id and the bytes after
 //! it (built with rmcp's own types and serialiser, so they are the transport's bytes). The fast
 //! path takes only requests whose every header and field the transport would accept as they are
-//! (see [`eligible`]); anything else — a browser `Origin`, an unknown protocol version, a cursor
-//! this edge did not issue — goes through the transport unchanged, which answers or refuses it.
+//! (see [`eligible`]); anything else — a foreign `Host`, an unknown protocol version, a cursor
+//! this edge did not issue — goes on, to be answered or refused.
 //! `tests/fast_list.rs` checks the two paths answer the same bytes and statuses.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
@@ -25,8 +25,8 @@ pub const METHOD: HeaderName = HeaderName::from_static("mcp-method");
 pub const NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// The protocol generation the transport would serve this request as, when the fast path may
-/// answer it: no `Origin` (browsers take the transport's checks), an allowed `Host`, both
-/// media types accepted, and either a legacy version header with no per-request version, or
+/// answer it: an allowed `Host` (an `Origin` was checked before), both media types accepted,
+/// and either a legacy version header with no per-request version, or
 /// 2026-07-28 in the header, in `_meta` and `Mcp-Method: tools/list` with no `Mcp-Name`.
 pub fn eligible(
     headers: &HeaderMap,
@@ -48,7 +48,9 @@ pub fn eligible_for(
     method: &str,
     name: Option<&str>,
 ) -> Option<Generation> {
-    if headers.contains_key(header::ORIGIN) || !host_allowed(headers, &mcp.allowed_hosts) {
+    // A browser's `Origin` has been checked by the edge's service (the one Origin rule,
+    // `mcp.allowed_origins`) before any path sees the request.
+    if !host_allowed(headers, &mcp.allowed_hosts) {
         return None;
     }
     if !accepts_json_and_sse(headers) {
@@ -208,7 +210,11 @@ mod tests {
         );
         assert_eq!(legacy(&[("mcp-protocol-version", "2024-11-05")]), None);
         assert_eq!(legacy(&[("mcp-protocol-version", "2026-07-28")]), None);
-        assert_eq!(legacy(&[("origin", "http://127.0.0.1:8080")]), None);
+        // The Origin is the service's to check, before any path.
+        assert_eq!(
+            legacy(&[("origin", "http://127.0.0.1:8080")]),
+            Some(Generation::Legacy)
+        );
         assert_eq!(legacy(&[("mcp-method", "tools/list")]), None);
         let mut wrong_host = base.to_vec();
         wrong_host[0] = ("host", "evil.example.com");

@@ -1,0 +1,68 @@
+//! `tools/call`: JSON, or SSE when the call sends the client something first.
+
+use super::*;
+
+/// The params of an eligible `tools/call`, typed; `None` leaves the request to the transport.
+pub(in crate::app) fn parse_call(
+    headers: &axum::http::HeaderMap,
+    id: &serde_json::Value,
+    params: &serde_json::Map<String, serde_json::Value>,
+    mcp: &crate::config::RawMcp,
+) -> Option<(RequestId, CallToolRequestParams, Generation)> {
+    let name = params.get("name").and_then(serde_json::Value::as_str)?;
+    let generation =
+        crate::mcp::fast::eligible_for(headers, Some(params), mcp, "tools/call", Some(name))?;
+    let id = request_id(id)?;
+    let params = <CallToolRequestParams as serde::Deserialize>::deserialize(params).ok()?;
+    Some((id, params, generation))
+}
+
+/// Serves one eligible `tools/call` (see the module).
+pub(in crate::app) async fn serve_call(
+    state: Arc<EdgeState>,
+    parts: axum::http::request::Parts,
+    id: RequestId,
+    mut params: CallToolRequestParams,
+    generation: Generation,
+) -> Response {
+    direct_requests(Method::Call).increment(1);
+    let meta = params.meta.take().unwrap_or_default();
+    let (sink, mut messages) = tokio::sync::mpsc::unbounded_channel();
+    let handler = McpHandler::new(Arc::clone(&state));
+    let work = async move {
+        let ctx = CallContext {
+            parts: Some(&parts),
+            meta: &meta,
+            sink: Sink::Stream(sink),
+        };
+        let result = handler.tools_call(params, &ctx).await;
+        shape(result.map(ServerResult::from), id, generation)
+    };
+    let mut work = Box::pin(work);
+    // What the call sends first decides the answer's form: its answer (JSON), or a message
+    // before it (SSE). Messages already queued go first.
+    let first = tokio::select! {
+        biased;
+        Some(message) = messages.recv() => message,
+        answer = &mut work => match messages.try_recv() {
+            Err(_) => return json(&answer, generation),
+            Ok(message) => {
+                let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(messages);
+                let stream = futures::stream::iter([message])
+                    .chain(rest)
+                    .chain(futures::stream::iter([answer]));
+                return crate::transport::sse::response(stream, None, state.abort.clone());
+            }
+        },
+        () = state.abort.cancelled() => return refuse(Fault::Unavailable, "the edge is shutting down"),
+    };
+    let (last, answered) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let _ = last.send(work.await);
+    });
+    let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(messages);
+    let stream = futures::stream::iter([first])
+        .chain(rest)
+        .chain(futures::stream::once(answered).filter_map(|answer| async move { answer.ok() }));
+    crate::transport::sse::response(stream, Some(task.abort_handle()), state.abort.clone())
+}

@@ -1,0 +1,94 @@
+//! `subscriptions/listen` (2026-07-28).
+
+use super::*;
+
+/// An eligible 2026-07-28 `subscriptions/listen`: its id and the notifications it asks for.
+pub(in crate::app) fn parse_listen(
+    headers: &axum::http::HeaderMap,
+    id: &serde_json::Value,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+    mcp: &crate::config::RawMcp,
+) -> Option<(RequestId, rmcp::model::SubscriptionFilter)> {
+    let generation =
+        crate::mcp::fast::eligible_for(headers, params, mcp, "subscriptions/listen", None)?;
+    if generation != Generation::Stateless {
+        return None;
+    }
+    let params =
+        <rmcp::model::SubscriptionsListenRequestParams as serde::Deserialize>::deserialize(params?)
+            .ok()?;
+    Some((request_id(id)?, params.notifications))
+}
+
+/// Serves one `subscriptions/listen` (2026-07-28): an SSE stream that opens with the
+/// acknowledgement of what the edge accepted (of `notifications/tools/list_changed`, all it
+/// offers), carries a `notifications/tools/list_changed` for every change that may alter the
+/// caller's tools, and ends — with the subscription's result — when the edge shuts down (the
+/// client subscribes again on another replica), or when the client leaves.
+pub(in crate::app) fn serve_listen(
+    state: &Arc<EdgeState>,
+    parts: &axum::http::request::Parts,
+    id: RequestId,
+    requested: rmcp::model::SubscriptionFilter,
+) -> Response {
+    use rmcp::ServerHandler as _;
+    use rmcp::model::{
+        GetMeta as _, ServerNotification, SubscriptionsAcknowledgedNotification,
+        SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenResult,
+        ToolListChangedNotification,
+    };
+    let Some(caller) = parts.extensions.get::<Caller>() else {
+        return refuse(
+            Fault::Internal,
+            "request reached the MCP handler unauthenticated",
+        );
+    };
+    direct_requests(Method::Listen).increment(1);
+    let handler = McpHandler::new(Arc::clone(state));
+    let info = handler.get_info();
+    let candidate = handler
+        .accepted_subscription_filter(&requested)
+        .unwrap_or_default();
+    let advertised = requested.supported_by(&info.capabilities);
+    let accepted = requested.intersection(&candidate).intersection(&advertised);
+    let tagged = |mut notification: ServerNotification| {
+        notification.get_meta_mut().set_subscription_id(id.clone());
+        ServerJsonRpcMessage::notification(notification)
+    };
+    let acknowledged = tagged(ServerNotification::SubscriptionsAcknowledgedNotification(
+        SubscriptionsAcknowledgedNotification::new(
+            SubscriptionsAcknowledgedNotificationParams::new(accepted.clone()),
+        ),
+    ));
+    let changes = if accepted.tools_list_changed == Some(true) {
+        crate::mcp::list_changes(Arc::clone(state), caller.0.tenant.clone()).boxed()
+    } else {
+        let stopping = state.shutdown.clone();
+        futures::stream::once(async move { stopping.cancelled_owned().await })
+            .filter_map(|()| async { None })
+            .boxed()
+    };
+    let changed_id = id.clone();
+    let changed = changes.map(move |()| {
+        let mut notification =
+            ServerNotification::ToolListChangedNotification(ToolListChangedNotification {
+                method: Default::default(),
+                extensions: Default::default(),
+            });
+        notification
+            .get_meta_mut()
+            .set_subscription_id(changed_id.clone());
+        ServerJsonRpcMessage::notification(notification)
+    });
+    let mut result = SubscriptionsListenResult::complete(id.clone());
+    result.meta.set_server_info(info.server_info);
+    let completed = shape(
+        Ok(ServerResult::SubscriptionsListenResult(result)),
+        id,
+        Generation::Stateless,
+    );
+    let stream = futures::stream::iter([acknowledged])
+        .chain(changed)
+        .chain(futures::stream::iter([completed]));
+    crate::transport::sse::response(stream, None, state.abort.clone())
+}

@@ -1,0 +1,153 @@
+//! The methods the edge serves itself, from the request [`check_jsonrpc`] parsed (no second
+//! parse, no per-request rmcp service and its tasks): `tools/call`, answered as JSON — or as
+//! SSE when the call sends the client something first (progress, log messages, questions), in
+//! the order it was sent, the answer last — the `tools/list` pages that are not precomputed (a
+//! cursor between page boundaries, or `mcp.precomputed_lists` off), the 2025-xx `initialize`
+//! handshake, `ping`, `logging/setLevel`, `server/discover`, `subscriptions/listen`, the
+//! refusals of the resource, prompt and completion methods the edge does not offer, and the
+//! methods no MCP version defines.
+//!
+//! A request takes this path when the transport would take it as it is
+//! ([`crate::mcp::fast::eligible_for`]); anything else (a foreign `Host`, weighted `Accept`,
+//! a version the edge does not know, `Mcp-*` headers that do not match the body) still goes
+//! through rmcp's transport, which refuses it. The answer's shape follows the protocol
+//! generation exactly as rmcp's server does: 2026-07-28 results carry their cache hints and
+//! may be input-required; earlier ones lose `resultType` and non-object structured output.
+
+mod call;
+mod list;
+mod listen;
+mod one_way;
+mod simple;
+
+pub(super) use call::{parse_call, serve_call};
+pub(super) use list::{parse_list, serve_list};
+pub(super) use listen::{parse_listen, serve_listen};
+pub(super) use one_way::{method_not_allowed, one_way};
+pub(super) use simple::{parse_simple, serve_simple};
+
+use rmcp::model::{
+    CallToolRequestParams, ErrorCode, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerResult,
+};
+
+use futures::StreamExt as _;
+
+use super::*;
+use crate::mcp::fast::Generation;
+use crate::mcp::{CallContext, Sink};
+
+/// The JSON-RPC id as rmcp reads it (a string, or an integer within i64).
+fn request_id(id: &serde_json::Value) -> Option<RequestId> {
+    match id {
+        serde_json::Value::String(id) => Some(RequestId::String(id.as_str().into())),
+        serde_json::Value::Number(n) => Some(RequestId::Number(n.as_i64()?)),
+        _ => None,
+    }
+}
+
+/// The JSON-RPC answer to a request, shaped for the protocol generation as rmcp's server
+/// shapes it.
+fn shape(
+    result: Result<ServerResult, rmcp::ErrorData>,
+    id: RequestId,
+    generation: Generation,
+) -> ServerJsonRpcMessage {
+    let current = generation == Generation::Stateless;
+    match result {
+        Ok(mut result) => {
+            if matches!(result, ServerResult::InputRequiredResult(_)) && !current {
+                return ServerJsonRpcMessage::error(
+                    rmcp::ErrorData::invalid_request(
+                        "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+                        None,
+                    ),
+                    Some(id),
+                );
+            }
+            if current {
+                result.fill_missing_cache_hints();
+            } else {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
+            ServerJsonRpcMessage::response(result, id)
+        }
+        Err(mut error) => {
+            if current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            ServerJsonRpcMessage::error(error, Some(id))
+        }
+    }
+}
+
+/// The answer as one JSON body. At 2026-07-28 a few errors have an HTTP status of their own
+/// (the protocol's: 400 for a version, capability or header the request got wrong, 404 for
+/// an unknown method); earlier versions answer every JSON-RPC error with 200.
+fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
+    let status = match message {
+        ServerJsonRpcMessage::Error(error) if generation == Generation::Stateless => {
+            match error.error.code {
+                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+                | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+                | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+                ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+                _ => StatusCode::OK,
+            }
+        }
+        _ => StatusCode::OK,
+    };
+    match serde_json::to_vec(message) {
+        Ok(body) => (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(_) => refuse(Fault::Internal, "internal error"),
+    }
+}
+
+/// The methods of [`direct_requests`].
+#[derive(Clone, Copy)]
+enum Method {
+    List = 0,
+    Call = 1,
+    Initialize = 2,
+    Ping = 3,
+    SetLevel = 4,
+    Discover = 5,
+    Unknown = 6,
+    Notification = 7,
+    Response = 8,
+    NotAllowed = 9,
+    Listen = 10,
+    NotOffered = 11,
+}
+
+/// `tp_edge_direct_requests_total{method}`: requests the edge's path served (the rest went
+/// through rmcp's transport; precomputed `tools/list` pages are counted apart).
+fn direct_requests(method: Method) -> &'static metrics::Counter {
+    static COUNTERS: std::sync::OnceLock<[metrics::Counter; 12]> = std::sync::OnceLock::new();
+    &COUNTERS.get_or_init(|| {
+        [
+            "tools/list",
+            "tools/call",
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "server/discover",
+            "unknown",
+            "notification",
+            "response",
+            "not_allowed",
+            "subscriptions/listen",
+            "not_offered",
+        ]
+        .map(|method| metrics::counter!("tp_edge_direct_requests_total", "method" => method))
+    })[method as usize]
+}
