@@ -3,8 +3,8 @@
 use super::*;
 
 /// A request to `/mcp` with a method other than POST (and not a 2025-xx session's GET stream),
-/// when the transport would not refuse its `Host` first (its `Origin` was checked before): 405, `Allow: POST` (a
-/// stateless edge keeps no stream to resume and no session to delete).
+/// when the transport would not refuse its `Host` first (its `Origin` was checked before):
+/// 405, `Allow: POST` (a stateless edge keeps no stream to resume and no session to delete).
 pub(in crate::app) fn method_not_allowed(
     headers: &axum::http::HeaderMap,
     mcp: &crate::config::RawMcp,
