@@ -293,7 +293,16 @@ async fn serve(
             Err(never) => match never {},
         };
     }
-    // DNS rebinding and cross-site requests: a browser Origin must be listed.
+    // DNS rebinding: only the hosts the edge is reached by (checked once, here, for every
+    // path; an entry without a port allows any port).
+    if !crate::mcp::fast::host_allowed(request.headers(), &state.config.mcp.allowed_hosts) {
+        metrics::counter!("tp_edge_host_refused_total").increment(1);
+        return refuse(
+            Fault::ForbiddenOrigin,
+            "Host not allowed: the edge answers only the hosts listed in mcp.allowed_hosts",
+        );
+    }
+    // Cross-site requests: a browser Origin must be listed.
     if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
         metrics::counter!("tp_edge_origin_refused_total").increment(1);
         return refuse(

@@ -387,6 +387,26 @@ async fn limits_are_enforced_with_their_statuses() {
     )
     .await;
     assert_eq!(foreign.status, StatusCode::FORBIDDEN);
+    // Nor a name the edge is not reached by (DNS rebinding), whatever the method.
+    for method in ["POST", "GET"] {
+        let mut request = post(Some(KEY))
+            .method(method)
+            .body(Body::from(list().to_string()))
+            .unwrap();
+        request.headers_mut().insert(
+            header::HOST,
+            HeaderValue::from_static("attacker.example:8080"),
+        );
+        let rebound = send(&service, request).await;
+        assert_eq!(rebound.status, StatusCode::FORBIDDEN, "{method}");
+        assert!(
+            rebound.body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("mcp.allowed_hosts")),
+            "{}",
+            rebound.body
+        );
+    }
 }
 
 #[tokio::test]
