@@ -1,5 +1,8 @@
-//! One look at each JSON-RPC body before the MCP transport: malformed messages, sizes,
-//! sessions, answers to the edge's questions, and precomputed `tools/list` pages.
+//! The one parse of each JSON-RPC body, and where the message goes from there: refused
+//! (malformed, too large, a session that does not open), delivered (an answer to one of the
+//! edge's questions), answered by the edge's own methods ([`super::methods`], precomputed
+//! `tools/list` pages first), or — for what those do not take as it is — handed to rmcp's
+//! transport with the bytes already read.
 
 use super::methods;
 use super::*;
@@ -11,9 +14,9 @@ use super::*;
 /// responses beyond [`crate::mcp::bounds`]. Without it the transport answers all of these 415
 /// or -32601.
 ///
-/// A warm `tools/list` is answered here from bytes precomputed per registry body (see
-/// [`crate::mcp::fast`]) when `mcp.precomputed_lists` is on and the request is one the
-/// transport would accept as it is.
+/// Then the message goes to the edge's own methods (a `tools/list` first to the pages
+/// precomputed per registry body, [`crate::mcp::fast`], when `mcp.precomputed_lists` is on),
+/// and what they do not take as it is, to rmcp's transport.
 pub(super) async fn check_jsonrpc(
     state: Arc<EdgeState>,
     request: Request,
