@@ -290,6 +290,21 @@ async fn run_suite_on(target: &Target, package: &str, args: &[&str], baseline: &
         "{package} {args:?}:\n{}",
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     );
+    // Which path answered the suite's requests: the edge's own, or rmcp's transport behind it
+    // (ADR 0011: what is left there is the refusal of requests the edge's path does not take).
+    let (_, metrics) = target.edge.admin_get("/metrics").await;
+    let total = |name: &str| {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    let own = total("tp_edge_direct_requests_total") + total("tp_edge_list_precomputed_total");
+    let rmcp = total("tp_edge_transport_requests_total");
+    println!(
+        "{package} {args:?}: {own} requests answered by the edge's own path, {rmcp} by rmcp's transport"
+    );
     if !output.status.success() {
         let log = target.edge.log();
         let log_tail: Vec<&str> = log.lines().rev().take(40).collect();
@@ -299,6 +314,10 @@ async fn run_suite_on(target: &Target, package: &str, args: &[&str], baseline: &
             log_tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
     }
+    assert!(
+        own > 0,
+        "the suite's requests never reached the edge's own path:\n{metrics}"
+    );
 }
 
 #[tokio::test]

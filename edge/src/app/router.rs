@@ -38,9 +38,11 @@ impl Transport {
         ))
     }
 
-    /// The transport's answer to `request`.
+    /// The transport's answer to `request` (counted in `tp_edge_transport_requests_total`:
+    /// what the edge's own path left to rmcp).
     pub(super) async fn run(self, request: Request) -> Response {
         use tower::ServiceExt as _;
+        metrics::counter!("tp_edge_transport_requests_total").increment(1);
         match self.0.oneshot(request).await {
             Ok(response) => response.map(Body::new),
             Err(never) => match never {},
