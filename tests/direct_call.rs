@@ -170,6 +170,24 @@ async fn the_edges_tools_call_answers_as_rmcps_transport_does() {
         assert_eq!(plain, weighted, "Mcp-Param-Text: {value}");
         answered += 1;
     }
+    // SEP-2243: a name in `Mcp-Name` as Base64 is the same name.
+    {
+        let (mut headers, body) = call(
+            STATELESS,
+            &key,
+            json!(300),
+            "echo",
+            json!({"text": "c"}),
+            json!({}),
+        );
+        headers.retain(|(name, _)| *name != "mcp-name");
+        headers.push(("mcp-name", "=?base64?ZWNobw==?=".to_owned()));
+        let plain = send(&client, &headers, PLAIN, "b64name", &body).await;
+        let weighted = send(&client, &headers, WEIGHTED, "b64name", &body).await;
+        assert_eq!(plain, weighted, "a Base64 Mcp-Name");
+        assert_eq!(plain.0, 200, "{}", plain.2);
+        answered += 1;
+    }
     // A browser on the edge's own page (its Origin checked by the service first).
     for version in [LEGACY, STATELESS] {
         let (mut headers, body) = call(

@@ -88,7 +88,12 @@ pub fn eligible_for(
             let mut names = headers.get_all(&NAME).iter();
             let name_matches = match (name, names.next(), names.next()) {
                 (None, None, _) => true,
-                (Some(name), Some(header), None) => header.as_bytes() == name.as_bytes(),
+                // As sent, or SEP-2243's `=?base64?…?=` for a name a header cannot carry.
+                (Some(name), Some(header), None) => header
+                    .to_str()
+                    .ok()
+                    .and_then(super::params::decode)
+                    .is_some_and(|decoded| decoded == name),
                 _ => false,
             };
             (capabilities_declared
@@ -244,6 +249,19 @@ mod tests {
         );
         stateless.push(("mcp-name", "x"));
         assert_eq!(eligible(&headers(&stateless), params, &mcp), None);
+        // A tools/call names its tool in Mcp-Name, as sent or as SEP-2243 Base64.
+        let mut call = base.to_vec();
+        call.push(("mcp-protocol-version", "2026-07-28"));
+        call.push(("mcp-method", "tools/call"));
+        let named = |name: &'static str| {
+            let mut all = call.clone();
+            all.push(("mcp-name", name));
+            eligible_for(&headers(&all), params, &mcp, "tools/call", Some("echo"))
+        };
+        assert_eq!(named("echo"), Some(Generation::Stateless));
+        assert_eq!(named("=?base64?ZWNobw==?="), Some(Generation::Stateless));
+        assert_eq!(named("=?base64?ZWNobw?="), None);
+        assert_eq!(named("other"), None);
         // A per-request version under a legacy header is the transport's to judge.
         let mut mixed = base.to_vec();
         mixed.push(("mcp-protocol-version", "2025-11-25"));

@@ -49,7 +49,7 @@ fn primitive(value: &Value) -> Option<String> {
 }
 
 /// A header value as sent: literal, or `=?base64?…?=` (strict, padded Base64 of UTF-8).
-fn decode(raw: &str) -> Option<String> {
+pub(crate) fn decode(raw: &str) -> Option<String> {
     match raw
         .strip_prefix(PREFIX)
         .and_then(|inner| inner.strip_suffix(SUFFIX))
