@@ -10,23 +10,21 @@ use tp_test_support::{EdgeProcess, McpHttp};
 
 use crate::fleet::{Fleet, LEGACY, STATELESS};
 
+/// `tp_edge_direct_requests_total` of `method`.
 async fn direct_count(edge: &EdgeProcess, method: &str) -> u64 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = &edge.admin_addr;
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.unwrap();
+    direct_requests(edge, Some(method)).await
+}
+
+/// `tp_edge_direct_requests_total` of one method, or of all.
+async fn direct_requests(edge: &EdgeProcess, method: Option<&str>) -> u64 {
+    let (_, text) = edge.admin_get("/metrics").await;
+    let label = method.map(|m| format!("method=\"{m}\""));
     text.lines()
+        .filter(|l| l.starts_with("tp_edge_direct_requests_total"))
         .filter(|l| {
-            l.starts_with("tp_edge_direct_requests_total")
-                && l.contains(&format!("method=\"{method}\""))
+            label
+                .as_ref()
+                .is_none_or(|label| l.contains(label.as_str()))
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
@@ -376,23 +374,7 @@ async fn the_edges_tools_list_answers_as_rmcps_transport_does() {
 
 /// Total of `tp_edge_direct_requests_total` over every method.
 async fn direct_total(edge: &EdgeProcess) -> u64 {
-    let mut total = 0;
-    for method in [
-        "tools/list",
-        "tools/call",
-        "initialize",
-        "ping",
-        "logging/setLevel",
-        "server/discover",
-        "unknown",
-        "notification",
-        "response",
-        "not_allowed",
-        "not_offered",
-    ] {
-        total += direct_count(edge, method).await;
-    }
-    total
+    direct_requests(edge, None).await
 }
 
 /// What a case is, its headers, its whole body, and whether the edge's path takes it.
