@@ -290,8 +290,8 @@ async fn run_suite_on(target: &Target, package: &str, args: &[&str], baseline: &
         "{package} {args:?}:\n{}",
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     );
-    // Which path answered the suite's requests: the edge's own, or rmcp's transport behind it
-    // (ADR 0011: what is left there is the refusal of requests the edge's path does not take).
+    // The suite's requests as the edge counted them: served by its methods, or refused by the
+    // transport's rules (ADR 0011: the edge owns its transport; rmcp's is gone).
     let (_, metrics) = target.edge.admin_get("/metrics").await;
     let total = |name: &str| {
         metrics
@@ -301,9 +301,15 @@ async fn run_suite_on(target: &Target, package: &str, args: &[&str], baseline: &
             .sum::<f64>() as u64
     };
     let own = total("tp_edge_direct_requests_total") + total("tp_edge_list_precomputed_total");
-    let rmcp = total("tp_edge_transport_requests_total");
+    let refused = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("tp_edge_requests_refused_total") && l.contains("reason=\"transport\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64;
     println!(
-        "{package} {args:?}: {own} requests answered by the edge's own path, {rmcp} by rmcp's transport"
+        "{package} {args:?}: {own} requests served by the edge's methods, {refused} refused by its transport rules"
     );
     if !output.status.success() {
         let log = target.edge.log();

@@ -30,6 +30,7 @@ mod otel;
 mod postgres;
 mod rng;
 mod tls;
+mod transport_rules;
 mod trust;
 mod trust_wiki;
 mod up;

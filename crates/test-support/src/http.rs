@@ -24,6 +24,15 @@ pub struct HttpReply {
 }
 
 impl HttpReply {
+    /// The `Content-Type` header as sent (empty when there is none).
+    pub fn content_type(&self) -> String {
+        self.headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    }
+
     /// The message answering `id` (the last message with an `id`).
     pub fn response(&self) -> &Value {
         self.messages

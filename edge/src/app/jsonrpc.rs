@@ -1,44 +1,33 @@
 //! The one parse of each JSON-RPC body, and where the message goes from there: refused
-//! (malformed, too large, a session that does not open), delivered (an answer to one of the
-//! edge's questions), answered by the edge's own methods ([`super::methods`], precomputed
-//! `tools/list` pages first), or — for what those do not take as it is — handed to rmcp's
-//! transport with the bytes already read.
+//! (malformed, too large, a session that does not open, a breach of the transport's rules),
+//! delivered (an answer to one of the edge's questions), or served by the edge's methods
+//! ([`super::methods`], precomputed `tools/list` pages first).
 
 use super::methods;
 use super::*;
+use crate::transport::rules;
 
-/// Answers malformed JSON-RPC before the MCP transport sees it, with the codes JSON-RPC 2.0
-/// defines: `-32700` (HTTP 400) for a body that is not JSON, `-32600` (HTTP 400) for JSON that
-/// is not one JSON-RPC message (batches included: MCP since 2025-06-18 has none), and `-32602`
-/// for `tools/call` / `tools/list` parameters of the wrong shape, or arguments and input
-/// responses beyond [`crate::mcp::bounds`]. Without it the transport answers all of these 415
-/// or -32601.
-///
-/// Then the message goes to the edge's own methods (a `tools/list` first to the pages
-/// precomputed per registry body, [`crate::mcp::fast`], when `mcp.precomputed_lists` is on),
-/// and what they do not take as it is, to rmcp's transport.
-pub(super) async fn check_jsonrpc(
-    state: Arc<EdgeState>,
-    request: Request,
-    next: Transport,
-) -> Response {
-    // Anything but JSON is the transport's to refuse (415).
-    let is_json = is_json(request.headers());
+/// Serves one `/mcp` request past authentication. Malformed JSON-RPC is answered with the
+/// codes JSON-RPC 2.0 defines: `-32700` (HTTP 400) for a body that is not JSON, `-32600`
+/// (HTTP 400) for JSON that is not one JSON-RPC message (batches included: MCP since
+/// 2025-06-18 has none), and `-32602` for `tools/call` / `tools/list` parameters of the wrong
+/// shape, or arguments and input responses beyond [`crate::mcp::bounds`]. A well-formed
+/// message must then meet the transport's rules ([`rules::admit`]: versions, `_meta`,
+/// SEP-2243 headers), which choose the generation it is served as.
+pub(super) async fn check_jsonrpc(state: Arc<EdgeState>, request: Request) -> Response {
     if request.method() == axum::http::Method::GET
         && request
             .headers()
             .contains_key(&crate::mcp::fast::SESSION_ID)
         && state.config.mcp.session_ttl_secs > 0
     {
-        return notification_stream(&state, request, next).await;
+        return notification_stream(&state, request);
     }
-    if request.method() != axum::http::Method::POST
-        && let Some(refused) = methods::method_not_allowed(request.headers(), &state.config.mcp)
-    {
-        return refused;
+    if request.method() != axum::http::Method::POST {
+        return methods::method_not_allowed();
     }
-    if request.method() != axum::http::Method::POST || !is_json {
-        return next.run(request).await;
+    if let Err(refused) = rules::media(request.headers()) {
+        return refused.into_response();
     }
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
@@ -109,22 +98,6 @@ pub(super) async fn check_jsonrpc(
                     }
                 }
             }
-            let new_session = match &request {
-                Some((_, method, Some(params)))
-                    if method == "initialize" && state.config.mcp.session_ttl_secs > 0 =>
-                {
-                    Some(crate::mcp::session::Session::from_initialize(
-                        params
-                            .get("protocolVersion")
-                            .and_then(serde_json::Value::as_str)
-                            .unwrap_or_default(),
-                        params
-                            .get("capabilities")
-                            .unwrap_or(&serde_json::Value::Null),
-                    ))
-                }
-                _ => None,
-            };
             if let (Some((_, method, params)), Some(log)) =
                 (&request, crate::access::of(&parts.extensions))
             {
@@ -135,103 +108,20 @@ pub(super) async fn check_jsonrpc(
                     .and_then(serde_json::Value::as_str);
                 log.rpc(method, tool);
             }
-            if let Some((id, method, params)) = &request
-                && method == "tools/list"
-                && state.config.mcp.precomputed_lists
-                && let Some(response) = fast_list(&state, &parts, id, params.as_ref()).await
-            {
-                return response;
-            }
-            // A tools/list the transport would take as it is, that no precomputed page answers.
-            if let Some((id, method, params)) = &request
-                && method == "tools/list"
-                && let Some((id, meta, cursor, generation)) =
-                    methods::parse_list(&parts.headers, id, params.as_ref(), &state.config.mcp)
-            {
-                return methods::serve_list(
-                    Arc::clone(&state),
-                    &parts,
-                    id,
-                    meta,
-                    cursor,
-                    generation,
-                )
-                .await;
-            }
-            // A tool call the transport would take as it is: served by the edge's own path.
-            if let Some((id, method, Some(params))) = &request
-                && method == "tools/call"
-                && let Some((id, params, generation)) =
-                    methods::parse_call(&parts.headers, id, params, &state.config.mcp)
-            {
-                return methods::serve_call(Arc::clone(&state), parts, id, params, generation)
-                    .await;
-            }
-            // A 2026-07-28 subscription, as the transport would take it.
-            if let Some((id, method, params)) = &request
-                && method == "subscriptions/listen"
-                && let Some((id, requested)) =
-                    methods::parse_listen(&parts.headers, id, params.as_ref(), &state.config.mcp)
-            {
-                return methods::serve_listen(&state, &parts, id, requested);
-            }
-            // Notifications and stray responses, as the transport would take them.
-            if let Some(answer) =
-                methods::one_way(&parts.headers, request.as_ref(), &state.config.mcp)
-            {
-                return answer;
-            }
-            // The handshake, ping, setLevel, discovery and unknown methods, as the transport
-            // would take them.
-            if let Some((id, method, params)) = &request
-                && let Some((id, simple, generation)) = methods::parse_simple(
-                    &parts.headers,
-                    id,
-                    method,
-                    params.as_ref(),
-                    &state.config.mcp,
-                )
-            {
-                return methods::serve_simple(&state, &parts, id, simple, generation).await;
-            }
-            // A tool call may put questions to a 2025-xx client on its SSE stream, under ids
-            // of the edge's own (crate::mcp::ask).
-            let ids = request
-                .as_ref()
-                .is_some_and(|(_, method, _)| method == "tools/call")
-                .then(StreamIds::default);
-            let caller = parts.extensions.get::<Caller>().cloned();
-            if let Some(ids) = &ids {
-                parts.extensions.insert(ids.clone());
-            }
-            let mut response = next
-                .run(Request::from_parts(parts, Body::from(bytes)))
-                .await;
-            if let Some(ids) = ids
-                && response
-                    .headers()
-                    .get(header::CONTENT_TYPE)
-                    .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
-            {
-                let body = std::mem::take(response.body_mut());
-                *response.body_mut() = crate::mcp::ask::rewrite_ids(body, ids);
-            }
-            if let (Some(session), Some(caller)) = (new_session, caller) {
-                response = with_session_id(&state, response, &caller.0, &session).await;
-            }
-            // The transport answers a JSON-RPC message whose params do not fit its method's
-            // type with 415 and plain text; the body was JSON, so that is invalid params.
-            match request {
-                Some((id, method, _))
-                    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE =>
-                {
-                    jsonrpc_refusal(
-                        Fault::InvalidParams,
-                        id,
-                        &format!("invalid params for {method}"),
-                    )
+            let message = match &request {
+                None => rules::Message::Response,
+                Some((id, method, params)) if id.is_null() => {
+                    rules::Message::Notification(method, params.as_ref())
                 }
-                _ => response,
+                Some((id, method, params)) => rules::Message::Request(id, method, params.as_ref()),
+            };
+            match rules::admit(&parts.headers, message) {
+                Ok(generation) => methods::dispatch(state, parts, request, generation).await,
+                Err(refused) => {
+                    metrics::counter!("tp_edge_requests_refused_total", "reason" => "transport")
+                        .increment(1);
+                    refused.into_response()
+                }
             }
         }
         Err((fault, id, message)) => jsonrpc_refusal(fault, id, &message),
@@ -244,29 +134,16 @@ pub(super) type Refusal = (Fault, serde_json::Value, String);
 /// `GET /mcp` with a session id (2025-xx): the standalone SSE stream on which the server sends
 /// what is not an answer — here `notifications/tools/list_changed` whenever the caller's
 /// tenant or the catalogue changes. Any edge serves it: every edge follows the change stream.
-/// Without `text/event-stream` in `Accept`, or with a session id that does not open, the
-/// transport's answer (405) or 404.
-pub(super) async fn notification_stream(
-    state: &Arc<EdgeState>,
-    request: Request,
-    next: Transport,
-) -> Response {
+/// With a session id that does not open, 404; without `text/event-stream` in `Accept`, or
+/// from a browser (any `Origin`: a cross-site page must not hold a caller's stream), 405 as
+/// any other GET.
+pub(super) fn notification_stream(state: &Arc<EdgeState>, request: Request) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    let accepts_sse = request
-        .headers()
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("text/event-stream"));
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
-        return next.run(request).await;
+        return methods::method_not_allowed();
     };
-    // The transport's Host/Origin rules: a browser (any Origin) or a foreign Host gets the
-    // transport's answer, never this stream.
-    if request.headers().contains_key(header::ORIGIN)
-        || !crate::mcp::fast::host_allowed(request.headers(), &state.config.mcp.allowed_hosts)
-    {
-        return next.run(request).await;
+    if request.headers().contains_key(header::ORIGIN) {
+        return methods::method_not_allowed();
     }
     let key = request
         .headers()
@@ -286,8 +163,8 @@ pub(super) async fn notification_stream(
             "session not found: it expired or belongs to another caller; initialize again",
         );
     }
-    if !accepts_sse {
-        return next.run(request).await;
+    if !rules::accepts_sse(request.headers()) {
+        return methods::method_not_allowed();
     }
     let tenant = caller.0.tenant.clone();
     let notices = state.notices.subscribe();
@@ -329,44 +206,6 @@ pub(super) async fn notification_stream(
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
-}
-
-/// Adds an `Mcp-Session-Id` holding `session` to a successful `initialize` answer.
-pub(super) async fn with_session_id(
-    state: &EdgeState,
-    response: Response,
-    identity: &Identity,
-    session: &crate::mcp::session::Session,
-) -> Response {
-    if response.status() != StatusCode::OK {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, 1024 * 1024).await else {
-        return refuse(Fault::Internal, "internal error");
-    };
-    // An SSE answer carries the result in a `data:` line; a JSON one is the message itself.
-    let succeeded = bytes.windows(9).any(|w| w == b"\"result\":");
-    if succeeded && let Ok(value) = HeaderValue::from_str(&state.sessions.issue(identity, session))
-    {
-        parts.headers.insert("mcp-session-id", value);
-    }
-    Response::from_parts(parts, Body::from(bytes))
-}
-
-/// Whether a request's body is JSON as the transport takes it: the media type's essence,
-/// parameters aside.
-pub(super) fn is_json(headers: &axum::http::HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("application/json")
-        })
 }
 
 /// A request's id, method and params object.
@@ -519,13 +358,14 @@ pub(super) async fn answer(
     }
 }
 
-/// A warm `tools/list` from precomputed bytes, or `None` to leave the request to the transport
+/// A warm `tools/list` from precomputed bytes, or `None` to serve it from the registry
 /// (which also reports every error: a registry that cannot be loaded, a bad cursor, ...).
 pub(super) async fn fast_list(
     state: &EdgeState,
     parts: &axum::http::request::Parts,
     id: &serde_json::Value,
     params: Option<&serde_json::Map<String, serde_json::Value>>,
+    generation: crate::mcp::fast::Generation,
 ) -> Option<Response> {
     let caller = parts.extensions.get::<Caller>()?;
     let registry = state
@@ -533,20 +373,20 @@ pub(super) async fn fast_list(
         .registry(&caller.0.tenant, &caller.0.role)
         .await
         .ok()?;
-    let response = precomputed_list(state, parts, id, params, &caller.0, &registry)?;
+    let response = precomputed_list(state, id, params, generation, &caller.0, &registry)?;
     if let Some(log) = crate::access::of(&parts.extensions) {
         log.outcome("ok");
     }
     Some(response)
 }
 
-/// The answer to a `tools/list` of `identity` from `registry`'s precomputed pages, when the
-/// request is one the transport would take as it is.
+/// The answer to a `tools/list` of `identity`, admitted as `generation`, from `registry`'s
+/// precomputed pages: the first page, or one that starts at a cursor this edge issued.
 pub(super) fn precomputed_list(
     state: &EdgeState,
-    parts: &axum::http::request::Parts,
     id: &serde_json::Value,
     params: Option<&serde_json::Map<String, serde_json::Value>>,
+    generation: crate::mcp::fast::Generation,
     identity: &Identity,
     registry: &crate::registry::Registry,
 ) -> Option<Response> {
@@ -555,7 +395,6 @@ pub(super) fn precomputed_list(
     if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
         return None;
     }
-    let generation = fast::eligible(&parts.headers, params, &state.config.mcp)?;
     let cursor = fast::cursor(params)?;
     let id = fast::id_bytes(id)?;
     let response = fast::answer(registry.pages(generation, &state.config.mcp), cursor, id)?;

@@ -18,14 +18,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{BoxError, Json, Router};
-use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tp_registry::Fault;
 
 use crate::cache::{Identity, LookupError};
-use crate::mcp::ask::StreamIds;
 use crate::mcp::{Caller, McpHandler};
 use crate::state::EdgeState;
 

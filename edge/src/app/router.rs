@@ -7,49 +7,6 @@
 
 use super::*;
 
-/// rmcp's Streamable HTTP transport, for the requests the edge's own path does not take as
-/// they are (ADR 0011): other methods, and requests it leaves to the transport to refuse.
-#[derive(Clone)]
-pub(super) struct Transport(StreamableHttpService<McpHandler, NeverSessionManager>);
-
-impl Transport {
-    fn new(state: &Arc<EdgeState>) -> Transport {
-        let mcp = &state.config.mcp;
-        let mut config = StreamableHttpServerConfig::default()
-            // In-flight requests are cancelled only when the drain time is up, not at SIGTERM.
-            .with_cancellation_token(state.abort.child_token())
-            .with_legacy_session_mode(false)
-            .with_json_response(true)
-            .with_sse_keep_alive(Some(crate::transport::sse::KEEP_ALIVE))
-            .with_max_request_body_bytes(mcp.max_body_bytes);
-        config = if mcp.allowed_hosts.iter().any(|h| h == "*") {
-            config.disable_allowed_hosts()
-        } else {
-            config.with_allowed_hosts(mcp.allowed_hosts.clone())
-        };
-        if !mcp.allowed_origins.is_empty() {
-            config = config.with_allowed_origins(mcp.allowed_origins.clone());
-        }
-        let handler_state = Arc::clone(state);
-        Transport(StreamableHttpService::new(
-            move || Ok(McpHandler::new(Arc::clone(&handler_state))),
-            Arc::new(NeverSessionManager::default()),
-            config,
-        ))
-    }
-
-    /// The transport's answer to `request` (counted in `tp_edge_transport_requests_total`:
-    /// what the edge's own path left to rmcp).
-    pub(super) async fn run(self, request: Request) -> Response {
-        use tower::ServiceExt as _;
-        metrics::counter!("tp_edge_transport_requests_total").increment(1);
-        match self.0.oneshot(request).await {
-            Ok(response) => response.map(Body::new),
-            Err(never) => match never {},
-        }
-    }
-}
-
 /// The edge's router for everything but `/mcp` (which [`EdgeService`] serves itself): health
 /// checks and the protected-resource metadata.
 pub fn router(state: Arc<EdgeState>) -> Router {
@@ -68,9 +25,9 @@ pub fn router(state: Arc<EdgeState>) -> Router {
 }
 
 /// One `/mcp` request after the shared steps of [`EdgeService`]: the body limit,
-/// authentication, then the JSON-RPC check and the edge's methods ([`check_jsonrpc`]), with
-/// rmcp's transport behind them.
-async fn mcp(state: Arc<EdgeState>, transport: Transport, request: Request) -> Response {
+/// authentication, then the JSON-RPC check, the transport's rules and the edge's methods
+/// ([`check_jsonrpc`]).
+async fn mcp(state: Arc<EdgeState>, request: Request) -> Response {
     let request = match limit_body(state.config.mcp.max_body_bytes, request).await {
         Ok(request) => request,
         Err(refused) => return refused,
@@ -79,7 +36,7 @@ async fn mcp(state: Arc<EdgeState>, transport: Transport, request: Request) -> R
         Ok(request) => request,
         Err(refused) => return refused,
     };
-    check_jsonrpc(state, request, transport).await
+    check_jsonrpc(state, request).await
 }
 
 /// RFC 9728 metadata, when OAuth is on: at the path the resource URL implies, and at the root
@@ -153,7 +110,6 @@ pub(super) fn overloaded() -> Response {
 pub struct EdgeService {
     state: Arc<EdgeState>,
     router: Router,
-    transport: Transport,
     limits: Arc<Limits>,
 }
 
@@ -178,7 +134,6 @@ pub fn service(state: Arc<EdgeState>) -> EdgeService {
     let kib = (state.config.mcp.max_in_flight_bytes / 1024).max(1);
     EdgeService {
         router: router(Arc::clone(&state)),
-        transport: Transport::new(&state),
         limits: Arc::new(Limits {
             requests: Arc::new(Semaphore::new(state.config.mcp.max_in_flight)),
             bytes: Arc::new(Semaphore::new(kib)),
@@ -266,13 +221,12 @@ where
         let request = request.map(Body::new);
         let state = Arc::clone(&self.state);
         let router = self.router.clone();
-        let transport = self.transport.clone();
         let limits = Arc::clone(&self.limits);
         // Outermost: every request is logged (crate::access), including refused ones and those
         // the warm path answers.
         Box::pin(async move {
             Ok(crate::access::around(request, move |request| {
-                serve(state, router, transport, limits, request)
+                serve(state, router, limits, request)
             })
             .await)
         })
@@ -283,7 +237,6 @@ where
 async fn serve(
     state: Arc<EdgeState>,
     router: Router,
-    transport: Transport,
     limits: Arc<Limits>,
     request: Request,
 ) -> Response {
@@ -297,7 +250,7 @@ async fn serve(
     }
     // DNS rebinding: only the hosts the edge is reached by (checked once, here, for every
     // path; an entry without a port allows any port).
-    if !crate::mcp::fast::host_allowed(request.headers(), &state.config.mcp.allowed_hosts) {
+    if !crate::transport::rules::host_allowed(request.headers(), &state.config.mcp.allowed_hosts) {
         metrics::counter!("tp_edge_host_refused_total").increment(1);
         return refuse(
             Fault::ForbiddenOrigin,
@@ -345,7 +298,7 @@ async fn serve(
                 request
             }
         };
-        mcp(state, transport, request).await
+        mcp(state, request).await
     };
     match tokio::time::timeout(limits.timeout, answer).await {
         Ok(response) => response,

@@ -57,11 +57,25 @@ pub(super) async fn warm_answer(
         return None;
     }
     let id = id.filter(|id| id.is_string() || id.is_number())?;
+    // The transport's rules, as for every request: what they refuse is the router's to answer.
+    crate::transport::rules::media(&parts.headers).ok()?;
+    let generation = crate::transport::rules::admit(
+        &parts.headers,
+        crate::transport::rules::Message::Request(&id, method, params.as_ref()),
+    )
+    .ok()?;
     let registry = state
         .caches
         .registry_l1(&identity.tenant, &identity.role)
         .await?;
-    let response = precomputed_list(state, parts, &id, params.as_ref(), &identity, &registry)?;
+    let response = precomputed_list(
+        state,
+        &id,
+        params.as_ref(),
+        generation,
+        &identity,
+        &registry,
+    )?;
     if let Some(log) = crate::access::of(&parts.extensions) {
         log.caller(&identity.tenant, &identity.role);
         log.rpc("tools/list", None);
@@ -83,7 +97,7 @@ pub(super) async fn warm_list(state: &EdgeState, request: Request) -> Result<Res
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
             .is_some_and(|length| length <= limit)
-        && is_json(headers);
+        && crate::transport::rules::is_json(headers);
     if !small_json_post {
         return Err(request);
     }

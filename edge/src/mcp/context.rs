@@ -2,22 +2,14 @@
 //! (caller, access log, session), the request's `_meta` (protocol version, capabilities, log
 //! level, progress token), and where messages to the client go while the request runs.
 //!
-//! The edge's own transport (the app's `tools/call`) builds one from the request it has
-//! parsed; rmcp's transport, for the requests it still serves, from its `RequestContext`.
+//! The edge's transport (the app's methods) builds one from the request it has parsed.
 
 use rmcp::model::{RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerNotification};
-use rmcp::service::RequestContext;
-use rmcp::{Peer, RoleServer};
 use tokio::sync::mpsc::UnboundedSender;
-
-use super::ask::StreamIds;
 
 /// Where the messages a request sends the client before its answer go.
 #[derive(Clone)]
 pub enum Sink {
-    /// rmcp's peer of the request (its transport numbers server requests; the edge rewrites
-    /// those ids into its own on the way out: [`crate::transport::questions`]).
-    Peer(Peer<RoleServer>),
     /// The edge's transport: every message goes on the request's SSE stream as it is.
     Stream(UnboundedSender<ServerJsonRpcMessage>),
     /// A request that sends the client nothing before its answer (`tools/list`).
@@ -27,7 +19,6 @@ pub enum Sink {
 impl std::fmt::Debug for Sink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Sink::Peer(_) => "Sink::Peer",
             Sink::Stream(_) => "Sink::Stream",
             Sink::Closed => "Sink::Closed",
         })
@@ -38,9 +29,6 @@ impl Sink {
     /// Sends a notification; a client that has gone away loses it.
     pub async fn notify(&self, notification: ServerNotification) {
         match self {
-            Sink::Peer(peer) => {
-                let _ = peer.send_notification(notification).await;
-            }
             Sink::Stream(stream) => {
                 let _ = stream.send(ServerJsonRpcMessage::notification(notification));
             }
@@ -60,35 +48,10 @@ pub struct CallContext<'a> {
     pub sink: Sink,
 }
 
-impl<'a> CallContext<'a> {
-    /// The context of a request rmcp's transport serves.
-    pub fn of(ctx: &'a RequestContext<RoleServer>) -> CallContext<'a> {
-        CallContext {
-            parts: ctx.extensions.get::<http::request::Parts>(),
-            meta: &ctx.meta,
-            sink: Sink::Peer(ctx.peer.clone()),
-        }
-    }
-
+impl CallContext<'_> {
     /// Puts a server request to the client under the edge's question id `id`.
     pub async fn ask(&self, id: String, request: rmcp::model::ServerRequest) -> Result<(), String> {
         match &self.sink {
-            Sink::Peer(peer) => {
-                let ids = self
-                    .parts
-                    .and_then(|parts| parts.extensions.get::<StreamIds>())
-                    .ok_or("this request cannot carry questions to the client")?;
-                ids.push(id);
-                // The transport's own handle for the request is never answered (the reply
-                // comes through `Questions`); only the send matters.
-                peer.send_cancellable_request(
-                    request,
-                    rmcp::service::PeerRequestOptions::no_options(),
-                )
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string())
-            }
             Sink::Stream(stream) => stream
                 .send(ServerJsonRpcMessage::request(
                     request,

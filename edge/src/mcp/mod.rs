@@ -31,13 +31,12 @@ use tracing::Instrument as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     Implementation, InputRequiredResult, InputResponses, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
 
 pub use context::{CallContext, Sink};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 use tp_proto::pb;
 use tp_registry::Fault;
@@ -188,95 +187,6 @@ impl ServerHandler for McpHandler {
         )
     }
 
-    async fn set_level(
-        &self,
-        _request: SetLevelRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        // Stateless: log messages of a call are relayed as they come; there is no session to
-        // remember a level in.
-        Ok(())
-    }
-
-    // Resources and prompts are not offered, and the capabilities say so; a client that asks
-    // anyway gets method-not-found with a sentence, not the bare method name. (Answering empty
-    // lists would tell 2026-07-28 clients the server handles prompts without declaring them.)
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        Err(not_offered("resources/list", "resources"))
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
-        Err(not_offered("resources/templates/list", "resources"))
-    }
-
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        Err(not_offered("prompts/list", "prompts"))
-    }
-
-    async fn read_resource(
-        &self,
-        request: rmcp::model::ReadResourceRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        Err(resource_not_found(&request.uri))
-    }
-
-    async fn get_prompt(
-        &self,
-        _request: rmcp::model::GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        Err(not_offered("prompts/get", "prompts"))
-    }
-
-    async fn complete(
-        &self,
-        _request: rmcp::model::CompleteRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        Err(not_offered("completion/complete", "completions"))
-    }
-
-    async fn subscribe(
-        &self,
-        _request: rmcp::model::SubscribeRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        Err(not_offered("resources/subscribe", "resources"))
-    }
-
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        self.tools_list(
-            request.and_then(|r| r.cursor).as_deref(),
-            &CallContext::of(&ctx),
-        )
-        .await
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        self.tools_call(request, &CallContext::of(&ctx)).await
-    }
-
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
@@ -284,38 +194,6 @@ impl ServerHandler for McpHandler {
         let mut accepted = SubscriptionFilter::new();
         accepted.tools_list_changed = requested.tools_list_changed;
         Some(accepted)
-    }
-
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        use futures::StreamExt as _;
-        let identity = caller(&CallContext::of(context.request_context()))?;
-        // A subscription ends when the client leaves or the edge starts shutting down (the
-        // client re-subscribes on another replica).
-        let stopping = self.state.shutdown.clone();
-        if context.accepted().tools_list_changed != Some(true) {
-            tokio::select! {
-                () = context.cancelled() => {}
-                () = stopping.cancelled() => {}
-            }
-            return Ok(());
-        }
-        let mut changes = std::pin::pin!(list_changes(
-            Arc::clone(&self.state),
-            identity.tenant.clone()
-        ));
-        loop {
-            tokio::select! {
-                () = context.cancelled() => return Ok(()),
-                change = changes.next() => match change {
-                    Some(()) => {
-                        if context.sink().notify_tool_list_changed().await.is_err() {
-                            return Ok(());
-                        }
-                    }
-                    None => return Ok(()),
-                },
-            }
-        }
     }
 }
 

@@ -5,12 +5,7 @@
 //! caller's own tool — a missing, surplus, undecodable or different header is `-32020` (HTTP
 //! 400) — because the MCP transport cannot: it does not know per-tenant tools.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
-
-const PREFIX: &str = "=?base64?";
-const SUFFIX: &str = "?=";
 
 /// Every `x-mcp-header` annotation reached from the root through `properties` alone:
 /// (property path, header name).
@@ -48,16 +43,7 @@ fn primitive(value: &Value) -> Option<String> {
     }
 }
 
-/// A header value as sent: literal, or `=?base64?…?=` (strict, padded Base64 of UTF-8).
-pub(crate) fn decode(raw: &str) -> Option<String> {
-    match raw
-        .strip_prefix(PREFIX)
-        .and_then(|inner| inner.strip_suffix(SUFFIX))
-    {
-        Some(inner) => String::from_utf8(STANDARD.decode(inner).ok()?).ok(),
-        None => Some(raw.to_owned()),
-    }
-}
+pub(crate) use crate::transport::rules::decode;
 
 /// Checks the `Mcp-Param-*` headers of a call against its arguments; `Err` says what differs.
 pub fn check(

@@ -2,22 +2,15 @@
 
 use super::*;
 
-/// The params of an eligible `tools/call`, typed; `None` leaves the request to the transport.
+/// The params of a `tools/call`, typed; `Err` says why they do not fit.
 pub(in crate::app) fn parse_call(
-    headers: &axum::http::HeaderMap,
-    id: &serde_json::Value,
-    params: &serde_json::Map<String, serde_json::Value>,
-    mcp: &crate::config::RawMcp,
-) -> Option<(RequestId, CallToolRequestParams, Generation)> {
-    let name = params.get("name").and_then(serde_json::Value::as_str)?;
-    let generation =
-        crate::mcp::fast::eligible_for(headers, Some(params), mcp, "tools/call", Some(name))?;
-    let id = request_id(id)?;
-    let params = <CallToolRequestParams as serde::Deserialize>::deserialize(params).ok()?;
-    Some((id, params, generation))
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<CallToolRequestParams, String> {
+    let params = params.ok_or("tools/call needs params {name, arguments}")?;
+    <CallToolRequestParams as serde::Deserialize>::deserialize(params).map_err(|e| e.to_string())
 }
 
-/// Serves one eligible `tools/call` (see the module).
+/// Serves one `tools/call` (see the module).
 pub(in crate::app) async fn serve_call(
     state: Arc<EdgeState>,
     parts: axum::http::request::Parts,

@@ -2,27 +2,22 @@
 
 use super::*;
 
-/// An eligible `tools/list`: its id, `_meta`, cursor and generation; `None` leaves the request
-/// to the transport.
+/// A `tools/list`'s `_meta` and cursor; `Err` says why its params do not fit.
 pub(in crate::app) fn parse_list(
-    headers: &axum::http::HeaderMap,
-    id: &serde_json::Value,
     params: Option<&serde_json::Map<String, serde_json::Value>>,
-    mcp: &crate::config::RawMcp,
-) -> Option<(RequestId, RequestMetaObject, Option<String>, Generation)> {
-    if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
-        return None;
-    }
-    let generation = crate::mcp::fast::eligible(headers, params, mcp)?;
-    let cursor = crate::mcp::fast::cursor(params)?.map(str::to_owned);
+) -> Result<(RequestMetaObject, Option<String>), String> {
+    let cursor = crate::mcp::fast::cursor(params)
+        .ok_or("params.cursor must be a string")?
+        .map(str::to_owned);
     let meta = match params.and_then(|p| p.get("_meta")) {
         None => RequestMetaObject::default(),
-        Some(meta) => <RequestMetaObject as serde::Deserialize>::deserialize(meta).ok()?,
+        Some(meta) => <RequestMetaObject as serde::Deserialize>::deserialize(meta)
+            .map_err(|e| format!("params._meta: {e}"))?,
     };
-    Some((request_id(id)?, meta, cursor, generation))
+    Ok((meta, cursor))
 }
 
-/// Serves one eligible `tools/list` that no precomputed page answers.
+/// Serves one `tools/list` that no precomputed page answers.
 pub(in crate::app) async fn serve_list(
     state: Arc<EdgeState>,
     parts: &axum::http::request::Parts,

@@ -2,22 +2,15 @@
 
 use super::*;
 
-/// An eligible 2026-07-28 `subscriptions/listen`: its id and the notifications it asks for.
+/// The notifications a 2026-07-28 `subscriptions/listen` asks for; `Err` says why its params
+/// do not fit.
 pub(in crate::app) fn parse_listen(
-    headers: &axum::http::HeaderMap,
-    id: &serde_json::Value,
     params: Option<&serde_json::Map<String, serde_json::Value>>,
-    mcp: &crate::config::RawMcp,
-) -> Option<(RequestId, rmcp::model::SubscriptionFilter)> {
-    let generation =
-        crate::mcp::fast::eligible_for(headers, params, mcp, "subscriptions/listen", None)?;
-    if generation != Generation::Stateless {
-        return None;
-    }
-    let params =
-        <rmcp::model::SubscriptionsListenRequestParams as serde::Deserialize>::deserialize(params?)
-            .ok()?;
-    Some((request_id(id)?, params.notifications))
+) -> Result<rmcp::model::SubscriptionFilter, String> {
+    let params = params.ok_or("subscriptions/listen needs params {notifications}")?;
+    <rmcp::model::SubscriptionsListenRequestParams as serde::Deserialize>::deserialize(params)
+        .map(|params| params.notifications)
+        .map_err(|e| e.to_string())
 }
 
 /// Serves one `subscriptions/listen` (2026-07-28): an SSE stream that opens with the

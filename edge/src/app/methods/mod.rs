@@ -7,12 +7,12 @@
 //! refusals of the resource, prompt and completion methods the edge does not offer, and the
 //! methods no MCP version defines.
 //!
-//! A request takes this path when the transport would take it as it is
-//! ([`crate::mcp::fast::eligible_for`]); anything else (a foreign `Host`, weighted `Accept`,
-//! a version the edge does not know, `Mcp-*` headers that do not match the body) still goes
-//! through rmcp's transport, which refuses it. The answer's shape follows the protocol
-//! generation exactly as rmcp's server does: 2026-07-28 results carry their cache hints and
-//! may be input-required; earlier ones lose `resultType` and non-object structured output.
+//! Every request reaches this path once the transport's rules admitted it
+//! ([`crate::transport::rules`]) and for the generation they chose: [`dispatch`] serves it, or
+//! refuses params that do not fit the method (`-32602`). The answer's shape follows the
+//! protocol generation exactly as rmcp's server does: 2026-07-28 results carry their cache
+//! hints and may be input-required; earlier ones lose `resultType` and non-object structured
+//! output.
 
 mod call;
 mod list;
@@ -20,11 +20,12 @@ mod listen;
 mod one_way;
 mod simple;
 
-pub(super) use call::{parse_call, serve_call};
-pub(super) use list::{parse_list, serve_list};
-pub(super) use listen::{parse_listen, serve_listen};
-pub(super) use one_way::{method_not_allowed, one_way};
-pub(super) use simple::{parse_simple, serve_simple};
+pub(super) use one_way::method_not_allowed;
+
+use call::{parse_call, serve_call};
+use list::{parse_list, serve_list};
+use listen::{parse_listen, serve_listen};
+use simple::{parse_simple, serve_simple};
 
 use rmcp::model::{
     CallToolRequestParams, ErrorCode, RequestId, RequestMetaObject, ServerJsonRpcMessage,
@@ -36,6 +37,72 @@ use futures::StreamExt as _;
 use super::*;
 use crate::mcp::fast::Generation;
 use crate::mcp::{CallContext, Sink};
+
+/// Serves one JSON-RPC message the transport's rules admitted as `generation` (`None`: a
+/// response to no question of the edge's; an id of `null`: a notification).
+pub(super) async fn dispatch(
+    state: Arc<EdgeState>,
+    parts: axum::http::request::Parts,
+    message: Option<Call>,
+    generation: Generation,
+) -> Response {
+    let Some((id, method, params)) = message else {
+        return one_way::stray_response(generation);
+    };
+    if id.is_null() {
+        return one_way::notification();
+    }
+    let Some(request_id) = request_id(&id) else {
+        return json(
+            &ServerJsonRpcMessage::error(
+                rmcp::ErrorData::invalid_request(
+                    "invalid request: \"id\" must be a string or an integer",
+                    None,
+                ),
+                None,
+            ),
+            generation,
+        );
+    };
+    let invalid = |reason: String| {
+        let error =
+            rmcp::ErrorData::invalid_params(format!("invalid params for {method}: {reason}"), None);
+        json(
+            &shape(Err(error), request_id.clone(), generation),
+            generation,
+        )
+    };
+    match method.as_str() {
+        "tools/list" => {
+            if state.config.mcp.precomputed_lists
+                && let Some(response) =
+                    fast_list(&state, &parts, &id, params.as_ref(), generation).await
+            {
+                return response;
+            }
+            match parse_list(params.as_ref()) {
+                Ok((meta, cursor)) => {
+                    serve_list(state, &parts, request_id, meta, cursor, generation).await
+                }
+                Err(reason) => invalid(reason),
+            }
+        }
+        "tools/call" => match parse_call(params.as_ref()) {
+            Ok(params) => serve_call(state, parts, request_id, params, generation).await,
+            Err(reason) => invalid(reason),
+        },
+        "subscriptions/listen" if generation == Generation::Stateless => {
+            match parse_listen(params.as_ref()) {
+                Ok(requested) => serve_listen(&state, &parts, request_id, requested),
+                Err(reason) => invalid(reason),
+            }
+        }
+        method => match parse_simple(method, params.as_ref(), generation) {
+            Ok(simple) => serve_simple(&state, &parts, request_id, simple, generation).await,
+            Err(reason) => invalid(reason),
+        },
+    }
+}
 
 /// The JSON-RPC id as rmcp reads it (a string, or an integer within i64).
 fn request_id(id: &serde_json::Value) -> Option<RequestId> {

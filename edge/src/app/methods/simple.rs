@@ -1,5 +1,6 @@
 //! The 2025-xx handshake, `ping`, `logging/setLevel`, `server/discover`, the refusals of the
-//! methods the edge does not offer, and methods no MCP version defines.
+//! methods the edge does not offer (resources, prompts, completions, tasks, skills), and
+//! methods no MCP version defines.
 
 use super::*;
 
@@ -17,70 +18,57 @@ pub(in crate::app) enum Simple {
     NotOffered(rmcp::ErrorData),
 }
 
-/// Every method some MCP version defines (what rmcp parses into a request of its own).
-const KNOWN_METHODS: &[&str] = &[
-    "completion/complete",
-    "initialize",
-    "logging/setLevel",
-    "ping",
-    "prompts/get",
-    "prompts/list",
-    "resources/directory/read",
-    "resources/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/templates/list",
-    "resources/unsubscribe",
-    "server/discover",
-    "skills/get",
-    "skills/list",
-    "subscriptions/listen",
-    "tasks/cancel",
-    "tasks/get",
-    "tasks/update",
-    "tools/call",
-    "tools/list",
-];
-
-/// An eligible `initialize`, `ping`, `logging/setLevel`, `server/discover` or unknown method;
-/// `None` leaves the request to the transport.
+/// The `Simple` method of a request the transport's rules admitted as `generation`; `Err`
+/// says why its params do not fit the method.
 pub(in crate::app) fn parse_simple(
-    headers: &axum::http::HeaderMap,
-    id: &serde_json::Value,
     method: &str,
     params: Option<&serde_json::Map<String, serde_json::Value>>,
-    mcp: &crate::config::RawMcp,
-) -> Option<(RequestId, Simple, Generation)> {
-    let id = request_id(id)?;
-    if method == "initialize" {
-        let params = params?;
-        return Some((
-            id,
-            parse_initialize(headers, params, mcp)?,
-            Generation::Legacy,
-        ));
+    generation: Generation,
+) -> Result<Simple, String> {
+    fn typed<T: serde::de::DeserializeOwned>(
+        method: &str,
+        params: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<T, String> {
+        let params = params.ok_or_else(|| format!("{method} needs params"))?;
+        T::deserialize(params).map_err(|e| e.to_string())
     }
-    // SEP-2243: at 2026-07-28 these methods name their target in `Mcp-Name` as well.
-    let name = match method {
-        "prompts/get" => Some(params?.get("name")?.as_str()?),
-        "resources/read" | "resources/subscribe" => Some(params?.get("uri")?.as_str()?),
-        _ => None,
+    let not_found = |method: &str| {
+        Simple::NotOffered(rmcp::ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            method.to_owned(),
+            None,
+        ))
     };
-    let generation = crate::mcp::fast::eligible_for(headers, params, mcp, method, name)?;
-    let simple = match method {
+    Ok(match method {
+        // Removed at 2026-07-28 (SEP-2575): 404 and -32601, unless it is a whole handshake,
+        // which a client falling back to an earlier version may send.
+        "logging/setLevel" if generation == Generation::Stateless => not_found(method),
+        "initialize"
+            if generation == Generation::Stateless
+                && typed::<rmcp::model::InitializeRequestParams>(method, params).is_err() =>
+        {
+            not_found(method)
+        }
+        "initialize" => {
+            let typed: rmcp::model::InitializeRequestParams = typed(method, params)?;
+            let capabilities = params
+                .and_then(|p| p.get("capabilities"))
+                .cloned()
+                .unwrap_or_default();
+            Simple::Initialize(Box::new(typed), capabilities)
+        }
         "ping" => Simple::Ping,
         "logging/setLevel" => {
             // Deprecated for 2026-07-28 (SEP-2577), still sent by 2025-xx clients.
             #[allow(deprecated)]
-            <rmcp::model::SetLevelRequestParams as serde::Deserialize>::deserialize(params?)
-                .ok()?;
+            let _: rmcp::model::SetLevelRequestParams = typed(method, params)?;
             Simple::SetLevel
         }
-        "server/discover" if generation == Generation::Stateless => Simple::Discover,
+        "server/discover" => Simple::Discover,
         "resources/list" | "resources/templates/list" | "prompts/list" => {
             if let Some(params) = params {
                 <rmcp::model::PaginatedRequestParams as serde::Deserialize>::deserialize(params)
-                    .ok()?;
+                    .map_err(|e| e.to_string())?;
             }
             let capability = if method.starts_with("prompts/") {
                 "prompts"
@@ -90,82 +78,41 @@ pub(in crate::app) fn parse_simple(
             Simple::NotOffered(crate::mcp::not_offered(method, capability))
         }
         "prompts/get" => {
-            <rmcp::model::GetPromptRequestParams as serde::Deserialize>::deserialize(params?)
-                .ok()?;
+            let _: rmcp::model::GetPromptRequestParams = typed(method, params)?;
             Simple::NotOffered(crate::mcp::not_offered(method, "prompts"))
         }
         "completion/complete" => {
-            <rmcp::model::CompleteRequestParams as serde::Deserialize>::deserialize(params?)
-                .ok()?;
+            let _: rmcp::model::CompleteRequestParams = typed(method, params)?;
             Simple::NotOffered(crate::mcp::not_offered(method, "completions"))
         }
         "resources/read" => {
-            let read = <rmcp::model::ReadResourceRequestParams as serde::Deserialize>::deserialize(
-                params?,
-            )
-            .ok()?;
+            let read: rmcp::model::ReadResourceRequestParams = typed(method, params)?;
             Simple::NotOffered(crate::mcp::resource_not_found(&read.uri))
         }
-        "resources/subscribe" => {
-            <rmcp::model::SubscribeRequestParams as serde::Deserialize>::deserialize(params?)
-                .ok()?;
-            // Subscriptions to resources exist before 2026-07-28 only.
-            Simple::NotOffered(match generation {
-                Generation::Legacy => crate::mcp::not_offered(method, "resources"),
-                Generation::Stateless => {
-                    rmcp::ErrorData::method_not_found::<rmcp::model::SubscribeRequestMethod>()
-                }
-            })
+        // Resource subscriptions exist before 2026-07-28 only.
+        "resources/subscribe" | "resources/unsubscribe" if generation == Generation::Stateless => {
+            not_found(method)
         }
-        method if !KNOWN_METHODS.contains(&method) && !method.starts_with("notifications/") => {
-            Simple::Unknown(method.to_owned())
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let _: rmcp::model::SubscribeRequestParams = typed(method, params)?;
+            // The edge offers no resources to subscribe to.
+            if method == "resources/subscribe" {
+                Simple::NotOffered(crate::mcp::not_offered(method, "resources"))
+            } else {
+                not_found(method)
+            }
         }
-        _ => return None,
-    };
-    Some((id, simple, generation))
-}
-
-/// An `initialize` the transport would take as it is: an allowed `Host`, both media types
-/// accepted, a version with a handshake that the edge answers as asked (so no
-/// negotiation), `MCP-Protocol-Version` absent or the same, `Mcp-Method` absent or
-/// `initialize`, no `Mcp-Name` and no `_meta`.
-fn parse_initialize(
-    headers: &axum::http::HeaderMap,
-    params: &serde_json::Map<String, serde_json::Value>,
-    mcp: &crate::config::RawMcp,
-) -> Option<Simple> {
-    use crate::mcp::fast::{METHOD, NAME, PROTOCOL_VERSION};
-    // The list's rules for Host and Accept (a plain legacy request passes them).
-    let mut bare = axum::http::HeaderMap::new();
-    for name in [header::HOST, header::ACCEPT] {
-        for value in headers.get_all(&name) {
-            bare.append(name.clone(), value.clone());
-        }
-    }
-    crate::mcp::fast::eligible(&bare, None, mcp)?;
-    if params.contains_key("_meta") || headers.contains_key(&NAME) {
-        return None;
-    }
-    let version = params.get("protocolVersion")?.as_str()?;
-    if !["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"].contains(&version) {
-        return None;
-    }
-    let mut declared = headers.get_all(&PROTOCOL_VERSION).iter();
-    match (declared.next(), declared.next()) {
-        (None, _) => {}
-        (Some(header), None) if header.as_bytes() == version.as_bytes() => {}
-        _ => return None,
-    }
-    let mut methods = headers.get_all(&METHOD).iter();
-    match (methods.next(), methods.next()) {
-        (None, _) => {}
-        (Some(header), None) if header.as_bytes() == b"initialize" => {}
-        _ => return None,
-    }
-    let capabilities = params.get("capabilities").cloned().unwrap_or_default();
-    let typed =
-        <rmcp::model::InitializeRequestParams as serde::Deserialize>::deserialize(params).ok()?;
-    Some(Simple::Initialize(Box::new(typed), capabilities))
+        // Legacy clients have no subscriptions/listen; the edge declares neither the tasks
+        // nor the skills extension.
+        "subscriptions/listen"
+        | "tasks/get"
+        | "tasks/update"
+        | "tasks/cancel"
+        | "skills/list"
+        | "skills/get"
+        | "resources/directory/read" => not_found(method),
+        method => Simple::Unknown(method.to_owned()),
+    })
 }
 
 /// Serves one method of [`Simple`].
@@ -189,20 +136,33 @@ pub(in crate::app) async fn serve_simple(
     .increment(1);
     let result = match simple {
         Simple::Initialize(params, capabilities) => {
-            let mut info = handler.get_info();
-            info.protocol_version = params.protocol_version.clone();
+            // A version without a handshake (or unknown) is answered with the newest one
+            // that has one: the client decides whether it speaks it.
+            let info = match handler.negotiate_initialize(&params) {
+                Ok(info) => info,
+                Err(error) => {
+                    return json(
+                        &shape(Err(error), id, Generation::Legacy),
+                        Generation::Legacy,
+                    );
+                }
+            };
+            let version = info.protocol_version.clone();
+            // The handshake is answered in the shape of the version it agrees on.
             let mut response = json(
-                &shape(Ok(ServerResult::InitializeResult(info)), id, generation),
-                generation,
+                &shape(
+                    Ok(ServerResult::InitializeResult(info)),
+                    id,
+                    Generation::Legacy,
+                ),
+                Generation::Legacy,
             );
             // A 2025-xx session id holds what the client declared (ADR 0005).
             if state.config.mcp.session_ttl_secs > 0
                 && let Some(caller) = parts.extensions.get::<Caller>()
             {
-                let session = crate::mcp::session::Session::from_initialize(
-                    params.protocol_version.as_str(),
-                    &capabilities,
-                );
+                let session =
+                    crate::mcp::session::Session::from_initialize(version.as_str(), &capabilities);
                 if let Ok(value) = HeaderValue::from_str(&state.sessions.issue(&caller.0, &session))
                 {
                     response

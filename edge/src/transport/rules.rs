@@ -1,0 +1,513 @@
+//! The acceptance rules of the Streamable HTTP transport, for every protocol version, in one
+//! place: the media types a POST must accept and carry ([`media`]), and for each JSON-RPC
+//! message the protocol version it is served as, or why it is refused ([`admit`]) — the
+//! `MCP-Protocol-Version` header, the per-request version and capabilities in `_meta`
+//! (2026-07-28), and the SEP-2243 `Mcp-Method` / `Mcp-Name` headers that must repeat the body.
+//!
+//! The rules are rmcp's transport's (3.11), which the edge ran until it served MCP itself
+//! (ADR 0011), with the same codes, statuses and messages; `tests/transport_rules.rs` holds
+//! the recorded answers. `Mcp-Param-*` headers are checked later, against the caller's own
+//! tool, by the call pipeline: only it knows per-tenant tools.
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use rmcp::model::{ErrorCode, ProtocolVersion, RequestMetaObject};
+use serde_json::{Map, Value};
+
+pub use super::pages::Generation;
+
+/// `MCP-Protocol-Version` (a constant: looking a header up by a `&str` parses the name).
+pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// `Mcp-Method` (2026-07-28).
+pub const METHOD: HeaderName = HeaderName::from_static("mcp-method");
+/// `Mcp-Name` (2026-07-28).
+pub const NAME: HeaderName = HeaderName::from_static("mcp-name");
+
+/// The first version whose requests repeat their method (and target) in headers, and carry
+/// their own version and capabilities in `_meta`.
+pub(crate) const CURRENT: &str = "2026-07-28";
+
+const BASE64_PREFIX: &str = "=?base64?";
+const BASE64_SUFFIX: &str = "?=";
+
+/// Why a request is refused before any method sees it.
+#[derive(Debug, PartialEq)]
+pub enum Refused {
+    /// An HTTP status with a plain-text reason (no JSON-RPC message was read, or the version
+    /// header says nothing can be).
+    Http(StatusCode, String),
+    /// A JSON-RPC error answering `id` (`Null` for a notification), sent with `status`.
+    JsonRpc(StatusCode, Value, rmcp::ErrorData),
+}
+
+impl Refused {
+    fn header_mismatch(id: &Value, message: String) -> Refused {
+        Refused::JsonRpc(
+            StatusCode::BAD_REQUEST,
+            id.clone(),
+            rmcp::ErrorData::new(ErrorCode::HEADER_MISMATCH, message, None),
+        )
+    }
+
+    /// The HTTP answer.
+    pub fn into_response(self) -> axum::response::Response {
+        use axum::response::IntoResponse as _;
+        match self {
+            Refused::Http(status, text) => (
+                status,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                )],
+                text,
+            )
+                .into_response(),
+            Refused::JsonRpc(status, id, error) => {
+                let id = match id {
+                    Value::String(id) => Some(rmcp::model::RequestId::String(id.into())),
+                    Value::Number(n) => n.as_i64().map(rmcp::model::RequestId::Number),
+                    _ => None,
+                };
+                let message = rmcp::model::ServerJsonRpcMessage::error(error, id);
+                let body = serde_json::to_vec(&message).unwrap_or_default();
+                (
+                    status,
+                    [(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    )],
+                    body,
+                )
+                    .into_response()
+            }
+        }
+    }
+}
+
+/// A POST's media types: it must accept both JSON and SSE (406 otherwise; an entry weighted
+/// `q=0` is not accepted, a malformed weight is ignored) and carry JSON (415).
+pub fn media(headers: &HeaderMap) -> Result<(), Refused> {
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            continue;
+        };
+        for entry in split_unquoted(value, ',') {
+            let mut parts = split_unquoted(entry, ';');
+            let essence = parts.next().unwrap_or("").trim();
+            let weighted_out = parts.any(|parameter| {
+                parameter.split_once('=').is_some_and(|(name, value)| {
+                    name.trim().eq_ignore_ascii_case("q") && !quality_is_acceptable(value.trim())
+                })
+            });
+            if !weighted_out {
+                json |= essence.eq_ignore_ascii_case("application/json");
+                sse |= essence.eq_ignore_ascii_case("text/event-stream");
+            }
+        }
+    }
+    if !json || !sse {
+        return Err(Refused::Http(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: Client must accept both application/json and text/event-stream"
+                .to_owned(),
+        ));
+    }
+    if !is_json(headers) {
+        return Err(Refused::Http(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `Accept` takes `text/event-stream` (a GET stream's one requirement).
+pub fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
+/// Whether the body is JSON: the media type's essence, parameters aside.
+pub fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// `value` split at `delimiter` outside double quotes.
+fn split_unquoted(value: &str, delimiter: char) -> impl Iterator<Item = &str> {
+    let (mut quoted, mut escaped) = (false, false);
+    value.split(move |c| {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if !quoted && c == delimiter {
+            return true;
+        }
+        false
+    })
+}
+
+/// RFC 9110 §12.4.2: only an explicit zero weight excludes a media range; a weight outside
+/// the grammar (more than three decimals, not digits) is ignored.
+fn quality_is_acceptable(quality: &str) -> bool {
+    let (whole, fraction) = quality.split_once('.').unwrap_or((quality, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|d| d.is_ascii_digit()) {
+        return true;
+    }
+    whole != "0" || fraction.bytes().any(|d| d != b'0')
+}
+
+/// A JSON-RPC message as [`admit`] reads it.
+#[derive(Clone, Copy, Debug)]
+pub enum Message<'a> {
+    /// A request: its id, method and params.
+    Request(&'a Value, &'a str, Option<&'a Map<String, Value>>),
+    /// A notification: its method and params.
+    Notification(&'a str, Option<&'a Map<String, Value>>),
+    /// A response or error (to a server request).
+    Response,
+}
+
+/// The generation `message` is served as, or why it is refused: the version header must name
+/// a version the edge knows (unless the request names its own in `_meta`), an `initialize`'s
+/// must match its body; from 2026-07-28 on, `Mcp-Method` (and `Mcp-Name` for a method with a
+/// target) must repeat the body, and a request must carry its version (the header's) and
+/// capabilities in `_meta`; a version in `_meta` must be one the edge supports.
+pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Refused> {
+    let (id, method, params) = match message {
+        Message::Request(id, method, params) => (id, Some(method), params),
+        Message::Notification(method, params) => (&Value::Null, Some(method), params),
+        Message::Response => (&Value::Null, None, None),
+    };
+    let request = matches!(message, Message::Request(..));
+    let initialize = request && method == Some("initialize");
+    let meta = match params.and_then(|p| p.get("_meta")) {
+        Some(Value::Object(meta)) => Some(meta),
+        _ => None,
+    };
+    let meta_version = meta
+        .filter(|_| request)
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .and_then(Value::as_str);
+
+    // The version header.
+    let mut values = headers.get_all(&PROTOCOL_VERSION).iter();
+    let header = match (values.next(), values.next()) {
+        (None, _) => None,
+        (Some(value), None) => Some(value),
+        (Some(_), Some(_)) => {
+            return Err(Refused::Http(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: more than one MCP-Protocol-Version header".to_owned(),
+            ));
+        }
+    };
+    let header = match header.map(HeaderValue::to_str) {
+        None => None,
+        Some(Ok(version)) => Some(version),
+        Some(Err(_)) if initialize => {
+            return Err(Refused::JsonRpc(
+                StatusCode::BAD_REQUEST,
+                id.clone(),
+                rmcp::ErrorData::invalid_request(
+                    "Invalid Request: MCP-Protocol-Version header is not valid UTF-8",
+                    None,
+                ),
+            ));
+        }
+        Some(Err(_)) => {
+            return Err(Refused::Http(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: Invalid MCP-Protocol-Version header encoding".to_owned(),
+            ));
+        }
+    };
+    if initialize {
+        let body = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str);
+        if let (Some(header), Some(body)) = (header, body)
+            && header != body
+        {
+            return Err(Refused::JsonRpc(
+                StatusCode::BAD_REQUEST,
+                id.clone(),
+                rmcp::ErrorData::invalid_request(
+                    format!(
+                        "Invalid Request: MCP-Protocol-Version header ({header}) does not match initialize params.protocolVersion ({body})"
+                    ),
+                    None,
+                ),
+            ));
+        }
+    } else if let Some(version) = header
+        && meta_version.is_none()
+        && !known(version)
+    {
+        return Err(Refused::Http(
+            StatusCode::BAD_REQUEST,
+            format!("Bad Request: Unsupported MCP-Protocol-Version: {version}"),
+        ));
+    }
+
+    // SEP-2243: the method and its target repeated in headers.
+    if let (Some(method), Some(version)) = (method, header)
+        && version >= CURRENT
+    {
+        standard_headers(headers, id, method, params, initialize)?;
+    }
+
+    if !request || initialize {
+        // An `initialize` under a 2026-07-28 header is a removed method unless it is a
+        // handshake the edge can answer (with a version that has one): the methods decide.
+        return Ok(match header {
+            Some(version) if version >= CURRENT => Generation::Stateless,
+            _ => Generation::Legacy,
+        });
+    }
+
+    // `_meta` against the header, then the version it names.
+    let discover = method == Some("server/discover");
+    let missing = || -> Vec<&'static str> {
+        meta.and_then(|m| <RequestMetaObject as serde::Deserialize>::deserialize(m).ok())
+            .unwrap_or_default()
+            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+    };
+    let Some(meta_version) = meta_version else {
+        if discover || header.is_some_and(|v| v >= CURRENT) {
+            return Err(Refused::JsonRpc(
+                StatusCode::BAD_REQUEST,
+                id.clone(),
+                rmcp::ErrorData::invalid_params(
+                    format!(
+                        "Invalid params: request _meta is missing or has malformed required fields: {}",
+                        missing().join(", ")
+                    ),
+                    None,
+                ),
+            ));
+        }
+        return Ok(Generation::Legacy);
+    };
+    let Some(header) = header else {
+        return Err(Refused::header_mismatch(
+            id,
+            "request _meta protocolVersion requires MCP-Protocol-Version header".to_owned(),
+        ));
+    };
+    if header != meta_version {
+        return Err(Refused::header_mismatch(
+            id,
+            format!(
+                "MCP-Protocol-Version header ({header}) does not match request _meta protocolVersion ({meta_version})"
+            ),
+        ));
+    }
+    if !known(meta_version) {
+        return Err(Refused::JsonRpc(
+            StatusCode::BAD_REQUEST,
+            id.clone(),
+            rmcp::ErrorData::unsupported_protocol_version(
+                serde_json::from_value(Value::String(meta_version.to_owned())).unwrap_or_default(),
+                ProtocolVersion::KNOWN_VERSIONS,
+            ),
+        ));
+    }
+    if discover || meta_version >= CURRENT {
+        let missing = missing();
+        if !missing.is_empty() {
+            return Err(Refused::JsonRpc(
+                StatusCode::BAD_REQUEST,
+                id.clone(),
+                rmcp::ErrorData::invalid_params(
+                    format!(
+                        "request _meta is missing or has malformed required fields: {}",
+                        missing.join(", ")
+                    ),
+                    None,
+                ),
+            ));
+        }
+    }
+    Ok(if meta_version >= CURRENT {
+        Generation::Stateless
+    } else {
+        Generation::Legacy
+    })
+}
+
+/// Whether the edge speaks `version`.
+fn known(version: &str) -> bool {
+    ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .any(|known| known.as_str() == version)
+}
+
+/// `Mcp-Method` repeats the method (an `initialize` may omit it), `Mcp-Name` the target of a
+/// method that has one: a tool's or prompt's `name`, a resource's `uri`, a task's `taskId`.
+fn standard_headers(
+    headers: &HeaderMap,
+    id: &Value,
+    method: &str,
+    params: Option<&Map<String, Value>>,
+    initialize: bool,
+) -> Result<(), Refused> {
+    if initialize {
+        let mut values = headers.get_all(&METHOD).iter();
+        let Some(first) = values.next() else {
+            return Ok(());
+        };
+        if values.next().is_some() {
+            return Err(Refused::header_mismatch(
+                id,
+                "multiple Mcp-Method header values supplied; initialize requires exactly one"
+                    .to_owned(),
+            ));
+        }
+        if first.as_bytes() != b"initialize" {
+            return Err(Refused::header_mismatch(
+                id,
+                format!(
+                    "Mcp-Method header `{}` does not match body method `initialize`",
+                    String::from_utf8_lossy(first.as_bytes())
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    match single(headers, &METHOD, "Mcp-Method").map_err(|m| Refused::header_mismatch(id, m))? {
+        None => {
+            return Err(Refused::header_mismatch(
+                id,
+                "missing required Mcp-Method header".to_owned(),
+            ));
+        }
+        Some(value) if value != method => {
+            return Err(Refused::header_mismatch(
+                id,
+                format!("Mcp-Method header `{value}` does not match body method `{method}`"),
+            ));
+        }
+        Some(_) => {}
+    }
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return Ok(()),
+    };
+    let Some(expected) = params.and_then(|p| p.get(key)).and_then(Value::as_str) else {
+        return Ok(());
+    };
+    match single(headers, &NAME, "Mcp-Name").map_err(|m| Refused::header_mismatch(id, m))? {
+        None => Err(Refused::header_mismatch(
+            id,
+            format!("missing required Mcp-Name header for `{method}`"),
+        )),
+        Some(raw) => match decode(raw) {
+            None => Err(Refused::header_mismatch(
+                id,
+                "Mcp-Name header is not valid Base64".to_owned(),
+            )),
+            Some(decoded) if decoded != expected => Err(Refused::header_mismatch(
+                id,
+                format!("Mcp-Name header `{decoded}` does not match body value `{expected}`"),
+            )),
+            Some(_) => Ok(()),
+        },
+    }
+}
+
+/// The one value of a header that may appear once.
+fn single<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+    spelled: &str,
+) -> Result<Option<&'a str>, String> {
+    let mut values = headers.get_all(name).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(format!("duplicate {spelled} header"));
+    }
+    value
+        .to_str()
+        .map(Some)
+        .map_err(|_| format!("{spelled} header contains invalid characters"))
+}
+
+/// A SEP-2243 header value as sent: literal, or `=?base64?…?=` (strict, padded Base64 of
+/// UTF-8).
+pub fn decode(raw: &str) -> Option<String> {
+    match raw
+        .strip_prefix(BASE64_PREFIX)
+        .and_then(|inner| inner.strip_suffix(BASE64_SUFFIX))
+    {
+        Some(inner) => String::from_utf8(STANDARD.decode(inner).ok()?).ok(),
+        None => Some(raw.to_owned()),
+    }
+}
+
+/// The `Host` check of the transport (an entry without a port allows any port), for the one
+/// `Host` header a well-formed request has; `["*"]` allows every host. Compared without
+/// allocating: it runs on every warm `tools/list`.
+pub fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    if allowed.iter().any(|h| h == "*") {
+        return true;
+    }
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let (Some(host), None) = (hosts.next(), hosts.next()) else {
+        return false;
+    };
+    let Some((name, port)) = host.to_str().ok().and_then(split_host) else {
+        return false;
+    };
+    allowed.iter().any(|entry| match split_host(entry.trim()) {
+        Some((entry_name, entry_port)) => {
+            entry_name.eq_ignore_ascii_case(name) && entry_port.is_none_or(|p| port == Some(p))
+        }
+        None => false,
+    })
+}
+
+/// `host[:port]`, `[v6]` or `[v6]:port` (a bare IPv6 address, `::1`, is a host without a port),
+/// as (host without brackets, port); `None` for what no `Host` header may hold.
+fn split_host(authority: &str) -> Option<(&str, Option<u16>)> {
+    if authority.is_empty()
+        || authority
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b"/?#@".contains(&b))
+    {
+        return None;
+    }
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (name, after) = rest.split_once(']')?;
+        return match after {
+            "" => Some((name, None)),
+            port => Some((name, Some(port.strip_prefix(':')?.parse().ok()?))),
+        };
+    }
+    match authority.split_once(':') {
+        None => Some((authority, None)),
+        // Two colons or more: a bare IPv6 address.
+        Some((_, rest)) if rest.contains(':') => Some((authority, None)),
+        Some((name, port)) => Some((name, Some(port.parse().ok()?))),
+    }
+}

@@ -1,0 +1,214 @@
+//! Unit tests of the transport's rules (`super::rules`).
+
+use super::rules::*;
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::json;
+use serde_json::{Map, Value};
+
+fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.append(*name, value.parse().unwrap());
+    }
+    map
+}
+
+fn current_meta() -> Map<String, Value> {
+    json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": CURRENT,
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }})
+    .as_object()
+    .unwrap()
+    .clone()
+}
+
+#[test]
+fn media_types() {
+    let plain = "application/json, text/event-stream";
+    let ok = |accept: &str| {
+        media(&headers(&[
+            ("accept", accept),
+            ("content-type", "application/json"),
+        ]))
+    };
+    assert_eq!(ok(plain), Ok(()));
+    assert_eq!(ok("application/json;q=0.5, text/event-stream;q=1"), Ok(()));
+    assert_eq!(
+        ok("application/json;q=1.0000, text/event-stream"),
+        Ok(()),
+        "a malformed weight is ignored"
+    );
+    assert!(matches!(
+        ok("application/json, text/event-stream;q=0"),
+        Err(Refused::Http(StatusCode::NOT_ACCEPTABLE, _))
+    ));
+    assert!(matches!(
+        ok("application/json, text/event-stream;q=0.000"),
+        Err(Refused::Http(StatusCode::NOT_ACCEPTABLE, _))
+    ));
+    assert!(matches!(
+        ok("application/json"),
+        Err(Refused::Http(StatusCode::NOT_ACCEPTABLE, _))
+    ));
+    assert_eq!(
+        ok(r#"application/json;x="a,b", text/event-stream"#),
+        Ok(()),
+        "a quoted comma splits nothing"
+    );
+    let text = media(&headers(&[
+        ("accept", plain),
+        ("content-type", "text/plain"),
+    ]));
+    assert!(matches!(
+        text,
+        Err(Refused::Http(StatusCode::UNSUPPORTED_MEDIA_TYPE, _))
+    ));
+    let charset = media(&headers(&[
+        ("accept", plain),
+        ("content-type", "Application/JSON; charset=utf-8"),
+    ]));
+    assert_eq!(charset, Ok(()));
+}
+
+#[test]
+fn generations_and_refusals() {
+    let id = json!(1);
+    let meta = current_meta();
+    let request = |params| Message::Request(&id, "tools/list", params);
+    // Legacy: no header, or a known one; an unknown one is refused before JSON-RPC.
+    assert_eq!(admit(&headers(&[]), request(None)), Ok(Generation::Legacy));
+    assert_eq!(
+        admit(
+            &headers(&[("mcp-protocol-version", "2025-06-18")]),
+            request(None)
+        ),
+        Ok(Generation::Legacy)
+    );
+    assert!(matches!(
+        admit(
+            &headers(&[("mcp-protocol-version", "1999-01-01")]),
+            request(None)
+        ),
+        Err(Refused::Http(StatusCode::BAD_REQUEST, _))
+    ));
+    // Below 2026-07-28, Mcp-Method is not the transport's to check.
+    assert_eq!(
+        admit(
+            &headers(&[("mcp-protocol-version", "2025-11-25"), ("mcp-method", "x")]),
+            request(None)
+        ),
+        Ok(Generation::Legacy)
+    );
+    // 2026-07-28: header, _meta and Mcp-Method agree.
+    let current = headers(&[
+        ("mcp-protocol-version", CURRENT),
+        ("mcp-method", "tools/list"),
+    ]);
+    assert_eq!(
+        admit(&current, request(Some(&meta))),
+        Ok(Generation::Stateless)
+    );
+    let code = |r: Result<Generation, Refused>| match r {
+        Err(Refused::JsonRpc(status, _, error)) => (status.as_u16(), error.code.0),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(code(admit(&current, request(None))), (400, -32602));
+    assert_eq!(
+        code(admit(
+            &headers(&[("mcp-protocol-version", CURRENT)]),
+            request(Some(&meta))
+        )),
+        (400, -32020)
+    );
+    assert_eq!(
+        code(admit(&headers(&[]), request(Some(&meta)))),
+        (400, -32020)
+    );
+    let two = headers(&[
+        ("mcp-protocol-version", CURRENT),
+        ("mcp-method", "tools/list"),
+        ("mcp-method", "tools/list"),
+    ]);
+    assert_eq!(code(admit(&two, request(Some(&meta)))), (400, -32020));
+    // Mcp-Name: literal or Base64, and must match the target.
+    let mut call = meta.clone();
+    call.insert("name".into(), json!("echo"));
+    let named = |name: &str| {
+        let h = headers(&[
+            ("mcp-protocol-version", CURRENT),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", name),
+        ]);
+        admit(&h, Message::Request(&id, "tools/call", Some(&call)))
+    };
+    assert_eq!(named("echo"), Ok(Generation::Stateless));
+    assert_eq!(named("=?base64?ZWNobw==?="), Ok(Generation::Stateless));
+    assert_eq!(code(named("other")), (400, -32020));
+    assert_eq!(code(named("=?base64?@@?=")), (400, -32020));
+    // A version in _meta the edge does not know.
+    let mut v999 = meta.clone();
+    v999["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999");
+    let h = headers(&[
+        ("mcp-protocol-version", "v999"),
+        ("mcp-method", "tools/list"),
+    ]);
+    assert_eq!(code(admit(&h, request(Some(&v999)))), (400, -32022));
+    // Notifications need Mcp-Method at 2026-07-28, and nothing else.
+    assert_eq!(
+        code(admit(
+            &headers(&[("mcp-protocol-version", CURRENT)]),
+            Message::Notification("notifications/cancelled", None)
+        )),
+        (400, -32020)
+    );
+    assert_eq!(
+        admit(&headers(&[]), Message::Response),
+        Ok(Generation::Legacy)
+    );
+    // Two version headers are refused, whatever they say.
+    let twice = headers(&[
+        ("mcp-protocol-version", "2025-11-25"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ]);
+    assert!(matches!(
+        admit(&twice, request(None)),
+        Err(Refused::Http(StatusCode::BAD_REQUEST, _))
+    ));
+}
+
+#[test]
+fn initialize_checks_its_header_against_its_body() {
+    let id = json!(2);
+    let params = json!({"protocolVersion": "2025-11-25"})
+        .as_object()
+        .unwrap()
+        .clone();
+    let init = Message::Request(&id, "initialize", Some(&params));
+    assert_eq!(admit(&headers(&[]), init), Ok(Generation::Legacy));
+    assert_eq!(
+        admit(&headers(&[("mcp-protocol-version", "2025-11-25")]), init),
+        Ok(Generation::Legacy)
+    );
+    assert!(matches!(
+        admit(&headers(&[("mcp-protocol-version", "2025-06-18")]), init),
+        Err(Refused::JsonRpc(StatusCode::BAD_REQUEST, _, _))
+    ));
+}
+
+#[test]
+fn hosts() {
+    let allowed = vec![
+        "localhost".to_owned(),
+        "::1".to_owned(),
+        "edge.internal:9000".to_owned(),
+    ];
+    let ok = |host: &str| host_allowed(&headers(&[("host", host)]), &allowed);
+    assert!(ok("localhost") && ok("LOCALHOST:8080") && ok("[::1]:8080"));
+    assert!(ok("edge.internal:9000"));
+    assert!(!ok("edge.internal:9001") && !ok("edge.internal") && !ok("127.0.0.1"));
+    assert!(!host_allowed(&HeaderMap::new(), &allowed));
+    assert!(!ok("localhost:99999") && !ok("user@localhost") && !ok("[::1"));
+    assert!(!ok("localhost:") && !ok(""));
+    assert!(host_allowed(&HeaderMap::new(), &["*".to_owned()]));
+}
