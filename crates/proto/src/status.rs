@@ -165,7 +165,12 @@ mod tests {
                 fault
                     .jsonrpc()
                     .map_or_else(|| "—".to_owned(), |c| c.to_string()),
-                format!("{} / {}", fault.http_status(true), fault.http_status(false)),
+                format!(
+                    "{} / {} / {}",
+                    fault.http_status(true),
+                    fault.http_status(false),
+                    fault.http_status_current()
+                ),
                 grpc_name(grpc_code(fault.class())),
             ];
             assert_eq!(row[..4], expected, "docs/errors.md row for {fault:?}");

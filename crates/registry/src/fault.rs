@@ -27,6 +27,9 @@ pub mod jsonrpc {
     pub const HEADER_MISMATCH: i32 = -32020;
     /// The request does not declare a client capability the tool needs (MCP).
     pub const MISSING_CLIENT_CAPABILITY: i32 = -32021;
+    /// A 2026-07-28 request names, in `_meta`, a protocol version the server does not speak
+    /// (MCP; `data.supported` lists those it does).
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
     /// Toolplane: the tenant's rate limit of tool calls per minute.
     pub const RATE_LIMITED: i32 = -32029;
     /// Toolplane: the caller's tool registry could not be loaded (control plane unreachable
@@ -55,6 +58,8 @@ pub enum Fault {
     HeaderMismatch,
     /// A tool needing a client capability the request does not declare.
     MissingClientCapability,
+    /// A protocol version in a request's `_meta` that the edge does not speak.
+    UnsupportedProtocolVersion,
     /// The tenant's rate limit.
     RateLimited,
     /// The registry cannot be loaded: the control plane is unreachable and nothing is cached.
@@ -82,7 +87,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every row, in the order of `docs/errors.md`.
-    pub const ALL: [Fault; 19] = [
+    pub const ALL: [Fault; 20] = [
         Fault::ParseError,
         Fault::InvalidRequest,
         Fault::MethodNotFound,
@@ -91,6 +96,7 @@ impl Fault {
         Fault::SessionNotFound,
         Fault::HeaderMismatch,
         Fault::MissingClientCapability,
+        Fault::UnsupportedProtocolVersion,
         Fault::RateLimited,
         Fault::RegistryUnavailable,
         Fault::Internal,
@@ -115,6 +121,7 @@ impl Fault {
             Fault::SessionNotFound => "session not found",
             Fault::HeaderMismatch => "header mismatch",
             Fault::MissingClientCapability => "missing client capability",
+            Fault::UnsupportedProtocolVersion => "unsupported protocol version",
             Fault::RateLimited => "rate limited",
             Fault::RegistryUnavailable => "registry unavailable",
             Fault::Internal => "internal error",
@@ -136,6 +143,7 @@ impl Fault {
             | Fault::InvalidRequest
             | Fault::InvalidParams
             | Fault::HeaderMismatch
+            | Fault::UnsupportedProtocolVersion
             | Fault::BodyTooLarge => ErrorCode::InvalidArgument,
             Fault::MethodNotFound
             | Fault::ResourceNotFound
@@ -165,6 +173,7 @@ impl Fault {
             Fault::SessionNotFound => Some(jsonrpc::SESSION_NOT_FOUND),
             Fault::HeaderMismatch => Some(jsonrpc::HEADER_MISMATCH),
             Fault::MissingClientCapability => Some(jsonrpc::MISSING_CLIENT_CAPABILITY),
+            Fault::UnsupportedProtocolVersion => Some(jsonrpc::UNSUPPORTED_PROTOCOL_VERSION),
             Fault::RateLimited => Some(jsonrpc::RATE_LIMITED),
             Fault::RegistryUnavailable => Some(jsonrpc::REGISTRY_UNAVAILABLE),
             Fault::Internal => Some(jsonrpc::INTERNAL_ERROR),
@@ -204,7 +213,9 @@ impl Fault {
                     500
                 }
             }
-            Fault::HeaderMismatch | Fault::MissingClientCapability => 400,
+            Fault::HeaderMismatch
+            | Fault::MissingClientCapability
+            | Fault::UnsupportedProtocolVersion => 400,
             Fault::SessionNotFound | Fault::NotFound => 404,
             Fault::Unauthenticated => 401,
             Fault::ForbiddenOrigin => 403,
@@ -212,6 +223,17 @@ impl Fault {
             Fault::BodyTooLarge => 413,
             Fault::Overloaded | Fault::Unavailable => 503,
             Fault::TimedOut => 504,
+        }
+    }
+
+    /// The HTTP status of a JSON-RPC error answering a 2026-07-28 request with an id: as
+    /// [`Fault::http_status`], except that a method the edge does not serve is 404 (that
+    /// version's HTTP binding: an intermediary routes on the status without reading the body).
+    /// Before 2026-07-28 an error a method answers with travels in a JSON-RPC answer (200).
+    pub fn http_status_current(self) -> u16 {
+        match self {
+            Fault::MethodNotFound => 404,
+            other => other.http_status(true),
         }
     }
 

@@ -12,8 +12,9 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use rmcp::model::{ErrorCode, ProtocolVersion, RequestMetaObject};
+use rmcp::model::{ErrorCode, ProtocolVersion};
 use serde_json::{Map, Value};
+use tp_registry::Fault;
 
 pub use super::pages::Generation;
 
@@ -23,6 +24,11 @@ pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-v
 pub const METHOD: HeaderName = HeaderName::from_static("mcp-method");
 /// `Mcp-Name` (2026-07-28).
 pub const NAME: HeaderName = HeaderName::from_static("mcp-name");
+
+/// The `_meta` key of a request's own protocol version (2026-07-28).
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// The `_meta` key of a request's client capabilities (2026-07-28).
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// The first version whose requests repeat their method (and target) in headers, and carry
 /// their own version and capabilities in `_meta`.
@@ -43,11 +49,19 @@ pub enum Refused {
 
 impl Refused {
     fn header_mismatch(id: &Value, message: String) -> Refused {
-        Refused::JsonRpc(
-            StatusCode::BAD_REQUEST,
-            id.clone(),
+        Refused::table(
+            id,
             rmcp::ErrorData::new(ErrorCode::HEADER_MISMATCH, message, None),
         )
+    }
+
+    /// A JSON-RPC error sent with the status the error table gives its code
+    /// ([`Fault::http_status`]).
+    fn table(id: &Value, error: rmcp::ErrorData) -> Refused {
+        let status = Fault::from_jsonrpc(error.code.0)
+            .and_then(|fault| StatusCode::from_u16(fault.http_status(true)).ok())
+            .unwrap_or(StatusCode::BAD_REQUEST);
+        Refused::JsonRpc(status, id.clone(), error)
     }
 
     /// The HTTP answer.
@@ -203,7 +217,7 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
     };
     let meta_version = meta
         .filter(|_| request)
-        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .and_then(|m| m.get(META_PROTOCOL_VERSION))
         .and_then(Value::as_str);
 
     // The version header.
@@ -222,9 +236,8 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
         None => None,
         Some(Ok(version)) => Some(version),
         Some(Err(_)) if initialize => {
-            return Err(Refused::JsonRpc(
-                StatusCode::BAD_REQUEST,
-                id.clone(),
+            return Err(Refused::table(
+                id,
                 rmcp::ErrorData::invalid_request(
                     "Invalid Request: MCP-Protocol-Version header is not valid UTF-8",
                     None,
@@ -245,9 +258,8 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
         if let (Some(header), Some(body)) = (header, body)
             && header != body
         {
-            return Err(Refused::JsonRpc(
-                StatusCode::BAD_REQUEST,
-                id.clone(),
+            return Err(Refused::table(
+                id,
                 rmcp::ErrorData::invalid_request(
                     format!(
                         "Invalid Request: MCP-Protocol-Version header ({header}) does not match initialize params.protocolVersion ({body})"
@@ -284,13 +296,26 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
 
     // `_meta` against the header, then the version it names.
     let discover = method == Some("server/discover");
+    // What `_meta` lacks of what 2026-07-28 requires, read in place (rmcp's
+    // `RequestMetaObject::missing_required_keys`, without copying `_meta`): a version string,
+    // and capabilities of the shape `ClientCapabilities` reads.
     let missing = || -> Vec<&'static str> {
-        meta.and_then(|m| <RequestMetaObject as serde::Deserialize>::deserialize(m).ok())
-            .unwrap_or_default()
-            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+        let mut missing = Vec::new();
+        if meta_version.is_none() {
+            missing.push(META_PROTOCOL_VERSION);
+        }
+        let capabilities = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES));
+        if !capabilities.is_some_and(|c| {
+            <rmcp::model::ClientCapabilities as serde::Deserialize>::deserialize(c).is_ok()
+        }) {
+            missing.push(META_CLIENT_CAPABILITIES);
+        }
+        missing
     };
     let Some(meta_version) = meta_version else {
         if discover || header.is_some_and(|v| v >= CURRENT) {
+            // Invalid params with a 400, not the table's 200: the request, not its method's
+            // parameters, is malformed (2026-07-28's HTTP binding).
             return Err(Refused::JsonRpc(
                 StatusCode::BAD_REQUEST,
                 id.clone(),
@@ -320,9 +345,8 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
         ));
     }
     if !known(meta_version) {
-        return Err(Refused::JsonRpc(
-            StatusCode::BAD_REQUEST,
-            id.clone(),
+        return Err(Refused::table(
+            id,
             rmcp::ErrorData::unsupported_protocol_version(
                 serde_json::from_value(Value::String(meta_version.to_owned())).unwrap_or_default(),
                 ProtocolVersion::KNOWN_VERSIONS,

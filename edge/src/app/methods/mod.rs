@@ -149,19 +149,16 @@ fn shape(
     }
 }
 
-/// The answer as one JSON body. At 2026-07-28 a few errors have an HTTP status of their own
-/// (the protocol's: 400 for a version, capability or header the request got wrong, 404 for
-/// an unknown method); earlier versions answer every JSON-RPC error with 200.
+/// The answer as one JSON body, with the HTTP status of the error table
+/// ([`Fault::http_status_current`]) at 2026-07-28; earlier versions answer every JSON-RPC
+/// error a method returns with 200.
 fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
     let status = match message {
         ServerJsonRpcMessage::Error(error) if generation == Generation::Stateless => {
-            match error.error.code {
-                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
-                | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
-                | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
-                ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
-                _ => StatusCode::OK,
-            }
+            Fault::from_jsonrpc(error.error.code.0).map_or(StatusCode::OK, |fault| {
+                StatusCode::from_u16(fault.http_status_current())
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            })
         }
         _ => StatusCode::OK,
     };
