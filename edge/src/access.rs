@@ -159,13 +159,14 @@ where
             (format!("http {}", status.as_u16()), None)
         }
     };
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let elapsed = started.elapsed();
+    let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
     let rpc = log
         .entry
         .lock()
         .map(|e| bounded_method(&e.rpc))
         .unwrap_or("other");
-    request_seconds(rpc).record(started.elapsed().as_secs_f64());
+    request_seconds(rpc).record(elapsed.as_secs_f64());
     let entry = log
         .entry
         .lock()

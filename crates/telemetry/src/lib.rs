@@ -9,8 +9,11 @@
 
 use std::io::IsTerminal as _;
 
+mod lines;
 pub mod metrics;
 pub mod trace;
+
+pub use lines::flush as flush_lines;
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer as _;
@@ -21,8 +24,12 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 const QUIET: &str = "rmcp::service=error,tower_http=warn,h2=warn,hyper=warn";
 
 /// Whether text logs on stderr should be coloured: a terminal, and no `NO_COLOR`.
+/// Read once: it asks the terminal (an `ioctl`), and the access log asks on every request.
 pub fn colour() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+    static COLOUR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *COLOUR.get_or_init(|| {
+        std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+    })
 }
 
 static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -40,10 +47,17 @@ pub fn json_from_env() -> bool {
 
 /// What [`init`] set up that must live as long as the process: with OTLP export on, dropping
 /// it flushes the spans still buffered.
+/// Dropping it also writes out the lines [`write_info_line`] still holds.
 #[derive(Debug, Default)]
-#[must_use = "keep it until the process ends, or buffered spans are lost"]
+#[must_use = "keep it until the process ends, or buffered spans and lines are lost"]
 pub struct Telemetry {
     _exporting: Option<trace::Exporting>,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        lines::flush();
+    }
 }
 
 /// Installs the global subscriber: logs on stderr, and OpenTelemetry spans exported over OTLP
@@ -104,14 +118,15 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Writes one INFO line for `target` straight to stderr, laid out as the text log writes its
-/// lines (`2026-11-26T03:04:16.008198Z  INFO target: message`), in one `write(2)`. For a line
-/// written on every request (the edge's access log), where the general formatter — a visitor
-/// per field, escaping per character — cost a sixth of a warm `tools/list`. The caller checks
+/// Writes one INFO line for `target` to stderr, laid out as the text log writes its lines
+/// (`2026-11-26T03:04:16.008198Z  INFO target: message`), whole, in batches (lines that arrive
+/// together go out in one `write(2)`, a lone line within 20 ms: see `lines`). For a line written on
+/// every request (the edge's access log), where the general formatter — a visitor per field,
+/// escaping per character — cost a sixth of a warm `tools/list`, and a `write(2)` of its own
+/// another tenth. The caller checks
 /// that INFO is enabled for `target` (`tracing::enabled!`) and escapes what it puts in
 /// `message`; JSON output keeps going through `tracing` (see [`json_logs`]).
 pub fn write_info_line(target: &str, message: &str) {
-    use std::io::Write as _;
     let mut line = String::with_capacity(message.len() + target.len() + 48);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -132,7 +147,7 @@ pub fn write_info_line(target: &str, message: &str) {
     }
     line.push_str(message);
     line.push('\n');
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    lines::write(line.as_bytes());
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's

@@ -107,6 +107,15 @@ pub fn media(headers: &HeaderMap) -> Result<(), Refused> {
         let Ok(value) = value.to_str() else {
             continue;
         };
+        // What clients send: plain media types, no parameters to weigh or quotes to skip.
+        if !value.contains([';', '"']) {
+            for essence in value.split(',') {
+                let essence = essence.trim();
+                json |= essence.eq_ignore_ascii_case("application/json");
+                sse |= essence.eq_ignore_ascii_case("text/event-stream");
+            }
+            continue;
+        }
         for entry in split_unquoted(value, ',') {
             let mut parts = split_unquoted(entry, ';');
             let essence = parts.next().unwrap_or("").trim();
