@@ -527,3 +527,81 @@ async fn every_mcp_request_is_shed_and_timed_out_by_the_same_stack_warm_or_not()
         .unwrap();
     assert_eq!(send(&service, health).await.status, StatusCode::OK);
 }
+
+/// An edge over `table` and the shared cache `shared` (the in-process stand-in for Redis).
+fn edge_with_cache(table: &Arc<Table>, shared: &Arc<crate::shared::Shared>) -> EdgeService {
+    use figment::providers::Serialized;
+    let figment = crate::config::figment(None).merge(Serialized::default(
+        "edge_token",
+        "an-edge-token-long-enough",
+    ));
+    let config = crate::config::load(figment).unwrap();
+    let directory: Arc<dyn Directory> = table.clone();
+    let state = EdgeState::assemble(config, directory, Some(Arc::clone(shared)));
+    state.versions.set_synced(true);
+    service(state)
+}
+
+#[tokio::test]
+async fn a_second_edge_serves_from_the_shared_cache_without_asking_the_control_plane() {
+    let table = table();
+    let shared = crate::shared::Shared::memory("tp-test");
+    let first = edge_with_cache(&table, &shared);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let answer = rpc(&first, Some(KEY), list.clone()).await;
+    assert_eq!(names(&answer), ["fetch", "search"]);
+    let (resolves, authentications) = (
+        table.resolves.load(Ordering::SeqCst),
+        table.authentications.load(Ordering::SeqCst),
+    );
+    assert_eq!((resolves, authentications), (1, 1));
+    // Another edge (an empty in-process cache of its own) finds key and registry in L2.
+    let second = edge_with_cache(&table, &shared);
+    let answer = rpc(&second, Some(KEY), list.clone()).await;
+    assert_eq!(names(&answer), ["fetch", "search"]);
+    assert_eq!(table.resolves.load(Ordering::SeqCst), 1, "registry from L2");
+    assert_eq!(
+        table.authentications.load(Ordering::SeqCst),
+        1,
+        "identity from L2"
+    );
+    // L2 keeps what each role sees apart.
+    let answer = rpc(&second, Some(OTHER_KEY), list).await;
+    assert_eq!(names(&answer), ["search"]);
+}
+
+#[tokio::test]
+async fn with_the_shared_cache_down_the_edge_serves_from_the_control_plane_and_says_so() {
+    let table = table();
+    let shared = crate::shared::Shared::memory("tp-test");
+    shared.set_down(true);
+    let edge = edge_with_cache(&table, &shared);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let answer = rpc(&edge, Some(KEY), list.clone()).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(names(&answer), ["fetch", "search"]);
+    assert_eq!(table.resolves.load(Ordering::SeqCst), 1);
+    assert!(
+        !shared.healthy(),
+        "a failed command marks the cache unhealthy"
+    );
+    let ready = send(
+        &edge,
+        Request::builder()
+            .uri("/readyz")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(ready.body["redis"], "down", "{}", ready.body);
+    assert_eq!(ready.body["degraded"], true, "{}", ready.body);
+    // Back up: the next miss is written to L2 again, and a second edge reads it there.
+    shared.set_down(false);
+    let other = edge_with_cache(&table, &shared);
+    rpc(&other, Some(OTHER_KEY), list.clone()).await;
+    let resolves = table.resolves.load(Ordering::SeqCst);
+    let third = edge_with_cache(&table, &shared);
+    let answer = rpc(&third, Some(OTHER_KEY), list).await;
+    assert_eq!(names(&answer), ["search"]);
+    assert_eq!(table.resolves.load(Ordering::SeqCst), resolves);
+}
