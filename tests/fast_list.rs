@@ -17,27 +17,12 @@ const TOML: &str = "[mcp]\npage_size = 4\n";
 type Case = (&'static str, Vec<(&'static str, String)>, Vec<u8>, bool);
 
 async fn fast_count(edge: &EdgeProcess) -> u64 {
-    let metrics = reqwest_metrics(&edge.admin_addr).await;
+    let (_, metrics) = edge.admin_get("/metrics").await;
     metrics
         .lines()
         .filter(|l| l.starts_with("tp_edge_list_precomputed_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
-}
-
-async fn reqwest_metrics(addr: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.unwrap();
-    text
 }
 
 /// Sends the same raw request to both edges; returns (status, content type, body) of each.

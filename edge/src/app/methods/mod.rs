@@ -176,42 +176,79 @@ fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
     }
 }
 
-/// The methods of [`direct_requests`].
+/// The methods of [`direct_requests`], each with its label.
 #[derive(Clone, Copy)]
 enum Method {
-    List = 0,
-    Call = 1,
-    Initialize = 2,
-    Ping = 3,
-    SetLevel = 4,
-    Discover = 5,
-    Unknown = 6,
-    Notification = 7,
-    Response = 8,
-    NotAllowed = 9,
-    Listen = 10,
-    NotOffered = 11,
+    List,
+    Call,
+    Initialize,
+    Ping,
+    SetLevel,
+    Discover,
+    Unknown,
+    Notification,
+    Response,
+    NotAllowed,
+    Listen,
+    NotOffered,
 }
 
-/// `tp_edge_direct_requests_total{method}`: requests the edge's path served (the rest went
-/// through rmcp's transport; precomputed `tools/list` pages are counted apart).
+impl Method {
+    const ALL: [Method; 12] = [
+        Method::List,
+        Method::Call,
+        Method::Initialize,
+        Method::Ping,
+        Method::SetLevel,
+        Method::Discover,
+        Method::Unknown,
+        Method::Notification,
+        Method::Response,
+        Method::NotAllowed,
+        Method::Listen,
+        Method::NotOffered,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Method::List => "tools/list",
+            Method::Call => "tools/call",
+            Method::Initialize => "initialize",
+            Method::Ping => "ping",
+            Method::SetLevel => "logging/setLevel",
+            Method::Discover => "server/discover",
+            Method::Unknown => "unknown",
+            Method::Notification => "notification",
+            Method::Response => "response",
+            Method::NotAllowed => "not_allowed",
+            Method::Listen => "subscriptions/listen",
+            Method::NotOffered => "not_offered",
+        }
+    }
+}
+
+/// `tp_edge_direct_requests_total{method}`: requests the edge's methods served (precomputed
+/// `tools/list` pages are counted apart), handles made once.
 fn direct_requests(method: Method) -> &'static metrics::Counter {
     static COUNTERS: std::sync::OnceLock<[metrics::Counter; 12]> = std::sync::OnceLock::new();
-    &COUNTERS.get_or_init(|| {
-        [
-            "tools/list",
-            "tools/call",
-            "initialize",
-            "ping",
-            "logging/setLevel",
-            "server/discover",
-            "unknown",
-            "notification",
-            "response",
-            "not_allowed",
-            "subscriptions/listen",
-            "not_offered",
-        ]
-        .map(|method| metrics::counter!("tp_edge_direct_requests_total", "method" => method))
-    })[method as usize]
+    let counters = COUNTERS.get_or_init(|| {
+        Method::ALL
+            .map(|m| metrics::counter!("tp_edge_direct_requests_total", "method" => m.label()))
+    });
+    // ALL lists every variant in declaration order (the test below keeps it so).
+    &counters[method as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Method;
+
+    #[test]
+    fn every_method_has_its_own_counter_slot_and_label() {
+        for (i, method) in Method::ALL.into_iter().enumerate() {
+            assert_eq!(method as usize, i, "{}", method.label());
+        }
+        let labels: std::collections::HashSet<_> = Method::ALL.iter().map(|m| m.label()).collect();
+        assert_eq!(labels.len(), Method::ALL.len());
+    }
 }
