@@ -855,7 +855,7 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
     );
     // The session's standalone stream (GET) carries list_changed when the tenant changes, on
     // an edge that never saw the initialize.
-    let mut notifications = open_get_stream(&fleet.edges[1].addr, key, &session).await;
+    let (mut notifications, head) = open_get_stream(&fleet.edges[1].addr, key, &session).await;
     fleet
         .set_disclosure(
             "acme",
@@ -866,7 +866,7 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
         )
         .await;
     let seen = tokio::time::timeout(Duration::from_secs(5), async {
-        let mut text = String::new();
+        let mut text = head;
         let mut buffer = [0u8; 4096];
         loop {
             use tokio::io::AsyncReadExt as _;
@@ -905,8 +905,8 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
         .to_str()
         .unwrap()
         .to_owned();
-    let mut revoked = open_get_stream(&fleet.edges[0].addr, &other_key, &other_session).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (mut revoked, head) =
+        open_get_stream(&fleet.edges[0].addr, &other_key, &other_session).await;
     admin
         .tenants
         .revoke_api_key(pb::RevokeApiKeyRequest {
@@ -915,7 +915,7 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
         .await
         .unwrap();
     let ended = tokio::time::timeout(Duration::from_secs(5), async {
-        let mut text = String::new();
+        let mut text = head;
         let mut buffer = [0u8; 4096];
         loop {
             use tokio::io::AsyncReadExt as _;
@@ -943,14 +943,26 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
 }
 
 /// A raw `GET /mcp` with a session id; the open socket, positioned before the response.
-async fn open_get_stream(addr: &str, key: &str, session: &str) -> tokio::net::TcpStream {
-    use tokio::io::AsyncWriteExt as _;
+/// Returns once the response's head has arrived (the edge has opened the stream and listens
+/// for changes), with what was read of it.
+async fn open_get_stream(addr: &str, key: &str, session: &str) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!(
         "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {key}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: {LEGACY}\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.unwrap();
-    stream
+    let mut head = String::new();
+    let mut buffer = [0u8; 4096];
+    while !head.contains("\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+            .await
+            .expect("the stream's head within 5 s")
+            .unwrap();
+        assert!(n > 0, "the stream closed before its head: {head}");
+        head.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    (stream, head)
 }
 
 /// Issue 19.5: one INFO line per request (request id, tenant, role, tool, action, outcome,

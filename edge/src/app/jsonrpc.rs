@@ -111,9 +111,9 @@ pub(super) async fn check_jsonrpc(state: Arc<EdgeState>, request: Request) -> Re
             let message = match &request {
                 None => rules::Message::Response,
                 Some((id, method, params)) if id.is_null() => {
-                    rules::Message::Notification(method, params.as_ref())
+                    rules::Message::notification(method, params.as_ref())
                 }
-                Some((id, method, params)) => rules::Message::Request(id, method, params.as_ref()),
+                Some((id, method, params)) => rules::Message::request(id, method, params.as_ref()),
             };
             match rules::admit(&parts.headers, message) {
                 Ok(generation) => methods::dispatch(state, parts, request, generation).await,
@@ -373,7 +373,12 @@ pub(super) async fn fast_list(
         .registry(&caller.0.tenant, &caller.0.role)
         .await
         .ok()?;
-    let response = precomputed_list(state, id, params, generation, &caller.0, &registry)?;
+    // Only a first page, or one at a cursor: other params are the method's to read.
+    if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
+        return None;
+    }
+    let cursor = crate::mcp::fast::cursor(params)?;
+    let response = precomputed_list(state, id, cursor, generation, &caller.0, &registry)?;
     if let Some(log) = crate::access::of(&parts.extensions) {
         log.outcome("ok");
     }
@@ -381,21 +386,17 @@ pub(super) async fn fast_list(
 }
 
 /// The answer to a `tools/list` of `identity`, admitted as `generation`, from `registry`'s
-/// precomputed pages: the first page, or one that starts at a cursor this edge issued.
+/// precomputed pages: the first page, or one that starts at a `cursor` this edge issued.
 pub(super) fn precomputed_list(
     state: &EdgeState,
     id: &serde_json::Value,
-    params: Option<&serde_json::Map<String, serde_json::Value>>,
+    cursor: Option<&str>,
     generation: crate::mcp::fast::Generation,
     identity: &Identity,
     registry: &crate::registry::Registry,
 ) -> Option<Response> {
     use crate::mcp::fast;
     let started = std::time::Instant::now();
-    if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
-        return None;
-    }
-    let cursor = fast::cursor(params)?;
     let id = fast::id_bytes(id)?;
     let response = fast::answer(registry.pages(generation, &state.config.mcp), cursor, id)?;
     crate::mcp::count_request("tools/list", &identity.tenant, "ok", started);

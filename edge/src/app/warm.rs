@@ -11,9 +11,10 @@ pub(super) fn mentions_tools_list(bytes: &[u8]) -> bool {
     bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE)
 }
 
-/// A `tools/list` request as the warm path reads it: the envelope into borrowed fields, not a
-/// JSON tree. Anything it does not read as it expects (a duplicate key, an escaped `method`,
-/// `params` that is not an object) is left to the router, which answers or refuses it.
+/// A `tools/list` request as the warm path reads it: the envelope and params into borrowed
+/// fields, not a JSON tree. Anything it does not read as it expects (a duplicate key, an
+/// escaped string, params other than `cursor` and `_meta`, `_meta` that is not an object) is
+/// left to the router, which answers or refuses it.
 #[derive(serde::Deserialize)]
 struct WarmRequest<'a> {
     #[serde(borrow)]
@@ -21,7 +22,46 @@ struct WarmRequest<'a> {
     id: Option<serde_json::Value>,
     #[serde(borrow)]
     method: &'a str,
-    params: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(borrow)]
+    params: Option<WarmParams<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WarmParams<'a> {
+    #[serde(borrow)]
+    cursor: Option<&'a str>,
+    #[serde(rename = "_meta", borrow)]
+    meta: Option<WarmMeta<'a>>,
+}
+
+/// The `_meta` keys the rules read; the rest (client info, progress token, log level) is not
+/// the warm answer's concern.
+#[derive(serde::Deserialize)]
+struct WarmMeta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow)]
+    protocol_version: Option<&'a str>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow)]
+    capabilities: Option<&'a serde_json::value::RawValue>,
+}
+
+impl crate::transport::rules::Params for WarmParams<'_> {
+    fn field(&self, key: &str) -> Option<&str> {
+        (key == "cursor").then_some(self.cursor).flatten()
+    }
+
+    fn meta_version(&self) -> Option<&str> {
+        self.meta.as_ref()?.protocol_version
+    }
+
+    fn declares_capabilities(&self) -> bool {
+        self.meta
+            .as_ref()
+            .and_then(|m| m.capabilities)
+            .is_some_and(|c| {
+                serde_json::from_str::<rmcp::model::ClientCapabilities>(c.get()).is_ok()
+            })
+    }
 }
 
 /// The warm answer to a body that mentions `tools/list`: key and registry from the in-process
@@ -61,7 +101,13 @@ pub(super) async fn warm_answer(
     crate::transport::rules::media(&parts.headers).ok()?;
     let generation = crate::transport::rules::admit(
         &parts.headers,
-        crate::transport::rules::Message::Request(&id, method, params.as_ref()),
+        crate::transport::rules::Message::Request(
+            &id,
+            method,
+            params
+                .as_ref()
+                .map(|p| p as &dyn crate::transport::rules::Params),
+        ),
     )
     .ok()?;
     let registry = state
@@ -71,7 +117,7 @@ pub(super) async fn warm_answer(
     let response = precomputed_list(
         state,
         &id,
-        params.as_ref(),
+        params.as_ref().and_then(|p| p.cursor),
         generation,
         &identity,
         &registry,

@@ -196,15 +196,72 @@ fn quality_is_acceptable(quality: &str) -> bool {
     whole != "0" || fraction.bytes().any(|d| d != b'0')
 }
 
+/// What [`admit`] reads of a message's params: a top-level string (a method's target, an
+/// `initialize`'s version), and `_meta`'s version and capabilities. A JSON map is one; the
+/// warm `tools/list` reads its params into borrowed fields instead and is another, so the
+/// rules are the same whichever way the body was read.
+pub trait Params {
+    /// `params[key]`, when it is a string.
+    fn field(&self, key: &str) -> Option<&str>;
+    /// `_meta`'s protocol version, when `_meta` is an object and the version a string.
+    fn meta_version(&self) -> Option<&str>;
+    /// Whether `_meta` declares client capabilities in the shape `ClientCapabilities` reads.
+    fn declares_capabilities(&self) -> bool;
+}
+
+impl Params for Map<String, Value> {
+    fn field(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(Value::as_str)
+    }
+
+    fn meta_version(&self) -> Option<&str> {
+        match self.get("_meta") {
+            Some(Value::Object(meta)) => meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str),
+            _ => None,
+        }
+    }
+
+    fn declares_capabilities(&self) -> bool {
+        match self.get("_meta") {
+            Some(Value::Object(meta)) => meta.get(META_CLIENT_CAPABILITIES).is_some_and(|c| {
+                <rmcp::model::ClientCapabilities as serde::Deserialize>::deserialize(c).is_ok()
+            }),
+            _ => false,
+        }
+    }
+}
+
 /// A JSON-RPC message as [`admit`] reads it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub enum Message<'a> {
     /// A request: its id, method and params.
-    Request(&'a Value, &'a str, Option<&'a Map<String, Value>>),
+    Request(&'a Value, &'a str, Option<&'a dyn Params>),
     /// A notification: its method and params.
-    Notification(&'a str, Option<&'a Map<String, Value>>),
+    Notification(&'a str, Option<&'a dyn Params>),
     /// A response or error (to a server request).
     Response,
+}
+
+impl<'a> Message<'a> {
+    /// A request whose params are a JSON map.
+    pub fn request(id: &'a Value, method: &'a str, params: Option<&'a Map<String, Value>>) -> Self {
+        Message::Request(id, method, params.map(|p| p as &dyn Params))
+    }
+
+    /// A notification whose params are a JSON map.
+    pub fn notification(method: &'a str, params: Option<&'a Map<String, Value>>) -> Self {
+        Message::Notification(method, params.map(|p| p as &dyn Params))
+    }
+}
+
+impl std::fmt::Debug for Message<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Message::Request(id, method, _) => write!(f, "Request({id}, {method})"),
+            Message::Notification(method, _) => write!(f, "Notification({method})"),
+            Message::Response => f.write_str("Response"),
+        }
+    }
 }
 
 /// The generation `message` is served as, or why it is refused: the version header must name
@@ -220,14 +277,7 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
     };
     let request = matches!(message, Message::Request(..));
     let initialize = request && method == Some("initialize");
-    let meta = match params.and_then(|p| p.get("_meta")) {
-        Some(Value::Object(meta)) => Some(meta),
-        _ => None,
-    };
-    let meta_version = meta
-        .filter(|_| request)
-        .and_then(|m| m.get(META_PROTOCOL_VERSION))
-        .and_then(Value::as_str);
+    let meta_version = params.filter(|_| request).and_then(|p| p.meta_version());
 
     // The version header.
     let mut values = headers.get_all(&PROTOCOL_VERSION).iter();
@@ -261,9 +311,7 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
         }
     };
     if initialize {
-        let body = params
-            .and_then(|p| p.get("protocolVersion"))
-            .and_then(Value::as_str);
+        let body = params.and_then(|p| p.field("protocolVersion"));
         if let (Some(header), Some(body)) = (header, body)
             && header != body
         {
@@ -305,18 +353,15 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
 
     // `_meta` against the header, then the version it names.
     let discover = method == Some("server/discover");
-    // What `_meta` lacks of what 2026-07-28 requires, read in place (rmcp's
-    // `RequestMetaObject::missing_required_keys`, without copying `_meta`): a version string,
-    // and capabilities of the shape `ClientCapabilities` reads.
+    // What `_meta` lacks of what 2026-07-28 requires (rmcp's
+    // `RequestMetaObject::missing_required_keys`): a version string, and capabilities of the
+    // shape `ClientCapabilities` reads.
     let missing = || -> Vec<&'static str> {
         let mut missing = Vec::new();
         if meta_version.is_none() {
             missing.push(META_PROTOCOL_VERSION);
         }
-        let capabilities = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES));
-        if !capabilities.is_some_and(|c| {
-            <rmcp::model::ClientCapabilities as serde::Deserialize>::deserialize(c).is_ok()
-        }) {
+        if !params.is_some_and(|p| p.declares_capabilities()) {
             missing.push(META_CLIENT_CAPABILITIES);
         }
         missing
@@ -398,7 +443,7 @@ fn standard_headers(
     headers: &HeaderMap,
     id: &Value,
     method: &str,
-    params: Option<&Map<String, Value>>,
+    params: Option<&dyn Params>,
     initialize: bool,
 ) -> Result<(), Refused> {
     if initialize {
@@ -445,7 +490,7 @@ fn standard_headers(
         "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return Ok(()),
     };
-    let Some(expected) = params.and_then(|p| p.get(key)).and_then(Value::as_str) else {
+    let Some(expected) = params.and_then(|p| p.field(key)) else {
         return Ok(());
     };
     match single(headers, &NAME, "Mcp-Name").map_err(|m| Refused::header_mismatch(id, m))? {

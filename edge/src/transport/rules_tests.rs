@@ -75,7 +75,7 @@ fn media_types() {
 fn generations_and_refusals() {
     let id = json!(1);
     let meta = current_meta();
-    let request = |params| Message::Request(&id, "tools/list", params);
+    let request = |params| Message::request(&id, "tools/list", params);
     // Legacy: no header, or a known one; an unknown one is refused before JSON-RPC.
     assert_eq!(admit(&headers(&[]), request(None)), Ok(Generation::Legacy));
     assert_eq!(
@@ -140,7 +140,7 @@ fn generations_and_refusals() {
             ("mcp-method", "tools/call"),
             ("mcp-name", name),
         ]);
-        admit(&h, Message::Request(&id, "tools/call", Some(&call)))
+        admit(&h, Message::request(&id, "tools/call", Some(&call)))
     };
     assert_eq!(named("echo"), Ok(Generation::Stateless));
     assert_eq!(named("=?base64?ZWNobw==?="), Ok(Generation::Stateless));
@@ -184,7 +184,7 @@ fn initialize_checks_its_header_against_its_body() {
         .as_object()
         .unwrap()
         .clone();
-    let init = Message::Request(&id, "initialize", Some(&params));
+    let init = Message::request(&id, "initialize", Some(&params));
     assert_eq!(admit(&headers(&[]), init), Ok(Generation::Legacy));
     assert_eq!(
         admit(&headers(&[("mcp-protocol-version", "2025-11-25")]), init),
