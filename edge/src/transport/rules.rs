@@ -55,6 +55,17 @@ impl Refused {
         )
     }
 
+    /// Invalid params for a request whose `_meta` lacks what 2026-07-28 requires: 400, not
+    /// the table's 200 — the request, not its method's parameters, is malformed (that
+    /// version's HTTP binding).
+    fn malformed_meta(id: &Value, message: String) -> Refused {
+        Refused::JsonRpc(
+            StatusCode::BAD_REQUEST,
+            id.clone(),
+            rmcp::ErrorData::invalid_params(message, None),
+        )
+    }
+
     /// A JSON-RPC error sent with the status the error table gives its code
     /// ([`Fault::http_status`]).
     fn table(id: &Value, error: rmcp::ErrorData) -> Refused {
@@ -368,17 +379,11 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
     };
     let Some(meta_version) = meta_version else {
         if discover || header.is_some_and(|v| v >= CURRENT) {
-            // Invalid params with a 400, not the table's 200: the request, not its method's
-            // parameters, is malformed (2026-07-28's HTTP binding).
-            return Err(Refused::JsonRpc(
-                StatusCode::BAD_REQUEST,
-                id.clone(),
-                rmcp::ErrorData::invalid_params(
-                    format!(
-                        "Invalid params: request _meta is missing or has malformed required fields: {}",
-                        missing().join(", ")
-                    ),
-                    None,
+            return Err(Refused::malformed_meta(
+                id,
+                format!(
+                    "Invalid params: request _meta is missing or has malformed required fields: {}",
+                    missing().join(", ")
                 ),
             ));
         }
@@ -410,15 +415,11 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
     if discover || meta_version >= CURRENT {
         let missing = missing();
         if !missing.is_empty() {
-            return Err(Refused::JsonRpc(
-                StatusCode::BAD_REQUEST,
-                id.clone(),
-                rmcp::ErrorData::invalid_params(
-                    format!(
-                        "request _meta is missing or has malformed required fields: {}",
-                        missing.join(", ")
-                    ),
-                    None,
+            return Err(Refused::malformed_meta(
+                id,
+                format!(
+                    "request _meta is missing or has malformed required fields: {}",
+                    missing.join(", ")
                 ),
             ));
         }
