@@ -5,6 +5,7 @@
 //! the line once the response is ready. What a client got wrong goes to DEBUG, with the message
 //! it was sent, so a busy edge's INFO log stays one line per request.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -22,19 +23,26 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub struct AccessLog {
     entry: Mutex<Entry>,
     id: String,
-    /// The request's span: the parent of spans opened on other tasks (rmcp runs handlers on
-    /// tasks of their own, where the current span is not the request's).
-    span: tracing::Span,
+    /// The request's span: the parent of spans opened on other tasks (the call pipeline runs
+    /// parts of a call on tasks of their own, where the current span is not the request's).
+    /// Opened when the request starts if spans are exported, else when the request first goes
+    /// where events are written ([`instrument`]): a warm `tools/list` writes none, and a span
+    /// nobody reads cost it a tenth of its time.
+    span: std::sync::OnceLock<tracing::Span>,
+    /// The client's trace context, for a span opened later.
+    traceparent: Option<axum::http::HeaderMap>,
+    /// When the request reached the edge's service.
+    started: Instant,
 }
 
 #[derive(Debug, Default)]
 struct Entry {
     tenant: String,
     role: String,
-    rpc: String,
+    rpc: Cow<'static, str>,
     tool: String,
     action: String,
-    outcome: String,
+    outcome: Cow<'static, str>,
 }
 
 // === impl AccessLog ===
@@ -45,9 +53,26 @@ impl AccessLog {
         &self.id
     }
 
-    /// The request's span.
+    /// When the request reached the edge's service.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The request's span (opened now if it was not yet).
     pub fn span(&self) -> &tracing::Span {
-        &self.span
+        self.span.get_or_init(|| {
+            let span = tracing::info_span!(
+                "request",
+                request_id = %self.id,
+                tenant = tracing::field::Empty,
+                role = tracing::field::Empty,
+            );
+            // A client's trace (traceparent) continues through the edge.
+            if let Some(headers) = &self.traceparent {
+                tp_telemetry::trace::set_parent(&span, headers);
+            }
+            span
+        })
     }
 
     /// Records the authenticated caller.
@@ -61,7 +86,10 @@ impl AccessLog {
     /// Records the JSON-RPC method and, for `tools/call`, the tool.
     pub fn rpc(&self, method: &str, tool: Option<&str>) {
         if let Ok(mut entry) = self.entry.lock() {
-            method.clone_into(&mut entry.rpc);
+            entry.rpc = match KNOWN_METHODS.into_iter().find(|m| *m == method) {
+                Some(known) => Cow::Borrowed(known),
+                None => Cow::Owned(method.to_owned()),
+            };
             if let Some(tool) = tool {
                 tool.clone_into(&mut entry.tool);
             }
@@ -76,7 +104,7 @@ impl AccessLog {
     }
 
     /// Records how the request ended (`ok`, `tool_error`, `error -32602`, ...).
-    pub fn outcome(&self, outcome: impl Into<String>) {
+    pub fn outcome(&self, outcome: impl Into<Cow<'static, str>>) {
         if let Ok(mut entry) = self.entry.lock() {
             entry.outcome = outcome.into();
         }
@@ -100,41 +128,68 @@ fn request_id(request: &Request) -> String {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
         })
-        .map_or_else(
-            || hex::encode(rand::random::<[u8; 8]>()),
-            std::borrow::ToOwned::to_owned,
-        )
+        .map_or_else(new_request_id, std::borrow::ToOwned::to_owned)
 }
 
-/// The outermost step of the edge's service: opens the request's span, runs `inner` in it,
-/// writes the request's line.
+/// 16 hex digits of randomness.
+fn new_request_id() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bits = rand::random::<u64>();
+    let mut id = String::with_capacity(16);
+    for shift in (0..16).rev() {
+        id.push(char::from(HEX[((bits >> (shift * 4)) & 0xf) as usize]));
+    }
+    id
+}
+
+/// The span to run the rest of a request in: its span, opened now if it was not (see
+/// [`AccessLog`]); none when the request already runs in it (opened with the request).
+pub fn span_to_enter(extensions: &axum::http::Extensions) -> tracing::Span {
+    match extensions.get::<Arc<AccessLog>>() {
+        Some(log) if log.span.get().is_none() => log.span().clone(),
+        Some(_) => tracing::Span::none(),
+        None => tracing::Span::current(),
+    }
+}
+
+/// The outermost step of the edge's service: runs `inner` (in the request's span when spans
+/// are exported: see [`AccessLog`]), writes the request's line.
 pub async fn around<F, Fut>(mut request: Request, inner: F) -> Response
 where
     F: FnOnce(Request) -> Fut,
     Fut: std::future::Future<Output = Response>,
 {
+    static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
     let started = Instant::now();
     let id = request_id(&request);
-    let span = tracing::info_span!(
-        "request",
-        request_id = %id,
-        tenant = tracing::field::Empty,
-        role = tracing::field::Empty,
-    );
-    // A client's trace (traceparent) continues through the edge.
-    tp_telemetry::trace::set_parent(&span, request.headers());
+    let traceparent = request.headers().contains_key(&TRACEPARENT).then(|| {
+        let mut context = axum::http::HeaderMap::new();
+        for name in ["traceparent", "tracestate"] {
+            for value in request.headers().get_all(name) {
+                context.append(name, value.clone());
+            }
+        }
+        context
+    });
     let log = Arc::new(AccessLog {
         entry: Mutex::default(),
         id,
-        span: span.clone(),
+        span: std::sync::OnceLock::new(),
+        traceparent,
+        started,
     });
     request.extensions_mut().insert(Arc::clone(&log));
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let mut response = inner(request).instrument(span).await;
+    let uri = request.uri().clone();
+    let mut response = if tp_telemetry::trace::exporting() {
+        inner(request).instrument(log.span().clone()).await
+    } else {
+        inner(request).await
+    };
     if let Ok(value) = HeaderValue::from_str(&log.id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
+    let path = uri.path();
     if path == "/healthz" || path == "/readyz" {
         return response;
     }
@@ -148,30 +203,25 @@ where
         if !entry.is_empty() {
             (entry, None)
         } else if status == StatusCode::ACCEPTED {
-            ("accepted".to_owned(), None)
+            (Cow::Borrowed("accepted"), None)
         } else if is_json(&response) && status.as_u16() < 500 {
             let (bytes, outcome, error) = read_outcome(response.body_mut()).await;
             *response.body_mut() = Body::from(bytes);
-            (outcome, error)
+            (Cow::Owned(outcome), error)
         } else if status.is_success() {
-            ("stream".to_owned(), None)
+            (Cow::Borrowed("stream"), None)
         } else {
-            (format!("http {}", status.as_u16()), None)
+            (Cow::Owned(format!("http {}", status.as_u16())), None)
         }
     };
     let elapsed = started.elapsed();
     let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-    let rpc = log
-        .entry
-        .lock()
-        .map(|e| bounded_method(&e.rpc))
-        .unwrap_or("other");
-    request_seconds(rpc).record(elapsed.as_secs_f64());
     let entry = log
         .entry
         .lock()
         .map(|mut e| std::mem::take(&mut *e))
         .unwrap_or_default();
+    request_seconds(bounded_method(&entry.rpc)).record(elapsed.as_secs_f64());
     if let Some(message) = error {
         tracing::debug!(request_id = %log.id, tenant = %entry.tenant, %outcome, message, "client error");
     }
@@ -192,25 +242,25 @@ where
             rpc = %or_dash(&entry.rpc),
             tool = %or_dash(&entry.tool),
             action = %or_dash(&entry.action),
-            outcome,
+            outcome = %outcome,
             duration_ms,
             "request"
         );
     } else if tracing::enabled!(tracing::Level::INFO) {
-        // Text: the line laid out here, as the fields would print, and written in one go
-        // (through the general formatter it cost a sixth of a warm `tools/list`).
-        tp_telemetry::write_info_line(
-            module_path!(),
-            &text_line(
+        // Text: the line laid out here, as the fields would print, straight into the line
+        // buffer (through the general formatter it cost a sixth of a warm `tools/list`).
+        tp_telemetry::write_info_line_with(module_path!(), |line| {
+            text_line(
+                line,
                 &log.id,
                 &method,
-                &path,
+                path,
                 status,
                 &entry,
                 &outcome,
                 duration_ms,
-            ),
-        );
+            );
+        });
     }
     response
 }
@@ -254,9 +304,12 @@ async fn read_outcome(body: &mut Body) -> (axum::body::Bytes, String, Option<Str
 }
 
 /// The text access line: `request request_id=… http=POST /mcp status=200 tenant=… role=… rpc=…
-/// tool=… action=… outcome=… duration_ms=…`, `-` for what is unknown, values with a space or a
-/// quote quoted.
+/// tool=… action=… outcome=… duration_ms=…`, `-` for what is unknown, values with a space, a
+/// quote, `=` or a control character quoted (Rust's escaping: no value can forge another
+/// field or a second line). Laid out without the formatter for what is plain.
+#[allow(clippy::too_many_arguments)]
 fn text_line(
+    line: &mut String,
     id: &str,
     method: &axum::http::Method,
     path: &str,
@@ -264,32 +317,45 @@ fn text_line(
     entry: &Entry,
     outcome: &str,
     duration_ms: u64,
-) -> String {
+) {
     use std::fmt::Write as _;
     fn value(line: &mut String, key: &str, value: &str) {
         line.push(' ');
         line.push_str(key);
         line.push('=');
+        let plain = |b: u8| b > b' ' && b < 0x7f && b != b'"' && b != b'=';
         if value.is_empty() {
             line.push('-');
+        } else if value.bytes().all(plain) {
+            line.push_str(value);
         } else if value.contains([' ', '"', '=']) || value.chars().any(char::is_control) {
             let _ = write!(line, "{value:?}");
         } else {
+            // Not ASCII, nothing to quote.
             line.push_str(value);
         }
     }
-    let mut line = String::with_capacity(192);
     line.push_str("request");
-    value(&mut line, "request_id", id);
-    let _ = write!(line, " http={method} {path} status={}", status.as_u16());
-    value(&mut line, "tenant", &entry.tenant);
-    value(&mut line, "role", &entry.role);
-    value(&mut line, "rpc", &entry.rpc);
-    value(&mut line, "tool", &entry.tool);
-    value(&mut line, "action", &entry.action);
-    value(&mut line, "outcome", outcome);
-    let _ = write!(line, " duration_ms={duration_ms}");
-    line
+    value(line, "request_id", id);
+    line.push_str(" http=");
+    line.push_str(method.as_str());
+    line.push(' ');
+    line.push_str(path);
+    line.push_str(" status=");
+    tp_telemetry::push_padded(line, u32::from(status.as_u16()), 0);
+    value(line, "tenant", &entry.tenant);
+    value(line, "role", &entry.role);
+    value(line, "rpc", &entry.rpc);
+    value(line, "tool", &entry.tool);
+    value(line, "action", &entry.action);
+    value(line, "outcome", outcome);
+    line.push_str(" duration_ms=");
+    match u32::try_from(duration_ms) {
+        Ok(ms) => tp_telemetry::push_padded(line, ms, 0),
+        Err(_) => {
+            let _ = write!(line, "{duration_ms}");
+        }
+    }
 }
 
 /// `tp_edge_request_seconds{rpc}`, handles kept per method (a labelled look-up per request
@@ -356,9 +422,9 @@ mod tests {
             rpc: "tools/call".into(),
             tool: "client_wiki".into(),
             action: String::new(),
-            outcome: String::new(),
+            outcome: Cow::Borrowed(""),
         };
-        let line = text_line(
+        let line = laid_out(
             "5f0c",
             &axum::http::Method::POST,
             "/mcp",
@@ -377,7 +443,7 @@ mod tests {
             tool: "x status=500\nINFO request".into(),
             ..Entry::default()
         };
-        let line = text_line(
+        let line = laid_out(
             "id",
             &axum::http::Method::GET,
             "/mcp",
@@ -391,6 +457,60 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains('\n'));
+        // Not ASCII: written as it is unless it needs quoting.
+        let accented = Entry {
+            tenant: "société".into(),
+            role: "a\u{85}b".into(),
+            ..Entry::default()
+        };
+        let line = laid_out(
+            "id",
+            &axum::http::Method::GET,
+            "/mcp",
+            StatusCode::NOT_FOUND,
+            &accented,
+            "ok",
+            12_345,
+        );
+        assert!(line.contains(" tenant=société "), "{line}");
+        assert!(line.contains(r#" role="a\u{85}b" "#), "{line}");
+        assert!(line.contains(" status=404 "), "{line}");
+        assert!(line.ends_with(" duration_ms=12345"), "{line}");
+    }
+
+    fn laid_out(
+        id: &str,
+        method: &axum::http::Method,
+        path: &str,
+        status: StatusCode,
+        entry: &Entry,
+        outcome: &str,
+        duration_ms: u64,
+    ) -> String {
+        let mut line = String::new();
+        text_line(
+            &mut line,
+            id,
+            method,
+            path,
+            status,
+            entry,
+            outcome,
+            duration_ms,
+        );
+        line
+    }
+
+    #[test]
+    fn request_ids_are_sixteen_hex_digits_and_differ() {
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_eq!(a.len(), 16);
+        assert!(
+            a.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+            "{a}"
+        );
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub fn init(level: &str, json: bool, service: &str) -> Telemetry {
         .is_ok();
     if installed {
         JSON_LOGS.store(json, std::sync::atomic::Ordering::Relaxed);
+        trace::set_exporting(exporting.is_some());
     }
     Telemetry {
         // A second call exports nothing of its own: its provider is dropped (and shut down).
@@ -127,27 +128,97 @@ pub async fn shutdown_signal() {
 /// that INFO is enabled for `target` (`tracing::enabled!`) and escapes what it puts in
 /// `message`; JSON output keeps going through `tracing` (see [`json_logs`]).
 pub fn write_info_line(target: &str, message: &str) {
-    let mut line = String::with_capacity(message.len() + target.len() + 48);
+    write_info_line_with(target, |line| line.push_str(message));
+}
+
+/// [`write_info_line`] with the message laid out by `message` straight into the line: the
+/// line is built in a buffer this thread keeps (no allocation per line), and the timestamp's
+/// date and time of day are laid out once a second.
+pub fn write_info_line_with(target: &str, message: impl FnOnce(&mut String)) {
+    thread_local! {
+        static LINE: std::cell::RefCell<LineBuffer> = std::cell::RefCell::default();
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let colour = colour();
-    if colour {
-        line.push_str("\x1b[2m");
+    LINE.with(|buffer| {
+        // Re-entered (a `message` that logs through here): a buffer of its own.
+        let Ok(mut buffer) = buffer.try_borrow_mut() else {
+            let mut line = LineBuffer::default();
+            line.lay_out(target, now, message);
+            lines::write(line.line.as_bytes());
+            return;
+        };
+        buffer.lay_out(target, now, message);
+        lines::write(buffer.line.as_bytes());
+        // A line far longer than usual does not keep its memory.
+        if buffer.line.capacity() > 16 << 10 {
+            buffer.line = String::new();
+        }
+    });
+}
+
+/// A thread's line under construction, and the second its timestamp prefix was laid out for.
+#[derive(Default)]
+struct LineBuffer {
+    line: String,
+    /// `YYYY-MM-DDTHH:MM:SS.` of `second`.
+    prefix: String,
+    second: Option<u64>,
+}
+
+impl LineBuffer {
+    fn lay_out(
+        &mut self,
+        target: &str,
+        now: std::time::Duration,
+        message: impl FnOnce(&mut String),
+    ) {
+        let second = now.as_secs();
+        if self.second != Some(second) {
+            self.prefix.clear();
+            rfc3339_micros(&mut self.prefix, std::time::Duration::from_secs(second));
+            self.prefix.truncate(self.prefix.len() - "000000Z".len());
+            self.second = Some(second);
+        }
+        let line = &mut self.line;
+        line.clear();
+        let colour = colour();
+        if colour {
+            line.push_str("\x1b[2m");
+        }
+        line.push_str(&self.prefix);
+        push_padded(line, now.subsec_micros(), 6);
+        line.push('Z');
+        if colour {
+            line.push_str("\x1b[0m \x1b[32m INFO\x1b[0m \x1b[2m");
+            line.push_str(target);
+            line.push_str("\x1b[0m\x1b[2m:\x1b[0m ");
+        } else {
+            line.push_str("  INFO ");
+            line.push_str(target);
+            line.push_str(": ");
+        }
+        message(line);
+        line.push('\n');
     }
-    rfc3339_micros(&mut line, now);
-    if colour {
-        line.push_str("\x1b[0m \x1b[32m INFO\x1b[0m \x1b[2m");
-        line.push_str(target);
-        line.push_str("\x1b[0m\x1b[2m:\x1b[0m ");
-    } else {
-        line.push_str("  INFO ");
-        line.push_str(target);
-        line.push_str(": ");
+}
+
+/// `value` in decimal, zero-padded to `width` digits, without the formatter.
+pub fn push_padded(out: &mut String, value: u32, width: usize) {
+    let mut digits = [b'0'; 10];
+    let mut at = digits.len();
+    let mut rest = value;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
     }
-    line.push_str(message);
-    line.push('\n');
-    lines::write(line.as_bytes());
+    let start = at.min(digits.len().saturating_sub(width));
+    out.extend(digits[start..].iter().map(|&d| char::from(d)));
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
@@ -199,5 +270,52 @@ mod tests {
         // A leap day and the last second of a year.
         assert_eq!(at(951_782_400, 1), "2000-02-29T00:00:00.000001Z");
         assert_eq!(at(1_735_689_599, 999_999), "2024-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn numbers_are_padded_without_the_formatter() {
+        let padded = |value: u32, width: usize| {
+            let mut out = String::new();
+            push_padded(&mut out, value, width);
+            out
+        };
+        assert_eq!(padded(8_198, 6), "008198");
+        assert_eq!(padded(0, 6), "000000");
+        assert_eq!(padded(999_999, 6), "999999");
+        assert_eq!(padded(0, 0), "0");
+        assert_eq!(padded(503, 0), "503");
+        assert_eq!(padded(u32::MAX, 3), "4294967295");
+    }
+
+    #[test]
+    fn a_line_reuses_the_second_it_laid_out_and_lays_out_the_next() {
+        let mut buffer = LineBuffer::default();
+        let at = |secs: u64, micros: u32| std::time::Duration::new(secs, micros * 1_000);
+        buffer.lay_out("edge", at(1_795_662_256, 8_198), |l| l.push_str("one"));
+        let first = buffer.line.clone();
+        buffer.lay_out("edge", at(1_795_662_256, 999_999), |l| l.push_str("two"));
+        let second = buffer.line.clone();
+        buffer.lay_out("edge", at(1_795_662_257, 1), |l| l.push_str("three"));
+        let third = buffer.line.clone();
+        // Colour depends on the terminal the tests run on: compare what follows the codes.
+        let plain = |line: &str| {
+            line.replace("\x1b[2m", "")
+                .replace("\x1b[0m", "")
+                .replace("\x1b[32m", "")
+        };
+        assert!(
+            plain(&first).starts_with("2026-11-26T03:04:16.008198Z  INFO edge"),
+            "{first}"
+        );
+        assert!(plain(&first).ends_with(": one\n"), "{first}");
+        assert!(
+            plain(&second).starts_with("2026-11-26T03:04:16.999999Z"),
+            "{second}"
+        );
+        assert!(
+            plain(&third).starts_with("2026-11-26T03:04:17.000001Z"),
+            "{third}"
+        );
+        assert!(plain(&third).ends_with(": three\n"), "{third}");
     }
 }

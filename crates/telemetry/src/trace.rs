@@ -30,6 +30,19 @@ pub fn export_requested() -> bool {
     !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 }
 
+static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process exports spans (set by `init`). A span nothing exports and no event
+/// falls in is work without a reader: the edge opens a request's span only when it is
+/// exported or the request goes where events are written.
+pub fn exporting() -> bool {
+    EXPORTING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub(crate) fn set_exporting(on: bool) {
+    EXPORTING.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The tracer provider of an exporting process; flushes what is buffered when dropped.
 #[derive(Debug)]
 pub struct Exporting(SdkTracerProvider);
@@ -131,7 +144,8 @@ pub fn current_context() -> Vec<(String, String)> {
 
 /// Makes `span` a child of the trace context in `headers` (`traceparent`), if there is one.
 pub fn set_parent(span: &tracing::Span, headers: &http::HeaderMap) {
-    if headers.contains_key("traceparent") {
+    static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+    if headers.contains_key(&TRACEPARENT) {
         let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
         let _ = span.set_parent(parent);
     }

@@ -121,6 +121,8 @@ struct Limits {
     bytes: Arc<Semaphore>,
     /// How long a request may take to be answered (`mcp.request_timeout_ms`).
     timeout: Duration,
+    /// The hosts the edge answers (`mcp.allowed_hosts`).
+    hosts: crate::transport::rules::AllowedHosts,
 }
 
 impl std::fmt::Debug for EdgeService {
@@ -138,6 +140,7 @@ pub fn service(state: Arc<EdgeState>) -> EdgeService {
             requests: Arc::new(Semaphore::new(state.config.mcp.max_in_flight)),
             bytes: Arc::new(Semaphore::new(kib)),
             timeout: state.config.request_timeout(),
+            hosts: crate::transport::rules::AllowedHosts::new(&state.config.mcp.allowed_hosts),
         }),
         state,
     }
@@ -241,16 +244,18 @@ async fn serve(
     request: Request,
 ) -> Response {
     use tower::ServiceExt as _;
+    use tracing::Instrument as _;
     let path = request.uri().path();
     if path != "/mcp" && !path.starts_with("/mcp/") {
-        return match router.oneshot(request).await {
+        let span = crate::access::span_to_enter(request.extensions());
+        return match Box::pin(router.oneshot(request).instrument(span)).await {
             Ok(response) => response,
             Err(never) => match never {},
         };
     }
     // DNS rebinding: only the hosts the edge is reached by (checked once, here, for every
     // path; an entry without a port allows any port).
-    if !crate::transport::rules::host_allowed(request.headers(), &state.config.mcp.allowed_hosts) {
+    if !crate::transport::rules::host_allowed(request.headers(), &limits.hosts) {
         metrics::counter!("tp_edge_host_refused_total").increment(1);
         return refuse(
             Fault::ForbiddenOrigin,
@@ -288,6 +293,8 @@ async fn serve(
             }
         }
     };
+    let started = crate::access::of(request.extensions())
+        .map_or_else(std::time::Instant::now, crate::access::AccessLog::started);
     let answer = async {
         let request = match warm_list(&state, request).await {
             Ok(response) => return response,
@@ -298,9 +305,22 @@ async fn serve(
                 request
             }
         };
-        mcp(state, request).await
+        // Past the warm answer: events are written from here on, in the request's span. The
+        // pipeline's future is large and boxed, so the warm answer's stays small (it is moved
+        // through the access log, this step and the timeout on every request).
+        let span = crate::access::span_to_enter(request.extensions());
+        Box::pin(mcp(state, request).instrument(span)).await
     };
-    match tokio::time::timeout(limits.timeout, answer).await {
+    // The request timeout, from when the request arrived. An answer ready at the first poll
+    // (a warm `tools/list` whose body came with its head) never arms the timer.
+    let mut answer = std::pin::pin!(answer);
+    if let std::task::Poll::Ready(response) = futures::poll!(answer.as_mut()) {
+        return response;
+    }
+    let Some(deadline) = started.checked_add(limits.timeout) else {
+        return answer.await;
+    };
+    match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), answer).await {
         Ok(response) => response,
         Err(_) => refuse(Fault::TimedOut, "request timed out"),
     }

@@ -19,22 +19,27 @@ fn tenant_bucket(tenant: &str) -> &'static str {
     BUCKETS[tenant_bucket_index(tenant)]
 }
 
-/// Counts one answered MCP request (and its latency, for `tools/list`).
+/// Counts one answered MCP request, and for a `tools/list` the handler built (`started` is
+/// when it began) its latency. A list served from precomputed pages passes `None`: looking a
+/// page up is not worth two clock reads per request, and its whole time is in
+/// `tp_edge_request_seconds{rpc="tools/list"}`.
 pub(crate) fn count_request(
     method: &'static str,
     tenant: &str,
     outcome: &'static str,
-    started: Instant,
+    started: Option<Instant>,
 ) {
     if method == "tools/list" && outcome == "ok" {
         // The hot path: handles kept per bucket instead of looked up per request.
         let handles = list_metrics();
         handles.0[tenant_bucket_index(tenant)].increment(1);
-        handles.1.record(started.elapsed().as_secs_f64());
+        if let Some(started) = started {
+            handles.1.record(started.elapsed().as_secs_f64());
+        }
         return;
     }
     ::metrics::counter!("tp_edge_mcp_requests_total", "method" => method, "tenant_bucket" => tenant_bucket(tenant), "outcome" => outcome).increment(1);
-    if method == "tools/list" {
+    if let (Some(started), "tools/list") = (started, method) {
         ::metrics::histogram!("tp_edge_mcp_request_seconds", "method" => method)
             .record(started.elapsed().as_secs_f64());
     }

@@ -248,7 +248,7 @@ impl McpHandler {
             Ok(_) => "input_required",
             Err(_) => "rejected",
         };
-        count_request("tools/call", &identity.tenant, outcome, Instant::now());
+        count_request("tools/call", &identity.tenant, outcome, None);
         if let Some(log) = access_log(ctx) {
             match &result {
                 Err(error) => log.outcome(format!("error {}", error.code.0)),
@@ -284,7 +284,7 @@ impl McpHandler {
         };
         let (result, _) =
             crate::transport::pages::page(listing, start, &self.state.config.mcp, generation);
-        count_request("tools/list", &identity.tenant, "ok", started);
+        count_request("tools/list", &identity.tenant, "ok", Some(started));
         if let Some(log) = access_log(ctx) {
             log.outcome("ok");
         }

@@ -118,12 +118,17 @@ pub fn media(headers: &HeaderMap) -> Result<(), Refused> {
         let Ok(value) = value.to_str() else {
             continue;
         };
+        // What the official SDKs send, compared whole.
+        if value.as_bytes() == b"application/json, text/event-stream" {
+            (json, sse) = (true, true);
+            continue;
+        }
         // What clients send: plain media types, no parameters to weigh or quotes to skip.
-        if !value.contains([';', '"']) {
-            for essence in value.split(',') {
-                let essence = essence.trim();
-                json |= essence.eq_ignore_ascii_case("application/json");
-                sse |= essence.eq_ignore_ascii_case("text/event-stream");
+        if !value.bytes().any(|b| b == b';' || b == b'"') {
+            for essence in value.as_bytes().split(|&b| b == b',') {
+                let essence = essence.trim_ascii();
+                json |= essence.eq_ignore_ascii_case(b"application/json");
+                sse |= essence.eq_ignore_ascii_case(b"text/event-stream");
             }
             continue;
         }
@@ -168,16 +173,16 @@ pub fn accepts_sse(headers: &HeaderMap) -> bool {
 
 /// Whether the body is JSON: the media type's essence, parameters aside.
 pub fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("application/json")
-        })
+    headers.get(header::CONTENT_TYPE).is_some_and(|v| {
+        let v = v.as_bytes();
+        if v == b"application/json" {
+            return true;
+        }
+        let essence = v.iter().position(|&b| b == b';').map_or(v, |end| &v[..end]);
+        essence
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"application/json")
+    })
 }
 
 /// `value` split at `delimiter` outside double quotes.
@@ -544,11 +549,33 @@ pub fn decode(raw: &str) -> Option<String> {
     }
 }
 
-/// The `Host` check of the transport (an entry without a port allows any port), for the one
-/// `Host` header a well-formed request has; `["*"]` allows every host. Compared without
-/// allocating: it runs on every warm `tools/list`.
-pub fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    if allowed.iter().any(|h| h == "*") {
+/// The hosts the edge answers (`mcp.allowed_hosts`), read once: `*` allows every host, an
+/// entry without a port any port; an entry no `Host` header could match matches nothing.
+#[derive(Debug, Clone)]
+pub struct AllowedHosts {
+    any: bool,
+    /// (name, port) of each entry.
+    entries: Vec<(String, Option<u16>)>,
+}
+
+impl AllowedHosts {
+    /// The entries of `mcp.allowed_hosts`.
+    pub fn new(allowed: &[String]) -> AllowedHosts {
+        AllowedHosts {
+            any: allowed.iter().any(|h| h.trim() == "*"),
+            entries: allowed
+                .iter()
+                .filter_map(|entry| split_host(entry.trim()))
+                .map(|(name, port)| (name.to_owned(), port))
+                .collect(),
+        }
+    }
+}
+
+/// The `Host` check of the transport, for the one `Host` header a well-formed request has.
+/// Compared without allocating: it runs on every request.
+pub fn host_allowed(headers: &HeaderMap, allowed: &AllowedHosts) -> bool {
+    if allowed.any {
         return true;
     }
     let mut hosts = headers.get_all(header::HOST).iter();
@@ -558,11 +585,8 @@ pub fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     let Some((name, port)) = host.to_str().ok().and_then(split_host) else {
         return false;
     };
-    allowed.iter().any(|entry| match split_host(entry.trim()) {
-        Some((entry_name, entry_port)) => {
-            entry_name.eq_ignore_ascii_case(name) && entry_port.is_none_or(|p| port == Some(p))
-        }
-        None => false,
+    allowed.entries.iter().any(|(entry_name, entry_port)| {
+        entry_name.eq_ignore_ascii_case(name) && entry_port.is_none_or(|p| port == Some(p))
     })
 }
 
@@ -572,7 +596,7 @@ fn split_host(authority: &str) -> Option<(&str, Option<u16>)> {
     if authority.is_empty()
         || authority
             .bytes()
-            .any(|b| b.is_ascii_whitespace() || b"/?#@".contains(&b))
+            .any(|b| b.is_ascii_whitespace() || matches!(b, b'/' | b'?' | b'#' | b'@'))
     {
         return None;
     }

@@ -198,11 +198,12 @@ fn initialize_checks_its_header_against_its_body() {
 
 #[test]
 fn hosts() {
-    let allowed = vec![
+    let allowed = AllowedHosts::new(&[
         "localhost".to_owned(),
-        "::1".to_owned(),
+        " ::1".to_owned(),
         "edge.internal:9000".to_owned(),
-    ];
+        "not a host".to_owned(),
+    ]);
     let ok = |host: &str| host_allowed(&headers(&[("host", host)]), &allowed);
     assert!(ok("localhost") && ok("LOCALHOST:8080") && ok("[::1]:8080"));
     assert!(ok("edge.internal:9000"));
@@ -210,5 +211,9 @@ fn hosts() {
     assert!(!host_allowed(&HeaderMap::new(), &allowed));
     assert!(!ok("localhost:99999") && !ok("user@localhost") && !ok("[::1"));
     assert!(!ok("localhost:") && !ok(""));
-    assert!(host_allowed(&HeaderMap::new(), &["*".to_owned()]));
+    assert!(!ok("not a host"));
+    assert!(host_allowed(
+        &HeaderMap::new(),
+        &AllowedHosts::new(&["*".to_owned()])
+    ));
 }
