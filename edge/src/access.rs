@@ -319,10 +319,9 @@ fn text_line(
     duration_ms: u64,
 ) {
     use std::fmt::Write as _;
+    /// `key` with its leading space and `=`.
     fn value(line: &mut String, key: &str, value: &str) {
-        line.push(' ');
         line.push_str(key);
-        line.push('=');
         let plain = |b: u8| b > b' ' && b < 0x7f && b != b'"' && b != b'=';
         if value.is_empty() {
             line.push('-');
@@ -336,19 +335,19 @@ fn text_line(
         }
     }
     line.push_str("request");
-    value(line, "request_id", id);
+    value(line, " request_id=", id);
     line.push_str(" http=");
     line.push_str(method.as_str());
     line.push(' ');
     line.push_str(path);
     line.push_str(" status=");
     tp_telemetry::push_padded(line, u32::from(status.as_u16()), 0);
-    value(line, "tenant", &entry.tenant);
-    value(line, "role", &entry.role);
-    value(line, "rpc", &entry.rpc);
-    value(line, "tool", &entry.tool);
-    value(line, "action", &entry.action);
-    value(line, "outcome", outcome);
+    value(line, " tenant=", &entry.tenant);
+    value(line, " role=", &entry.role);
+    value(line, " rpc=", &entry.rpc);
+    value(line, " tool=", &entry.tool);
+    value(line, " action=", &entry.action);
+    value(line, " outcome=", outcome);
     line.push_str(" duration_ms=");
     match u32::try_from(duration_ms) {
         Ok(ms) => tp_telemetry::push_padded(line, ms, 0),

@@ -250,7 +250,9 @@ impl Caches {
     /// The identity of an API key if the in-process cache holds it and it is current (no I/O;
     /// `None` otherwise, including for keys that are not valid).
     pub async fn identity_l1(&self, key: &str) -> Option<Arc<Identity>> {
-        if !tp_proto::keys::looks_like_credential(key) {
+        // Only what is cached is found: a key of another shape misses like an unknown one
+        // (the full check is the router's), so it is only bounded before it is hashed.
+        if key.is_empty() || key.len() > tp_proto::keys::MAX_TOKEN_BYTES {
             return None;
         }
         let (identity, loaded) = self.identities.get(&self.credential_id(key))?;

@@ -378,6 +378,7 @@ pub(super) async fn fast_list(
         return None;
     }
     let cursor = crate::mcp::fast::cursor(params)?;
+    let id = crate::mcp::fast::id_bytes(id)?;
     let response = precomputed_list(state, id, cursor, generation, &caller.0, &registry)?;
     if let Some(log) = crate::access::of(&parts.extensions) {
         log.outcome("ok");
@@ -386,17 +387,17 @@ pub(super) async fn fast_list(
 }
 
 /// The answer to a `tools/list` of `identity`, admitted as `generation`, from `registry`'s
-/// precomputed pages: the first page, or one that starts at a `cursor` this edge issued.
+/// precomputed pages: the first page, or one that starts at a `cursor` this edge issued. `id`
+/// is the request's id as JSON (`fast::id_bytes`).
 pub(super) fn precomputed_list(
     state: &EdgeState,
-    id: &serde_json::Value,
+    id: axum::body::Bytes,
     cursor: Option<&str>,
     generation: crate::mcp::fast::Generation,
     identity: &Identity,
     registry: &crate::registry::Registry,
 ) -> Option<Response> {
     use crate::mcp::fast;
-    let id = fast::id_bytes(id)?;
     let response = fast::answer(registry.pages(generation, &state.config.mcp), cursor, id)?;
     crate::mcp::count_request("tools/list", &identity.tenant, "ok", None);
     precomputed_counter().increment(1);

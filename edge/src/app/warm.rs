@@ -7,8 +7,7 @@ pub(super) const WARM_BODY_LIMIT: u64 = 4096;
 
 /// Whether a body may be a `tools/list` request (a cheap scan before any parsing).
 pub(super) fn mentions_tools_list(bytes: &[u8]) -> bool {
-    const NEEDLE: &[u8] = b"\"tools/list\"";
-    bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE)
+    memchr::memmem::find(bytes, b"\"tools/list\"").is_some()
 }
 
 /// A `tools/list` request as the warm path reads it: the envelope and params into borrowed
@@ -19,7 +18,9 @@ pub(super) fn mentions_tools_list(bytes: &[u8]) -> bool {
 struct WarmRequest<'a> {
     #[serde(borrow)]
     jsonrpc: &'a str,
-    id: Option<serde_json::Value>,
+    /// As it was written: echoed into the answer without being parsed into a value.
+    #[serde(borrow)]
+    id: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow)]
     method: &'a str,
     #[serde(borrow)]
@@ -64,6 +65,21 @@ impl crate::transport::rules::Params for WarmParams<'_> {
     }
 }
 
+/// A request id as JSON, when it is one the answer may echo as written: a string, or an
+/// integer in `i64` (what `fast::id_bytes` takes from a parsed id); anything else is the
+/// router's.
+fn raw_id(id: &serde_json::value::RawValue) -> Option<axum::body::Bytes> {
+    let raw = id.get();
+    let integer = || {
+        let digits = raw.strip_prefix('-').unwrap_or(raw);
+        !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'))
+            && raw.parse::<i64>().is_ok()
+    };
+    (raw.starts_with('"') || integer()).then(|| axum::body::Bytes::copy_from_slice(raw.as_bytes()))
+}
+
 /// The warm answer to a body that mentions `tools/list`: key and registry from the in-process
 /// cache, the request one the transport would take as it is.
 pub(super) async fn warm_answer(
@@ -96,13 +112,14 @@ pub(super) async fn warm_answer(
     if jsonrpc != "2.0" || method != "tools/list" {
         return None;
     }
-    let id = id.filter(|id| id.is_string() || id.is_number())?;
-    // The transport's rules, as for every request: what they refuse is the router's to answer.
+    let id = raw_id(id?)?;
+    // The transport's rules, as for every request: what they refuse is the router's to answer
+    // (so the id a refusal would carry is not needed here).
     crate::transport::rules::media(&parts.headers).ok()?;
     let generation = crate::transport::rules::admit(
         &parts.headers,
         crate::transport::rules::Message::Request(
-            &id,
+            &serde_json::Value::Null,
             method,
             params
                 .as_ref()
@@ -116,7 +133,7 @@ pub(super) async fn warm_answer(
         .await?;
     let response = precomputed_list(
         state,
-        &id,
+        id,
         params.as_ref().and_then(|p| p.cursor),
         generation,
         &identity,
@@ -128,6 +145,49 @@ pub(super) async fn warm_answer(
         log.outcome("ok");
     }
     Some(response)
+}
+
+/// Why a body could not be read whole.
+enum BodyError {
+    /// It did not arrive in time (`http.body_read_timeout_ms`).
+    TimedOut,
+    /// It is longer than allowed, or the connection failed while it was read.
+    TooLarge,
+}
+
+/// A body of at most `limit` bytes, whole: its one data frame as it is (a small request's
+/// body arrives with its head), frames joined when there are more; trailers are ignored.
+async fn read_small_body(body: Body, limit: usize) -> Result<axum::body::Bytes, BodyError> {
+    use http_body_util::BodyExt as _;
+    let mut body = body;
+    let mut first: Option<axum::body::Bytes> = None;
+    let mut joined: Vec<u8> = Vec::new();
+    let mut length = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            if tp_net::is_body_timeout(&error) {
+                BodyError::TimedOut
+            } else {
+                BodyError::TooLarge
+            }
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        length += data.len();
+        if length > limit {
+            return Err(BodyError::TooLarge);
+        }
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            None => joined.extend_from_slice(&data),
+            Some(previous) => {
+                joined.extend_from_slice(&previous);
+                joined.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| axum::body::Bytes::from(joined)))
 }
 
 /// Answers a warm `tools/list` with no I/O beyond the request, or hands the request back
@@ -154,15 +214,10 @@ pub(super) async fn warm_list(state: &EdgeState, request: Request) -> Result<Res
         return Err(request);
     }
     let (parts, body) = request.into_parts();
-    let bytes = match http_body_util::BodyExt::collect(http_body_util::Limited::new(
-        body,
-        usize::try_from(limit).unwrap_or(usize::MAX),
-    ))
-    .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) if tp_net::is_body_timeout(error.as_ref()) => return Ok(body_timed_out()),
-        Err(_) => {
+    let bytes = match read_small_body(body, usize::try_from(limit).unwrap_or(usize::MAX)).await {
+        Ok(bytes) => bytes,
+        Err(BodyError::TimedOut) => return Ok(body_timed_out()),
+        Err(BodyError::TooLarge) => {
             return Ok(refuse(
                 Fault::BodyTooLarge,
                 "request body exceeds mcp.max_body_bytes",
@@ -178,5 +233,42 @@ pub(super) async fn warm_list(state: &EdgeState, request: Request) -> Result<Res
     match answer {
         Some(response) => Ok(response),
         None => Err(Request::from_parts(parts, Body::from(bytes))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(json: &str) -> Option<String> {
+        let raw: Box<serde_json::value::RawValue> = serde_json::from_str(json).unwrap();
+        raw_id(&raw).map(|b| String::from_utf8(b.to_vec()).unwrap())
+    }
+
+    #[test]
+    fn ids_are_echoed_as_written_when_they_are_strings_or_integers() {
+        assert_eq!(id("7").as_deref(), Some("7"));
+        assert_eq!(id("-12").as_deref(), Some("-12"));
+        assert_eq!(id("0").as_deref(), Some("0"));
+        assert_eq!(id(r#""a\"b""#).as_deref(), Some(r#""a\"b""#));
+        assert_eq!(id(&i64::MIN.to_string()), Some(i64::MIN.to_string()));
+        // The router's, as `fast::id_bytes` leaves them.
+        for other in [
+            "1.5",
+            "1e3",
+            "null",
+            "true",
+            "[1]",
+            "{}",
+            "9223372036854775808",
+        ] {
+            assert_eq!(id(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_scan_finds_the_method_wherever_it_is() {
+        assert!(mentions_tools_list(br#"{"method":"tools/list"}"#));
+        assert!(!mentions_tools_list(br#"{"method":"tools/call"}"#));
     }
 }
