@@ -81,7 +81,14 @@ pub(super) async fn authenticate(
                     "Authorization must be \"Bearer <api key or access token>\"",
                 ));
             };
-            let lookup = tracing::info_span!("identity.lookup");
+            // A span of its own only when spans are exported: at the fmt layer alone it cost
+            // a call more than the cached lookup it would time, and its events carry the
+            // request's span either way.
+            let lookup = if tp_telemetry::trace::exporting() {
+                tracing::info_span!("identity.lookup")
+            } else {
+                tracing::Span::none()
+            };
             match state.caches.identity(key).instrument(lookup).await {
                 Ok(identity) => identity,
                 Err(LookupError::Unauthenticated | LookupError::NotFound) => {

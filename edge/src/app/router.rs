@@ -1,8 +1,9 @@
 //! The edge's HTTP service. [`EdgeService`] is the one stack every `/mcp` request goes
-//! through, the warm `tools/list` included: the access log and span, the Origin check, load
-//! shedding, the in-flight byte budget and the request timeout; then the warm answer, or the
-//! body limit, authentication, the JSON-RPC check and the edge's methods, with rmcp's
-//! transport behind them for what they do not take. Everything else (health checks, the
+//! through, the warm `tools/list` included: the access log (and the request's span: opened
+//! with the request when spans are exported, else once it goes past the warm answer), the
+//! Host and Origin checks, load shedding, the in-flight byte budget and the request timeout;
+//! then the warm answer, or the body limit, authentication, the JSON-RPC check, the
+//! transport's rules and the edge's methods. Everything else (health checks, the
 //! protected-resource metadata) goes to the [`router`].
 
 use super::*;

@@ -160,12 +160,18 @@ impl McpHandler {
         identity: &Identity,
         ctx: &CallContext<'_>,
     ) -> Result<Arc<Registry>, ErrorData> {
-        let span = tracing::info_span!(
-            parent: &request_span(ctx),
-            "registry.lookup",
-            tenant = %identity.tenant,
-            role = %identity.role,
-        );
+        // Exported spans only (see `identity.lookup`); otherwise the lookup runs in the
+        // request's span.
+        let span = if tp_telemetry::trace::exporting() {
+            tracing::info_span!(
+                parent: &request_span(ctx),
+                "registry.lookup",
+                tenant = %identity.tenant,
+                role = %identity.role,
+            )
+        } else {
+            request_span(ctx)
+        };
         self.state
             .caches
             .registry(&identity.tenant, &identity.role)
