@@ -123,7 +123,7 @@ struct Limits {
     /// How long a request may take to be answered (`mcp.request_timeout_ms`).
     timeout: Duration,
     /// The hosts the edge answers (`mcp.allowed_hosts`).
-    hosts: crate::transport::rules::AllowedHosts,
+    hosts: crate::transport::hosts::AllowedHosts,
 }
 
 impl std::fmt::Debug for EdgeService {
@@ -141,7 +141,7 @@ pub fn service(state: Arc<EdgeState>) -> EdgeService {
             requests: Arc::new(Semaphore::new(state.config.mcp.max_in_flight)),
             bytes: Arc::new(Semaphore::new(kib)),
             timeout: state.config.request_timeout(),
-            hosts: crate::transport::rules::AllowedHosts::new(&state.config.mcp.allowed_hosts),
+            hosts: crate::transport::hosts::AllowedHosts::new(&state.config.mcp.allowed_hosts),
         }),
         state,
     }
@@ -256,7 +256,7 @@ async fn serve(
     }
     // DNS rebinding: only the hosts the edge is reached by (checked once, here, for every
     // path; an entry without a port allows any port).
-    if !crate::transport::rules::host_allowed(request.headers(), &limits.hosts) {
+    if !crate::transport::hosts::host_allowed(request.headers(), &limits.hosts) {
         metrics::counter!("tp_edge_host_refused_total").increment(1);
         return refuse(
             Fault::ForbiddenOrigin,

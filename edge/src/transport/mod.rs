@@ -3,10 +3,12 @@
 //! ([`pages`], [`cursor`]), the sealed session codec ([`session`]), the sealed request state of
 //! calls paused for the client's input ([`request_state`]), and the ids of server → client
 //! requests with the answers they wait for ([`questions`]), the SSE writer of answers that
-//! carry messages before them ([`sse`]), and the rules every request must meet ([`rules`]). None of it names the handlers, the
+//! carry messages before them ([`sse`]), and the rules every request must meet ([`rules`], and
+//! the `Host` check: [`hosts`]). None of it names the handlers, the
 //! edge's state or the registry, so the request path can depend on it without cycles.
 
 pub mod cursor;
+pub mod hosts;
 pub mod pages;
 pub mod questions;
 pub mod request_state;

@@ -1,5 +1,6 @@
 //! Unit tests of the transport's rules (`super::rules`).
 
+use super::hosts::{AllowedHosts, host_allowed};
 use super::rules::*;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::json;
