@@ -7,11 +7,6 @@ use clap::Parser;
 use figment::providers::Serialized;
 use tp_edge::config;
 
-/// mimalloc: a warm `tools/list` allocates and frees a few dozen small blocks, which glibc's
-/// allocator served at about twice the cost (measured: see docs/performance.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The Toolplane MCP edge.
 #[derive(Debug, Parser)]
 #[command(version, about)]

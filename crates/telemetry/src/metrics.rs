@@ -18,6 +18,9 @@ pub const LATENCY_BUCKETS: [f64; 16] = [
     10.0, 30.0,
 ];
 
+/// How often histogram samples are folded into their buckets when nobody scrapes.
+const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The process-wide recorder, installed on first use; `None` if another recorder was
 /// installed first (then nothing is recorded here).
 pub fn prometheus() -> Option<PrometheusHandle> {
@@ -29,7 +32,21 @@ pub fn prometheus() -> Option<PrometheusHandle> {
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY_BUCKETS)
                 .and_then(PrometheusBuilder::install_recorder)
             {
-                Ok(handle) => Some(handle),
+                Ok(handle) => {
+                    // Histogram samples wait in the recorder until they are folded into the
+                    // buckets, which rendering does: a process nobody scrapes grew by 8 bytes
+                    // per sample (megabytes a second on a busy edge). Folded every 5 s here.
+                    let upkeep = handle.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("tp-metrics-upkeep".into())
+                        .spawn(move || {
+                            loop {
+                                std::thread::sleep(UPKEEP_INTERVAL);
+                                upkeep.run_upkeep();
+                            }
+                        });
+                    Some(handle)
+                }
                 Err(error) => {
                     tracing::warn!(%error, "metrics recorder not installed");
                     None
