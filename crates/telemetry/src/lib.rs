@@ -47,7 +47,7 @@ pub fn json_from_env() -> bool {
 
 /// What [`init`] set up that must live as long as the process: with OTLP export on, dropping
 /// it flushes the spans still buffered.
-/// Dropping it also writes out the lines [`write_info_line`] still holds.
+/// Dropping it also writes out the lines [`write_info_line_with`] still holds.
 #[derive(Debug, Default)]
 #[must_use = "keep it until the process ends, or buffered spans and lines are lost"]
 pub struct Telemetry {
@@ -124,16 +124,11 @@ pub async fn shutdown_signal() {
 /// together go out in one `write(2)`, a lone line within 20 ms: see `lines`). For a line written on
 /// every request (the edge's access log), where the general formatter — a visitor per field,
 /// escaping per character — cost a sixth of a warm `tools/list`, and a `write(2)` of its own
-/// another tenth. The caller checks
-/// that INFO is enabled for `target` (`tracing::enabled!`) and escapes what it puts in
-/// `message`; JSON output keeps going through `tracing` (see [`json_logs`]).
-pub fn write_info_line(target: &str, message: &str) {
-    write_info_line_with(target, |line| line.push_str(message));
-}
-
-/// [`write_info_line`] with the message laid out by `message` straight into the line: the
-/// line is built in a buffer this thread keeps (no allocation per line), and the timestamp's
-/// date and time of day are laid out once a second.
+/// another tenth. `message` lays the message out straight into the line, which is built in a
+/// buffer this thread keeps (no allocation per line); the timestamp's date and time of day are
+/// laid out once a second. The caller checks that INFO is enabled for `target`
+/// (`tracing::enabled!`) and escapes what it puts in the message; JSON output keeps going
+/// through `tracing` (see [`json_logs`]).
 pub fn write_info_line_with(target: &str, message: impl FnOnce(&mut String)) {
     thread_local! {
         static LINE: std::cell::RefCell<LineBuffer> = std::cell::RefCell::default();
