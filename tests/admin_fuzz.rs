@@ -109,10 +109,7 @@ async fn mutated_admin_requests_get_a_clear_status_and_leave_a_consistent_world(
         ),
         (
             "UpdateTenant",
-            pb::UpdateTenantRequest {
-                tenant: Some(tenant.clone()),
-            }
-            .encode_to_vec(),
+            pb::UpdateTenantRequest::replacing(tenant.clone()).encode_to_vec(),
         ),
         (
             "UpsertExecutor",

@@ -65,6 +65,7 @@ fn tenant(id: &str) -> pb::CreateTenantRequest {
     pb::CreateTenantRequest {
         tenant: Some(pb::Tenant {
             id: id.into(),
+            connected_apis: Some(pb::ConnectedApis::default()),
             ..Default::default()
         }),
     }

@@ -131,7 +131,16 @@ async fn ten_thousand_random_probes_find_no_leak_across_tenants_roles_and_edges(
             .create_tenant(pb::CreateTenantRequest {
                 tenant: Some(pb::Tenant {
                     id: tenant.clone(),
-                    connected_apis: connected_apis.map(|providers| pb::ConnectedApis { providers }),
+                    connected_apis: Some(connected_apis.map_or(
+                        pb::ConnectedApis {
+                            providers: Vec::new(),
+                            all: true,
+                        },
+                        |providers| pb::ConnectedApis {
+                            providers,
+                            all: false,
+                        },
+                    )),
                     disclosure: Some(disclosure),
                     ..Default::default()
                 }),

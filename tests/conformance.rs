@@ -224,6 +224,7 @@ impl Target {
                     id: "conformance".into(),
                     connected_apis: Some(pb::ConnectedApis {
                         providers: vec!["conformance".into()],
+                        ..Default::default()
                     }),
                     ..Default::default()
                 }),

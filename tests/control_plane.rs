@@ -229,6 +229,7 @@ async fn acknowledged_writes_survive_kill_9() {
                 id: "durable".into(),
                 connected_apis: Some(pb::ConnectedApis {
                     providers: vec!["aws".into()],
+                    ..Default::default()
                 }),
                 ..Default::default()
             }),

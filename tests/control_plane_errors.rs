@@ -440,6 +440,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
     let tenant = |id: &str, edit: fn(&mut pb::Tenant)| {
         let mut tenant = pb::Tenant {
             id: id.into(),
+            connected_apis: Some(pb::ConnectedApis::default()),
             ..Default::default()
         };
         edit(&mut tenant);
@@ -458,6 +459,24 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         tn.create_tenant(tenant("umbrella", |t| {
             t.connected_apis = Some(pb::ConnectedApis {
                 providers: vec!["myspace".into()],
+                all: false,
+            })
+        }))
+        .await,
+    );
+    t.check(
+        "tenant: no connected_apis (never every tool by omission)",
+        Code::InvalidArgument,
+        tn.create_tenant(tenant("umbrella", |t| t.connected_apis = None))
+            .await,
+    );
+    t.check(
+        "tenant: both all and providers",
+        Code::InvalidArgument,
+        tn.create_tenant(tenant("umbrella", |t| {
+            t.connected_apis = Some(pb::ConnectedApis {
+                providers: vec!["google".into()],
+                all: true,
             })
         }))
         .await,
@@ -481,12 +500,51 @@ async fn bad_requests_get_their_status_and_change_nothing() {
     t.check(
         "tenant: update unknown",
         Code::NotFound,
-        tn.update_tenant(pb::UpdateTenantRequest {
-            tenant: Some(pb::Tenant {
+        tn.update_tenant(pb::UpdateTenantRequest::changing(
+            pb::Tenant {
                 id: "ghost".into(),
                 ..Default::default()
-            }),
-        })
+            },
+            &["display_name"],
+        ))
+        .await,
+    );
+    t.check(
+        "tenant: update naming an unknown field",
+        Code::InvalidArgument,
+        tn.update_tenant(pb::UpdateTenantRequest::changing(
+            pb::Tenant {
+                id: "acme".into(),
+                ..Default::default()
+            },
+            &["conected_apis"],
+        ))
+        .await,
+    );
+    t.check(
+        "tenant: update naming connected_apis without a value",
+        Code::InvalidArgument,
+        tn.update_tenant(pb::UpdateTenantRequest::changing(
+            pb::Tenant {
+                id: "acme".into(),
+                ..Default::default()
+            },
+            &["connected_apis"],
+        ))
+        .await,
+    );
+    t.check(
+        "tenant: update of a tenant changed since it was read",
+        Code::FailedPrecondition,
+        tn.update_tenant(pb::UpdateTenantRequest::changing(
+            pb::Tenant {
+                id: "acme".into(),
+                display_name: "Acme".into(),
+                revision: 1,
+                ..Default::default()
+            },
+            &["display_name"],
+        ))
         .await,
     );
     t.check(

@@ -561,7 +561,8 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
         ("edge.replicas", json!("two"), "a count"),
         ("edge.replicas", json!(0), "at least one edge"),
         ("edge.pageSize", json!(5000), "the edge's page-size limit"),
-        ("edge.allowedHosts", json!([]), "an empty allow-list"),
+        ("edge.allowedHosts", json!([""]), "an empty host name"),
+        ("image.registry", json!(""), "the registry is always explicit"),
         (
             "controlPlane.replicas",
             json!(2),
@@ -681,7 +682,8 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
         "kind: PersistentVolumeClaim",
         "grpc: { port: 50051 }",
         "kind: NetworkPolicy",
-        "policyTypes: [Ingress]",
+        "policyTypes: [Ingress, Egress]",
+        "automountServiceAccountToken: false",
         "key: executor-key",
     ] {
         assert!(all.contains(needle), "the chart lacks {needle}");
@@ -726,15 +728,9 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
         ),
         (
             "TOOLPLANE_EDGE_MCP__ALLOWED_HOSTS".to_owned(),
+            // The release's own names (toolplane.allowedHosts): never "*" by default.
             format!(
-                "[{}]",
-                values["edge"]["allowedHosts"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|h| h.as_str().unwrap())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "[{fullname}-edge, {fullname}-edge.default, {fullname}-edge.default.svc, {fullname}-edge.default.svc.cluster.local]"
             ),
         ),
         (
@@ -976,6 +972,22 @@ fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
                 "{name}: {needle}"
             );
         }
+        // The DNS-rebinding check is on: the edges answer the release's names (and, in the HA
+        // render, the public host of oauth.resource), never every host.
+        let hosts = rendered_env(&manifests, "TOOLPLANE_EDGE_MCP__ALLOWED_HOSTS");
+        let hosts = hosts.values().next().expect("allowed hosts are set");
+        assert!(
+            hosts.contains("tp-toolplane-edge.toolplane.svc") && !hosts.contains('*'),
+            "{name}: {hosts}"
+        );
+        assert_eq!(hosts.contains("mcp.example.com"), name.starts_with("HA"));
+        // Every pod without a service account token, every policy both ways.
+        assert_eq!(
+            manifests.matches("automountServiceAccountToken: false").count(),
+            manifests.matches("\n  template:\n").count(),
+            "{name}"
+        );
+        assert!(!manifests.contains("policyTypes: [Ingress]\n"), "{name}");
         // OAuth reaches the edges exactly when it is configured.
         assert_eq!(
             manifests.contains("value: \"[https://id.example.com/realms/acme]\""),

@@ -326,13 +326,12 @@ async fn auto_disclosure_flips_to_progressive_on_every_edge_when_the_registry_gr
             "aws".into(),
             "microsoft".into(),
         ],
+        ..Default::default()
     });
     let changed = Instant::now();
     admin
         .tenants
-        .update_tenant(pb::UpdateTenantRequest {
-            tenant: Some(tenant),
-        })
+        .update_tenant(pb::UpdateTenantRequest::replacing(tenant))
         .await
         .unwrap();
     let grown = fleet.expected("acme", "collector").await;

@@ -452,13 +452,12 @@ async fn a_connected_apis_change_reaches_both_edges_within_a_second() {
         .into_inner();
     tenant.connected_apis = Some(pb::ConnectedApis {
         providers: vec!["google".into(), "hubspot".into(), "aws".into()],
+        ..Default::default()
     });
     let changed_at = Instant::now();
     admin
         .tenants
-        .update_tenant(pb::UpdateTenantRequest {
-            tenant: Some(tenant),
-        })
+        .update_tenant(pb::UpdateTenantRequest::replacing(tenant))
         .await
         .unwrap();
     let mut latencies = Vec::new();

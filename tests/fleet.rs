@@ -132,6 +132,7 @@ impl Fleet {
                     id: "qa".into(),
                     connected_apis: Some(pb::ConnectedApis {
                         providers: vec!["testing".into()],
+                        ..Default::default()
                     }),
                     ..Default::default()
                 }),
@@ -209,9 +210,7 @@ impl Fleet {
         current.disclosure = Some(disclosure);
         admin
             .tenants
-            .update_tenant(pb::UpdateTenantRequest {
-                tenant: Some(current),
-            })
+            .update_tenant(pb::UpdateTenantRequest::replacing(current))
             .await
             .unwrap();
     }

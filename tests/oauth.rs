@@ -102,9 +102,7 @@ async fn set_trusts(
     current.token_issuers = trusts;
     admin
         .tenants
-        .update_tenant(pb::UpdateTenantRequest {
-            tenant: Some(current),
-        })
+        .update_tenant(pb::UpdateTenantRequest::replacing(current))
         .await
         .map(|_| ())
 }
@@ -683,7 +681,7 @@ async fn the_control_plane_refuses_every_token_it_should() {
     }];
     admin
         .tenants
-        .update_tenant(pb::UpdateTenantRequest { tenant: Some(acme) })
+        .update_tenant(pb::UpdateTenantRequest::replacing(acme))
         .await
         .unwrap();
     let mut edge = cp.as_edge().await;

@@ -40,12 +40,11 @@ async fn set_apis(cp: &ControlPlaneProcess, apis: &[&str]) {
         .into_inner();
     tenant.connected_apis = Some(pb::ConnectedApis {
         providers: apis.iter().map(|s| (*s).to_owned()).collect(),
+        ..Default::default()
     });
     admin
         .tenants
-        .update_tenant(pb::UpdateTenantRequest {
-            tenant: Some(tenant),
-        })
+        .update_tenant(pb::UpdateTenantRequest::replacing(tenant))
         .await
         .unwrap();
 }
@@ -92,9 +91,7 @@ async fn two_replicas_on_postgres_serve_one_truth() {
     });
     admin
         .tenants
-        .update_tenant(pb::UpdateTenantRequest {
-            tenant: Some(tenant),
-        })
+        .update_tenant(pb::UpdateTenantRequest::replacing(tenant))
         .await
         .unwrap();
     let key = admin

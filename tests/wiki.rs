@@ -260,9 +260,7 @@ async fn material_lint_findings_reach_the_tenants_webhook() {
     tenant.lint_webhook = url.clone();
     admin
         .tenants
-        .update_tenant(tp_proto::pb::UpdateTenantRequest {
-            tenant: Some(tenant),
-        })
+        .update_tenant(tp_proto::pb::UpdateTenantRequest::replacing(tenant))
         .await
         .unwrap();
     let collector = fleet.client(0, "acme", "collector", LEGACY);

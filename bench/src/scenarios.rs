@@ -254,13 +254,12 @@ async fn propagation(world: &mut World, run: Run, table: &mut Table) -> anyhow::
             } else {
                 vec!["google".into()]
             },
+            ..Default::default()
         });
         let t = Instant::now();
         tenant = writer
             .tenants
-            .update_tenant(pb::UpdateTenantRequest {
-                tenant: Some(tenant.clone()),
-            })
+            .update_tenant(pb::UpdateTenantRequest::replacing(tenant.clone()))
             .await?
             .into_inner();
         for client in &prop {

@@ -204,7 +204,10 @@ pub(crate) async fn build(tenants: usize, table: &mut Table) -> anyhow::Result<W
             .create_tenant(pb::CreateTenantRequest {
                 tenant: Some(pb::Tenant {
                     id: tenant.into(),
-                    connected_apis: Some(pb::ConnectedApis { providers: apis }),
+                    connected_apis: Some(pb::ConnectedApis {
+                        providers: apis,
+                        all: false,
+                    }),
                     disclosure: Some(full.clone()),
                     ..Default::default()
                 }),

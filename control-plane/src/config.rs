@@ -112,6 +112,11 @@ pub struct RawAuth {
     /// How soon an access token naming an unknown key id (`kid`) may make the control plane
     /// fetch its issuer's key set again (after the provider rotated keys); 0 = 30 s.
     pub token_key_refetch_secs: u64,
+    /// Let token issuers' metadata and key sets be fetched from loopback, private, link-local
+    /// and other non-public addresses (an identity provider on the operator's own network).
+    /// Off: only public addresses, checked for every address a name resolves to, so no trust
+    /// can make the control plane reach an internal service or a metadata endpoint.
+    pub private_issuers: bool,
 }
 
 /// `[bootstrap]`.
@@ -171,6 +176,8 @@ pub struct ControlPlaneConfig {
     pub admin_token: Option<String>,
     /// Least time between fetches of one issuer's key set for unknown key ids.
     pub token_key_refetch: std::time::Duration,
+    /// `auth.private_issuers`.
+    pub private_issuers: bool,
     /// Edge token (None = generate/read from the data dir).
     pub edge_token: Option<String>,
     /// Executor key (None = derived from the edge token).
@@ -373,6 +380,7 @@ impl RawConfig {
                     secs => secs,
                 },
             ),
+            private_issuers: self.auth.private_issuers,
             admin_token: (!self.auth.admin_token.is_empty()).then_some(self.auth.admin_token),
             edge_token: (!self.auth.edge_token.is_empty()).then_some(self.auth.edge_token),
             executor_key,

@@ -84,6 +84,8 @@ pub struct TokenVerifier {
     key_sets: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<KeySet>>>>>,
     /// Least time between fetches of one key set for unknown key ids.
     refetch_after: Duration,
+    /// Whether non-public addresses may be fetched.
+    allow_private: bool,
 }
 
 #[derive(Debug)]
@@ -94,12 +96,20 @@ struct KeySet {
 
 impl TokenVerifier {
     /// A verifier with empty caches that refetches a key set for an unknown key id at most
-    /// every `refetch_after`.
+    /// every `refetch_after`, and fetches from public addresses only.
     pub fn new(refetch_after: Duration) -> Self {
+        Self::with_addresses(refetch_after, false)
+    }
+
+    /// [`TokenVerifier::new`], fetching from non-public addresses too when `allow_private`
+    /// (`auth.private_issuers`).
+    pub fn with_addresses(refetch_after: Duration, allow_private: bool) -> Self {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
             .connect_timeout(Duration::from_secs(3))
             .redirect(reqwest::redirect::Policy::none())
+            // Every address a name resolves to is checked when connecting (no rebinding).
+            .dns_resolver(Arc::new(tp_net::egress::GuardedResolver { allow_private }))
             .user_agent(concat!(
                 "toolplane-control-plane/",
                 env!("CARGO_PKG_VERSION")
@@ -111,11 +121,14 @@ impl TokenVerifier {
             discovered: Mutex::new(HashMap::new()),
             key_sets: Mutex::new(HashMap::new()),
             refetch_after,
+            allow_private,
         }
     }
 
     /// Verifies `token` for an edge whose resource URL is `resource`, reading tenants'
-    /// trusts from `engine` (twice: to pick the key set, and to map the verified claims).
+    /// trusts from `engine` twice: first to select the one trust the token claims to belong
+    /// to (its key set and audience are the only ones the token is verified with), then to
+    /// map the verified claims, which must select the same trust.
     pub async fn verify(
         &self,
         token: &str,
@@ -130,7 +143,7 @@ impl TokenVerifier {
                 header.alg
             )));
         }
-        // Unverified: only to choose among the issuers tenants trust.
+        // Unverified: only to choose the trust to verify with.
         let unverified: Value = jsonwebtoken::dangerous::insecure_decode_claims(token)
             .map_err(|e| TokenError::Malformed(e.to_string()))?;
         let issuer = unverified
@@ -138,29 +151,28 @@ impl TokenVerifier {
             .and_then(Value::as_str)
             .ok_or_else(|| TokenError::Malformed("no iss".into()))?
             .to_owned();
-        let trusts: Vec<TokenIssuer> = engine
-            .read(|state: &State| state.trusts_of(&issuer).cloned().collect())
-            .await;
-        if trusts.is_empty() {
-            return Err(TokenError::NotTrusted(format!(
-                "no tenant trusts issuer {issuer:?}"
-            )));
-        }
-        // Every audience some trust of this issuer accepts; the mapped trust's own audience is
-        // checked again below.
-        let audiences: Vec<String> = trusts
-            .iter()
-            .filter_map(|t| t.audience.clone().or_else(|| non_empty(resource)))
-            .collect();
-        if audiences.is_empty() {
+        let selected: TokenIssuer = engine
+            .read(|state: &State| {
+                state
+                    .select_trust(&issuer, &unverified)
+                    .map(|(_, trust)| trust.clone())
+            })
+            .await
+            .map_err(|refusal| TokenError::NotTrusted(refusal.to_string()))?;
+        let Some(audience) = selected.audience.clone().or_else(|| non_empty(resource)) else {
             return Err(TokenError::NotTrusted(
                 "this edge has no resource URL (oauth.resource), so it takes no access tokens"
                     .into(),
             ));
-        }
-        let sources: Vec<Option<String>> = trusts.iter().map(|t| t.jwks_uri.clone()).collect();
+        };
         let claims = self
-            .verified_claims(token, &header, &issuer, sources, &audiences)
+            .verified_claims(
+                token,
+                &header,
+                &issuer,
+                vec![selected.jwks_uri.clone()],
+                std::slice::from_ref(&audience),
+            )
             .await?;
         let expires_at = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         let subject = claims
@@ -173,19 +185,21 @@ impl TokenVerifier {
                 let (tenant, role) = state
                     .map_token(&issuer, &claims)
                     .map_err(|refusal| TokenError::NotTrusted(refusal.to_string()))?;
-                let trust = tenant
+                // The verified claims must select the trust the token was verified with (the
+                // state may also have changed between the two reads).
+                let same = tenant
                     .token_issuers
                     .iter()
                     .find(|t| t.issuer == issuer)
-                    .ok_or_else(|| TokenError::NotTrusted("trust removed".into()))?;
-                let expected = trust
-                    .audience
-                    .clone()
-                    .unwrap_or_else(|| resource.to_owned());
-                if !audience_holds(&claims, &expected) {
-                    return Err(TokenError::Invalid(format!(
-                        "aud does not name {expected:?}"
-                    )));
+                    .is_some_and(|trust| {
+                        trust.jwks_uri == selected.jwks_uri
+                            && trust.audience.clone().or_else(|| non_empty(resource))
+                                == Some(audience.clone())
+                    });
+                if !same {
+                    return Err(TokenError::NotTrusted(
+                        "the trust changed during verification".into(),
+                    ));
                 }
                 Ok(TokenCaller {
                     tenant: tenant.id.clone(),
@@ -335,9 +349,15 @@ impl TokenVerifier {
     }
 
     async fn fetch_json(&self, url: &str) -> Result<Value, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+        if let Some(reason) = tp_net::egress::literal_refusal(&parsed, self.allow_private) {
+            return Err(format!(
+                "{url}: {reason} (set auth.private_issuers to fetch from the operator's own network)"
+            ));
+        }
         let response = self
             .http
-            .get(url)
+            .get(parsed)
             .header("accept", "application/json")
             .send()
             .await
@@ -403,14 +423,6 @@ fn pick(keys: &JwkSet, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey>
         (_, 0) => None,
         (None, n) if n > 1 => None,
         _ => candidates.into_iter().next(),
-    }
-}
-
-fn audience_holds(claims: &Value, expected: &str) -> bool {
-    match claims.get("aud") {
-        Some(Value::String(aud)) => aud == expected,
-        Some(Value::Array(auds)) => auds.iter().any(|a| a.as_str() == Some(expected)),
-        _ => false,
     }
 }
 

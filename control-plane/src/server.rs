@@ -285,11 +285,17 @@ async fn router(
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     };
     let registry = RegistryService::new(Arc::clone(engine), config.heartbeat_ms, stopping)
-        .with_tokens(crate::oidc::TokenVerifier::new(config.token_key_refetch));
+        .with_tokens(crate::oidc::TokenVerifier::with_addresses(
+            config.token_key_refetch,
+            config.private_issuers,
+        ));
     let admin_oidc = config.admin_oidc.clone().map(|settings| {
         Arc::new(crate::admin_oidc::AdminOidc::new(
             settings,
-            Arc::new(crate::oidc::TokenVerifier::new(config.token_key_refetch)),
+            Arc::new(crate::oidc::TokenVerifier::with_addresses(
+                config.token_key_refetch,
+                config.private_issuers,
+            )),
         ))
     });
     let registry = InterceptedService::new(

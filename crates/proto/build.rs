@@ -32,6 +32,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .emit_rerun_if_changed(false)
+        // Decode errors are INVALID_ARGUMENT (crate::codec), not prost's INTERNAL.
+        .codec_path("crate::codec::Codec")
         .compile_fds(descriptors)?;
     Ok(())
 }

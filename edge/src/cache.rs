@@ -151,6 +151,9 @@ pub struct Caches {
     /// By the SHA-256 of the key (the raw 32 bytes: half the memory of its hex form).
     identities: Slab<KeyHash, Held<Identity>>,
     refused: Cache<KeyHash, u64>,
+    /// When this process's caches were made (Unix ms): an identity confirmed before it was
+    /// confirmed by another process, or by an earlier life of this one.
+    started_ms: u64,
 }
 
 impl std::fmt::Debug for Caches {
@@ -218,6 +221,7 @@ impl Caches {
             control,
             shared,
             settings,
+            started_ms: now_ms(),
         }
     }
 

@@ -85,6 +85,11 @@ pub struct RawCache {
     pub redis_prefix: String,
     /// Redis command timeout.
     pub redis_timeout_ms: u64,
+    /// What tenants' rate limits do while Redis (where the fleet counts them) is configured but
+    /// unreachable: `share` — each edge allows the limit divided by the number of edges it last
+    /// saw counting in Redis; `closed` — every call of a rate-limited tenant is refused; `local`
+    /// — each edge allows the whole limit (the fleet as a whole then allows up to N times it).
+    pub rate_limits_when_redis_down: String,
 }
 
 /// `[mcp]`.
@@ -129,6 +134,15 @@ pub struct RawMcp {
     /// Lifetime of the session ids given to 2025-xx clients at `initialize` (they hold the
     /// session; the edge stores nothing). 0: issue none.
     pub session_ttl_secs: u64,
+    /// Most long-lived streams (2025-xx `GET /mcp`, 2026-07-28 `subscriptions/listen`) one key
+    /// may hold open on an edge; beyond, 429.
+    pub max_streams_per_key: usize,
+    /// Most long-lived streams one tenant may hold open on an edge; 0 = a quarter of
+    /// `http.max_connections` (so other tenants always find connections).
+    pub max_streams_per_tenant: usize,
+    /// How long a long-lived stream stays open before the edge ends it (the client opens a
+    /// new one).
+    pub max_stream_secs: u64,
 }
 
 /// `[executors]`.
@@ -139,6 +153,9 @@ pub struct RawExecutors {
     pub breaker_failures: u32,
     /// How long an open breaker refuses calls before letting one probe through.
     pub breaker_cooldown_ms: u64,
+    /// How many tenants' own breakers of a tool must be open (and be at least half of the
+    /// tool's recent callers) before its breaker opens for every tenant; at least 2.
+    pub breaker_shared_tenants: u32,
     /// Connect timeout to executors.
     pub connect_timeout_ms: u64,
     /// Share (percent) of an executor's `max_concurrency` that one tenant's calls may hold at
@@ -278,6 +295,7 @@ impl Default for RawCache {
             identity_max_stale_secs: 300,
             redis_prefix: "tp".into(),
             redis_timeout_ms: 250,
+            rate_limits_when_redis_down: "share".into(),
         }
     }
 }
@@ -300,6 +318,9 @@ impl Default for RawMcp {
             request_state_key: String::new(),
             input_required_ttl_secs: 600,
             session_ttl_secs: 86_400,
+            max_streams_per_key: 4,
+            max_streams_per_tenant: 0,
+            max_stream_secs: 3_600,
         }
     }
 }
@@ -309,6 +330,7 @@ impl Default for RawExecutors {
         Self {
             breaker_failures: 5,
             breaker_cooldown_ms: 5_000,
+            breaker_shared_tenants: 3,
             connect_timeout_ms: 2_000,
             tenant_share_percent: 50,
             tool_share_percent: 100,
@@ -417,6 +439,21 @@ impl RawConfig {
         if !self.mcp.request_state_key.is_empty() && self.mcp.request_state_key.len() < 32 {
             bail!("mcp.request_state_key: must be at least 32 characters (or empty)");
         }
+        if !matches!(
+            self.cache.rate_limits_when_redis_down.as_str(),
+            "share" | "closed" | "local"
+        ) {
+            bail!(
+                "cache.rate_limits_when_redis_down: {:?} is not share, closed or local",
+                self.cache.rate_limits_when_redis_down
+            );
+        }
+        if self.mcp.max_streams_per_key == 0 {
+            bail!("mcp.max_streams_per_key: must be at least 1");
+        }
+        if !(1..=86_400).contains(&self.mcp.max_stream_secs) {
+            bail!("mcp.max_stream_secs: must be between 1 and 86400");
+        }
         if self.mcp.session_ttl_secs > 30 * 86_400 {
             bail!("mcp.session_ttl_secs: at most 2592000 (30 days); 0 issues no session ids");
         }
@@ -496,6 +533,11 @@ impl RawConfig {
                 None => tp_proto::invoke_auth::ExecutorKey::derive(&edge_token),
             }
         };
+        if self.executors.breaker_shared_tenants < 2 {
+            bail!(
+                "executors.breaker_shared_tenants: must be at least 2 (one tenant must never open a breaker for the others)"
+            );
+        }
         if self.executors.breaker_failures == 0 {
             bail!("executors.breaker_failures: must be at least 1");
         }

@@ -5,9 +5,11 @@
 //! against another:
 //!
 //! - **Breakers per (executor, tool).** Each tenant has its own breaker there: its failing
-//!   calls open only its own. The shared breaker, which refuses every tenant, opens only when
-//!   consecutive failures come from at least two tenants (a genuinely broken executor), so one
-//!   tenant — however many failing calls it sends — cannot open it.
+//!   (or timed-out) calls open only its own. The shared breaker, which refuses every tenant,
+//!   opens only when at least `breaker_shared_tenants` tenants have their own breaker open
+//!   and they are at least half of the tenants that called the tool in the last minute (a
+//!   genuinely broken executor), so no tenant — nor an attacker holding fewer tenants than
+//!   that — can open it for the others.
 //! - **Only the executor's failures count.** Errors caused by the caller's input (invalid
 //!   argument, permission, not found, precondition, quota) never count against any breaker.
 //! - **Concurrency per executor, per (executor, tool) and per (executor, tenant).** A call takes
@@ -43,6 +45,8 @@ pub struct BreakerSettings {
     pub failures: u32,
     /// How long it stays open before one probe.
     pub cooldown: Duration,
+    /// Tenants whose own breakers must be open before the shared one opens (at least 2).
+    pub shared_tenants: u32,
     /// Connect timeout.
     pub connect_timeout: Duration,
     /// Percent of an executor's `max_concurrency` one tenant may hold.

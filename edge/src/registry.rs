@@ -32,6 +32,10 @@ pub struct Body {
     pub listing: Vec<McpTool>,
     /// `tools/list` answers as bytes, per protocol generation (built on first use).
     lists: [OnceLock<crate::transport::pages::Pages>; 2],
+    /// The digest of what a caller of this body can see (its tools and disclosure; not the
+    /// executors' addresses nor the catalogue's size): two bodies with the same one list the
+    /// same tools, so a change that keeps it owes the caller no `list_changed`.
+    pub listing_digest: [u8; 32],
 }
 
 impl Body {
@@ -105,6 +109,22 @@ fn body_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
     hasher.finalize().into()
 }
 
+/// [`Body::listing_digest`] of a resolved registry.
+fn listing_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update((registry.tools.len() as u64).to_le_bytes());
+    for tool in &registry.tools {
+        let bytes = tool.encode_to_vec();
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    if let Some(disclosure) = &registry.disclosure {
+        hasher.update(disclosure.encode_to_vec());
+    }
+    hasher.finalize().into()
+}
+
 fn build_body(registry: &pb::ResolvedRegistry) -> Body {
     let tools: Vec<EdgeTool> = registry
         .tools
@@ -137,6 +157,7 @@ fn build_body(registry: &pb::ResolvedRegistry) -> Body {
         progressive,
         listing,
         lists: Default::default(),
+        listing_digest: listing_digest(registry),
     }
 }
 

@@ -227,6 +227,28 @@ impl Shared {
         .flatten()
     }
 
+    /// The value of a counter that [`Shared::incr_window`] counts (0 when it does not exist);
+    /// `None` when Redis does not answer.
+    pub async fn count(&self, key: &str) -> Option<u64> {
+        self.run(
+            "get",
+            async |c| {
+                let value: Option<u64> = c.get(key).await?;
+                Ok(value.unwrap_or(0))
+            },
+            |m| {
+                let entries = m.entries();
+                match entries.get(key) {
+                    Some((value, expires)) if *expires > Instant::now() => {
+                        u64::from_le_bytes(value.as_slice().try_into().unwrap_or([0; 8]))
+                    }
+                    _ => 0,
+                }
+            },
+        )
+        .await
+    }
+
     /// SET with expiry.
     pub async fn set(&self, key: &str, value: &[u8], ttl: Duration) {
         let seconds = ttl.as_secs().max(1);

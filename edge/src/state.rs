@@ -45,6 +45,8 @@ pub struct EdgeState {
     pub questions: Arc<crate::transport::questions::Questions>,
     /// Issues and opens the session ids of 2025-xx clients.
     pub sessions: crate::transport::session::SessionSeal,
+    /// Long-lived streams open, per key and per tenant.
+    pub streams: Arc<crate::transport::streams::Streams>,
     /// Cancelled when the edge starts shutting down: it stops accepting, and long-lived
     /// streams (subscriptions, legacy notification streams) end so the drain can finish.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -87,6 +89,8 @@ impl EdgeState {
             state.notices.clone(),
             settings,
         ));
+        // The fleet size the rate limits divide by while Redis is down.
+        state.limiter.spawn_fleet_count(state.shutdown.clone());
         if state.config.audit.enabled {
             tokio::spawn(Arc::clone(&state.audit).run(
                 control,
@@ -122,6 +126,7 @@ impl EdgeState {
         let executors = Executors::new(BreakerSettings {
             failures: config.executors.breaker_failures,
             cooldown: Duration::from_millis(config.executors.breaker_cooldown_ms),
+            shared_tenants: config.executors.breaker_shared_tenants,
             connect_timeout: Duration::from_millis(config.executors.connect_timeout_ms),
             tenant_share_percent: config.executors.tenant_share_percent,
             tool_share_percent: config.executors.tool_share_percent,
@@ -144,13 +149,26 @@ impl EdgeState {
             secret,
             Duration::from_secs(config.mcp.session_ttl_secs),
         );
+        let per_tenant = match config.mcp.max_streams_per_tenant {
+            0 => (config.http.max_connections / 4).max(1),
+            n => n,
+        };
+        let streams = crate::transport::streams::Streams::new(
+            config.mcp.max_streams_per_key,
+            per_tenant,
+            Duration::from_secs(config.mcp.max_stream_secs),
+        );
         Arc::new(EdgeState {
+            streams,
             seal,
             sessions,
             shutdown: tokio_util::sync::CancellationToken::new(),
             abort: tokio_util::sync::CancellationToken::new(),
             questions,
-            limiter: RateLimiter::new(shared.clone()),
+            limiter: RateLimiter::with_policy(
+                shared.clone(),
+                crate::limits::WhenRedisDown::parse(&config.cache.rate_limits_when_redis_down),
+            ),
             directory,
             versions,
             caches,

@@ -22,6 +22,8 @@ pub struct Versions {
 #[derive(Debug, Default)]
 struct Inner {
     synced: bool,
+    /// Whether the watch has been caught up at least once since this process started.
+    ever_synced: bool,
     head: u64,
     global: u64,
     tenants: HashMap<String, u64>,
@@ -94,7 +96,15 @@ impl Versions {
 
     /// Marks the stream caught up (a heartbeat at our head) or lost.
     pub fn set_synced(&self, synced: bool) {
-        self.inner.write().unwrap_or_else(|e| e.into_inner()).synced = synced;
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        inner.synced = synced;
+        inner.ever_synced |= synced;
+    }
+
+    /// Whether the watch has been caught up at least once since this process started: only
+    /// then does the edge know of every key change up to the moment it lost the stream.
+    pub fn ever_synced(&self) -> bool {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).ever_synced
     }
 
     /// Records one committed change.

@@ -48,17 +48,19 @@ pub fn call_record(index: usize, record: pb::UsageRecord) -> Result<CallRecord, 
             ));
         }
     }
+    // Names come from clients (an unknown tool's, say): stored escaped, whatever the edge did.
+    let safe = |text: String| tp_registry::ident::sanitized(&text, MAX_FIELD_BYTES);
     Ok(CallRecord {
         at_ms: record.at_ms,
-        request_id: record.request_id,
-        edge: record.edge,
-        tenant: record.tenant,
-        principal: record.principal,
-        role: record.role,
-        tool: record.tool,
-        action: record.action,
+        request_id: safe(record.request_id),
+        edge: safe(record.edge),
+        tenant: safe(record.tenant),
+        principal: safe(record.principal),
+        role: safe(record.role),
+        tool: safe(record.tool),
+        action: safe(record.action),
         outcome: outcome_name(outcome).to_owned(),
-        error_code: record.error_code,
+        error_code: safe(record.error_code),
         duration_ms: record.duration_ms,
     })
 }

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
-use tp_proto::convert::try_tenant;
+use tp_proto::convert::{operator_fields_changed, patch_tenant, try_tenant};
 use tp_proto::keys::{KEY_PREFIX, hash};
 use tp_proto::pb::{self, tenants_server::Tenants};
-use tp_registry::{ApiKey, DomainError, resolve};
+use tp_registry::{AdminScope, ApiKey, DomainError, ErrorCode, resolve};
 
 use super::{domain, required, status};
 use crate::admin_auth::{caller, check_tenant};
@@ -71,11 +71,42 @@ impl Tenants for TenantsService {
     ) -> Result<Response<pb::Tenant>, Status> {
         let who = caller(&request);
         let request = request.into_inner();
-        check_tenant(&who, request.tenant.as_ref().map_or("", |t| t.id.as_str()))?;
-        let tenant = try_tenant(request.tenant).map_err(domain)?;
-        let id = tenant.id.clone();
+        let submitted = request
+            .tenant
+            .ok_or_else(|| domain(DomainError::invalid("tenant", "is required")))?;
+        required("tenant.id", &submitted.id)?;
+        check_tenant(&who, &submitted.id)?;
+        let id = submitted.id.clone();
+        let mask = request.update_mask;
         self.engine
-            .write(|state| Ok((state.update_tenant(tenant.clone())?, ())))
+            .write(|state| {
+                let existing = state.tenant(&id)?;
+                if submitted.revision != 0 && submitted.revision != existing.revision {
+                    return Err(DomainError::precondition(
+                        "TENANT_CHANGED",
+                        format!("tenants/{id}"),
+                        format!(
+                            "tenant {id:?} changed since it was read (revision {} there, {} now): read it again",
+                            submitted.revision, existing.revision
+                        ),
+                    ));
+                }
+                let tenant = patch_tenant(existing, submitted.clone(), mask.as_ref())?;
+                if who.scope == AdminScope::TenantAdmin {
+                    let changed = operator_fields_changed(existing, &tenant);
+                    if !changed.is_empty() {
+                        return Err(DomainError::new(
+                            ErrorCode::PermissionDenied,
+                            format!(
+                                "{} of tenant {id:?} can be changed by an operator (a full admin token) only; admin token {} may change display_name, disclosure and lint_webhook",
+                                changed.join(", "),
+                                who.name
+                            ),
+                        ));
+                    }
+                }
+                Ok((state.update_tenant(tenant)?, ()))
+            })
             .await
             .map_err(status)?;
         Ok(Response::new(self.tenant(&id).await?))
@@ -217,12 +248,14 @@ impl Tenants for TenantsService {
         let who = caller(&request);
         let request = request.into_inner();
         required("id", &request.id)?;
+        // Another tenant's key is answered exactly like a key that does not exist: the answer
+        // must not tell a tenant admin which key ids exist elsewhere.
         let owner = self
             .engine
             .read(|state| state.keys.get(&request.id).map(|k| k.tenant.clone()))
             .await;
-        if let Some(owner) = owner {
-            check_tenant(&who, &owner)?;
+        if owner.is_none_or(|owner| !who.may_manage(&owner)) {
+            return Err(domain(DomainError::not_found("api key", &request.id)));
         }
         let now = now_secs();
         self.engine

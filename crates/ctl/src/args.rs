@@ -201,10 +201,11 @@ pub struct TenantArgs {
     /// Display name.
     #[arg(long)]
     pub name: Option<String>,
-    /// Connected providers, comma-separated ("" = none: platform tools only).
+    /// Connected providers, comma-separated ("" = none: platform tools only). Creating a
+    /// tenant needs this or --all-apis: a new tenant never sees every tool by omission.
     #[arg(long, conflicts_with = "all_apis")]
     pub connected_apis: Option<String>,
-    /// Remove connected_apis: the tenant sees every tool (ADR-039).
+    /// The tenant sees every tool, whatever its provider (ADR-039's "all").
     #[arg(long)]
     pub all_apis: bool,
     /// Roles keys may take, comma-separated ("" = all).

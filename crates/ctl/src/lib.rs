@@ -139,7 +139,10 @@ pub async fn run(cli: Cli) -> i32 {
     match commands::run(cli).await {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {}", commands::describe_error(&error));
+            eprintln!(
+                "error: {}",
+                output::printable(&commands::describe_error(&error))
+            );
             1
         }
     }

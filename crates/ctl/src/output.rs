@@ -1,9 +1,50 @@
-//! Plain tables for people, JSON for scripts.
+//! Plain tables for people, JSON for scripts. Nothing reaches the terminal raw: text from the
+//! control plane (tool names a client sent, labels, error messages) has its control
+//! characters escaped, so it can neither move the cursor, retitle the window nor forge a row.
+
+use std::borrow::Cow;
 
 use serde_json::Value;
 
+/// `text` with every control character escaped as `\u{…}`, except line feeds and tabs
+/// (which lay out the command's own output).
+pub fn printable(text: &str) -> Cow<'_, str> {
+    escape(text, |c| c == '\n' || c == '\t')
+}
+
+/// One table cell or value on one line: every control character escaped, line feeds too.
+pub fn cell(text: &str) -> Cow<'_, str> {
+    escape(text, |_| false)
+}
+
+fn escape(text: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| (c.is_control() || is_invisible_format(c)) && !keep(c);
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Bidirectional overrides and isolates: they reorder what a terminal shows.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+}
+
 /// Renders rows under headers with aligned columns.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|c| cell(c).into_owned()).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -63,6 +104,17 @@ mod tests {
             ],
         );
         assert_eq!(out, "NAME  N\na     1\nlong  22");
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        let name = "gmail\u{1b}[2J\u{1b}]0;pwned\u{7}\nFAKE RECORD";
+        let out = table(&["TOOL", "N"], &[vec![name.into(), "1".into()]]);
+        assert_eq!(out.lines().count(), 2, "no forged row: {out}");
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        assert!(out.contains("gmail\\u{1b}[2J"), "{out}");
+        assert_eq!(printable("a\nb\tc"), "a\nb\tc");
+        assert_eq!(printable("x\u{202e}y"), "x\\u{202e}y");
     }
 }
 

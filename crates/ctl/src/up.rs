@@ -91,7 +91,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     // executor calls with, derived from it: the executors accept only that.
     let edge_token = tp_control_plane::server::token_file(&args.data_dir.join("edge-token"))?;
     let executor_key = tp_proto::invoke_auth::ExecutorKey::derive(&edge_token);
-    let executor_auth = tp_proto::invoke_auth::CallerAuth::Keys(vec![executor_key]);
+    let executor_auth = tp_proto::invoke_auth::CallerAuth::keys(vec![executor_key]);
 
     // 1. The demo executor.
     stage.say("starting the demo executor");

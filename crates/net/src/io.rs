@@ -77,7 +77,7 @@ fn next_deadline(
 /// Polls the connection's deadline after its I/O returned `Pending`: `Ready(Err)` when it has
 /// passed (the connection is then closed by its server), `Pending` otherwise (the timer will
 /// wake the task).
-fn poll_deadline(
+pub(crate) fn poll_deadline(
     cx: &mut Context<'_>,
     first_byte: Option<Instant>,
     idle: Option<Duration>,

@@ -9,8 +9,8 @@
 //!   its first bytes within it;
 //! - a **body deadline**: a request body must arrive in full within `body_read_timeout_ms` of its
 //!   head ([`TimedBody`]);
-//! - an **idle deadline** for gRPC connections: no byte read or written for `idle_timeout_ms`
-//!   closes the connection;
+//! - an **idle deadline** for gRPC connections: no request or response frame (HEADERS, DATA)
+//!   either way for `idle_timeout_ms` closes the connection — keep-alive PINGs do not count;
 //! - **keep-alive limits**: at most `max_requests_per_connection` requests per HTTP/1
 //!   connection (the last answer says `Connection: close`).
 //!
@@ -19,6 +19,8 @@
 
 mod body;
 pub mod dial;
+pub mod egress;
+mod grpc_conn;
 mod io;
 mod serve;
 pub mod tls;
@@ -27,7 +29,8 @@ use serde::{Deserialize, Serialize};
 
 pub use body::{BodyTimedOut, TimedBody, is_body_timeout};
 pub use io::Guarded;
-pub use serve::{GrpcConn, grpc_incoming, grpc_incoming_tls, serve_http1, serve_http1_tls};
+pub use grpc_conn::GrpcConn;
+pub use serve::{grpc_incoming, grpc_incoming_tls, serve_http1, serve_http1_tls};
 
 /// Connection and request-read limits of one listener (the edge's `[http]`, the control
 /// plane's `[grpc]`).

@@ -2,10 +2,8 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,7 +15,7 @@ use tokio::sync::Semaphore;
 use futures::StreamExt as _;
 
 use crate::tls::ReloadingTls;
-use crate::{Guarded, ListenerLimits, TimedBody};
+use crate::{Guarded, GrpcConn, ListenerLimits, TimedBody};
 
 /// How long an accept error (out of file descriptors, say) pauses the loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -206,9 +204,17 @@ pub fn grpc_incoming(
     listener: TcpListener,
     limits: &ListenerLimits,
 ) -> impl futures::Stream<Item = Result<Guarded<TcpStream>, std::io::Error>> + Send + 'static {
+    accept_grpc(listener, limits, Some(limits.idle_timeout()))
+}
+
+/// [`grpc_incoming`] with the connections' byte-level idle deadline `idle`.
+fn accept_grpc(
+    listener: TcpListener,
+    limits: &ListenerLimits,
+    idle: Option<Duration>,
+) -> impl futures::Stream<Item = Result<Guarded<TcpStream>, std::io::Error>> + Send + 'static {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let first_byte = limits.header_read_timeout();
-    let idle = limits.idle_timeout();
     futures::stream::unfold((listener, slots), move |(listener, slots)| async move {
         loop {
             let tcp = match listener.accept().await {
@@ -225,75 +231,16 @@ pub fn grpc_incoming(
                 continue;
             };
             let _ = tcp.set_nodelay(true);
-            let guarded = Guarded::new(tcp, Some(slot), Some(first_byte), Some(idle));
+            let guarded = Guarded::new(tcp, Some(slot), Some(first_byte), idle);
             return Some((Ok(guarded), (listener, slots)));
         }
     })
 }
 
-/// A gRPC connection from [`grpc_incoming_tls`]: plain or TLS.
-#[derive(Debug)]
-pub enum GrpcConn {
-    /// Plain TCP.
-    Plain(Pin<Box<Guarded<TcpStream>>>),
-    /// TLS over TCP.
-    Tls(Pin<Box<tokio_rustls::server::TlsStream<Guarded<TcpStream>>>>),
-}
-
-impl tokio::io::AsyncRead for GrpcConn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            GrpcConn::Plain(io) => io.as_mut().poll_read(cx, buf),
-            GrpcConn::Tls(io) => io.as_mut().poll_read(cx, buf),
-        }
-    }
-}
-
-impl tokio::io::AsyncWrite for GrpcConn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            GrpcConn::Plain(io) => io.as_mut().poll_write(cx, buf),
-            GrpcConn::Tls(io) => io.as_mut().poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            GrpcConn::Plain(io) => io.as_mut().poll_flush(cx),
-            GrpcConn::Tls(io) => io.as_mut().poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            GrpcConn::Plain(io) => io.as_mut().poll_shutdown(cx),
-            GrpcConn::Tls(io) => io.as_mut().poll_shutdown(cx),
-        }
-    }
-}
-
-impl tonic::transport::server::Connected for GrpcConn {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        match self {
-            GrpcConn::Plain(io) => io.connect_info(),
-            GrpcConn::Tls(io) => io.get_ref().0.connect_info(),
-        }
-    }
-}
-
-/// [`grpc_incoming`], over TLS when `tls` is set: handshakes run on tasks of their own and
-/// must finish within `limits.header_read_timeout_ms`, so a slow client never holds up the
-/// accept loop; connections that fail their handshake are counted
+/// [`grpc_incoming`], over TLS when `tls` is set, with the idle deadline judged on HTTP/2
+/// frames ([`GrpcConn`]: keep-alive pings are not activity). Handshakes run on tasks of their
+/// own and must finish within `limits.header_read_timeout_ms`, so a slow client never holds
+/// up the accept loop; connections that fail their handshake are counted
 /// (`tp_net_tls_handshake_failures_total{listener="grpc"}`) and never reach the server.
 pub fn grpc_incoming_tls(
     listener: TcpListener,
@@ -302,7 +249,9 @@ pub fn grpc_incoming_tls(
 ) -> impl futures::Stream<Item = Result<GrpcConn, std::io::Error>> + Send + 'static {
     let (sender, receiver) = tokio::sync::mpsc::channel::<GrpcConn>(64);
     let handshake = limits.header_read_timeout();
-    let mut plain = Box::pin(grpc_incoming(listener, limits));
+    let idle = Some(limits.idle_timeout());
+    // Idleness is judged by GrpcConn on frames, not by the connection on bytes.
+    let mut plain = Box::pin(accept_grpc(listener, limits, None));
     tokio::spawn(async move {
         use futures::StreamExt as _;
         loop {
@@ -314,14 +263,14 @@ pub fn grpc_incoming_tls(
             let sender = sender.clone();
             match &tls {
                 None => {
-                    let _ = sender.send(GrpcConn::Plain(Box::pin(io))).await;
+                    let _ = sender.send(GrpcConn::plain(io, idle)).await;
                 }
                 Some(tls) => {
                     let acceptor = tls.acceptor();
                     tokio::spawn(async move {
                         match tokio::time::timeout(handshake, acceptor.accept(io)).await {
                             Ok(Ok(stream)) => {
-                                let _ = sender.send(GrpcConn::Tls(Box::pin(stream))).await;
+                                let _ = sender.send(GrpcConn::tls(stream, idle)).await;
                             }
                             Ok(Err(error)) => handshake_failed("grpc", &error),
                             Err(_) => handshake_failed("grpc", &"timed out"),

@@ -517,7 +517,9 @@ pub fn outcome_named(name: &str) -> pb::CallOutcome {
         .map_or(pb::CallOutcome::Unspecified, |(outcome, _)| *outcome)
 }
 
-pub use self::tenants::try_tenant;
+pub use self::tenants::{
+    OPERATOR_FIELDS, TENANT_FIELDS, operator_fields_changed, patch_tenant, try_tenant,
+};
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,14 @@
 //!   it changes): add the new key there, move the edges to it, then remove the old one.
 //! - The signature binds the whole request (prost's encoding is deterministic: fields in tag
 //!   order, map entries sorted by key), so neither the context nor the arguments can be
-//!   changed; it is valid for [`MAX_SKEW`] around its timestamp, which bounds replays.
+//!   changed; it is valid for [`MAX_SKEW`] around its timestamp and, for a call that carries
+//!   a deadline (`InvokeRequest.deadline_ms`, itself signed), not past that deadline plus
+//!   [`DEADLINE_GRACE`].
+//! - Replays: an executor remembers every signature it accepted until it would expire and
+//!   refuses the same signature twice (`UNAUTHENTICATED`), so a captured call runs at most
+//!   once per executor process, and only until its deadline anywhere.
+//! - A key file that becomes empty, unreadable or is deleted refuses every call until it
+//!   holds a key again: taking keys away never leaves the old ones in force.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -27,6 +34,12 @@ pub const SIGNATURE_METADATA: &str = "x-toolplane-signature";
 pub const KEY_PREFIX: &str = "tpx_";
 /// How far a signature's timestamp may be from the executor's clock.
 pub const MAX_SKEW: Duration = Duration::from_secs(300);
+/// How long after a signed deadline a call is still taken (clock skew between edge and
+/// executor).
+pub const DEADLINE_GRACE: Duration = Duration::from_secs(2);
+/// Most signatures remembered against replays; beyond it (after dropping the expired ones)
+/// new calls are refused until some expire.
+pub const MAX_REMEMBERED: usize = 1_000_000;
 /// Label of the key derivation from the edge token.
 const DERIVATION: &[u8] = b"toolplane/executor-auth/v1";
 
@@ -83,6 +96,18 @@ pub enum VerifyError {
     /// The signature does not match the request.
     #[error("the call's signature does not match")]
     Mismatch,
+    /// The call's signed deadline has passed.
+    #[error("the call's deadline has passed")]
+    PastDeadline,
+    /// This exact signed call was accepted before.
+    #[error("the call was already accepted once (a replay)")]
+    Replayed,
+    /// No key is in force (the key file is empty, unreadable or gone).
+    #[error("this executor holds no key: every call is refused until its key file holds one")]
+    NoKeys,
+    /// Too many signatures remembered against replays.
+    #[error("too many calls in flight to check for replays; retry")]
+    Busy,
 }
 
 impl tp_registry::HasErrorCode for VerifyError {
@@ -92,7 +117,11 @@ impl tp_registry::HasErrorCode for VerifyError {
             | VerifyError::Malformed
             | VerifyError::UnknownKey
             | VerifyError::Stale
-            | VerifyError::Mismatch => tp_registry::ErrorCode::Unauthenticated,
+            | VerifyError::Mismatch
+            | VerifyError::PastDeadline
+            | VerifyError::Replayed
+            | VerifyError::NoKeys => tp_registry::ErrorCode::Unauthenticated,
+            VerifyError::Busy => tp_registry::ErrorCode::Unavailable,
         }
     }
 }
@@ -185,6 +214,15 @@ fn request_digest(request: &impl Message) -> [u8; 32] {
     sha2_11::Sha256::digest(request.encode_to_vec()).into()
 }
 
+/// A signature that verified: when it was made, and its MAC (what replays are told apart by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified {
+    /// The signature's timestamp, Unix milliseconds.
+    pub at_ms: u64,
+    /// The MAC.
+    pub mac: [u8; 32],
+}
+
 /// Verifies `signature` (the metadata value) for a call of `method` with `request` at `now_ms`
 /// against `keys`.
 pub fn verify(
@@ -193,8 +231,11 @@ pub fn verify(
     signature: Option<&str>,
     request: &impl Message,
     now_ms: u64,
-) -> Result<(), VerifyError> {
+) -> Result<Verified, VerifyError> {
     let signature = signature.ok_or(VerifyError::Missing)?;
+    if keys.is_empty() {
+        return Err(VerifyError::NoKeys);
+    }
     let mut kid = None;
     let mut at = None;
     let mut sig = None;
@@ -238,7 +279,73 @@ pub fn verify(
         mac.update(part);
     }
     // Constant-time comparison.
-    mac.verify_slice(&sig).map_err(|_| VerifyError::Mismatch)
+    mac.verify_slice(&sig).map_err(|_| VerifyError::Mismatch)?;
+    Ok(Verified { at_ms: at, mac: sig })
+}
+
+/// A request whose signature may be bound to a deadline it carries.
+pub trait SignedCall: Message {
+    /// The call's signed deadline, Unix milliseconds; 0 = none.
+    fn deadline_ms(&self) -> u64 {
+        0
+    }
+}
+
+impl SignedCall for crate::pb::InvokeRequest {
+    fn deadline_ms(&self) -> u64 {
+        self.deadline_ms
+    }
+}
+
+impl SignedCall for crate::pb::PurgeTenantRequest {}
+
+/// Signatures accepted and not yet expired: a second call with one of them is a replay.
+#[derive(Debug, Default)]
+pub struct SeenSignatures {
+    inner: Mutex<SeenInner>,
+}
+
+#[derive(Debug, Default)]
+struct SeenInner {
+    /// MAC → until when the signature could be accepted (Unix ms).
+    expiry: std::collections::HashMap<[u8; 32], u64>,
+    /// Size after the last sweep of expired entries (the next sweep is due at twice that).
+    swept_at: usize,
+}
+
+impl SeenSignatures {
+    /// Records `verified` (valid until `until_ms`) at `now_ms`; refuses a signature seen before.
+    pub fn admit(&self, verified: Verified, until_ms: u64, now_ms: u64) -> Result<(), VerifyError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.expiry.len() >= inner.swept_at.max(1024) * 2 || inner.expiry.len() >= MAX_REMEMBERED {
+            inner.expiry.retain(|_, until| *until >= now_ms);
+            inner.swept_at = inner.expiry.len();
+        }
+        match inner.expiry.get(&verified.mac) {
+            Some(until) if *until >= now_ms => return Err(VerifyError::Replayed),
+            _ => {}
+        }
+        if inner.expiry.len() >= MAX_REMEMBERED {
+            return Err(VerifyError::Busy);
+        }
+        inner.expiry.insert(verified.mac, until_ms);
+        Ok(())
+    }
+}
+
+/// Until when a call signed at `at_ms` with `deadline_ms` (0 = none) may be accepted; `Err`
+/// once that has passed at `now_ms`.
+fn valid_until(at_ms: u64, deadline_ms: u64, now_ms: u64) -> Result<u64, VerifyError> {
+    let skew = u64::try_from(MAX_SKEW.as_millis()).unwrap_or(u64::MAX);
+    let grace = u64::try_from(DEADLINE_GRACE.as_millis()).unwrap_or(u64::MAX);
+    let mut until = at_ms.saturating_add(skew);
+    if deadline_ms > 0 {
+        until = until.min(deadline_ms.saturating_add(grace));
+        if now_ms > until {
+            return Err(VerifyError::PastDeadline);
+        }
+    }
+    Ok(until)
 }
 
 /// The keys an executor accepts, read from a file (one `tpx_…` key per line, `#` comments) and
@@ -295,8 +402,9 @@ impl KeyFile {
         Ok((keys, modified))
     }
 
-    /// The keys in force (the file is read again when it changed; a file that became
-    /// unreadable or empty keeps the previous keys, and says so in the log).
+    /// The keys in force (the file is read again when it changed). A file that became
+    /// empty, unreadable or was deleted leaves no key in force — every call is refused until
+    /// it holds one again — and says so in the log.
     pub fn keys(&self) -> Vec<ExecutorKey> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.checked.elapsed() >= RECHECK {
@@ -304,7 +412,7 @@ impl KeyFile {
             let modified = std::fs::metadata(&self.path)
                 .and_then(|m| m.modified())
                 .ok();
-            if modified != state.modified {
+            if modified != state.modified || modified.is_none() {
                 match Self::read(&self.path) {
                     Ok((keys, modified)) => {
                         tracing::info!(
@@ -316,7 +424,10 @@ impl KeyFile {
                         state.modified = modified;
                     }
                     Err(error) => {
-                        tracing::warn!(%error, "executor key file unusable; keeping the previous keys");
+                        if !state.keys.is_empty() {
+                            tracing::error!(%error, "executor key file unusable: refusing every call until it holds a key");
+                        }
+                        state.keys.clear();
                         state.modified = modified;
                     }
                 }
@@ -324,57 +435,81 @@ impl KeyFile {
         }
         state.keys.clone()
     }
-
-    /// Verifies a tonic request's signature for `method`.
-    pub fn verify<T: Message>(
-        &self,
-        method: &str,
-        request: &tonic::Request<T>,
-    ) -> Result<(), tonic::Status> {
-        let signature = request
-            .metadata()
-            .get(SIGNATURE_METADATA)
-            .and_then(|v| v.to_str().ok());
-        verify(&self.keys(), method, signature, request.get_ref(), now_ms()).map_err(|error| {
-            metrics::counter!("tp_executor_calls_refused_total").increment(1);
-            tonic::Status::from(error)
-        })
-    }
 }
 
 /// How an executor authenticates the callers of its `Executor` service.
 #[derive(Debug, Clone)]
-pub enum CallerAuth {
+pub struct CallerAuth {
+    keys: Keys,
+    seen: std::sync::Arc<SeenSignatures>,
+}
+
+#[derive(Debug, Clone)]
+enum Keys {
     /// Keys from a file, read again when it changes (production).
     File(std::sync::Arc<KeyFile>),
     /// Fixed keys (in-process launchers such as `toolplanectl up`).
-    Keys(Vec<ExecutorKey>),
+    Fixed(Vec<ExecutorKey>),
     /// No check at all: only for an executor reachable by nothing but its edges, when the
     /// operator says so explicitly (`--allow-unsigned`).
     Unsigned,
 }
 
 impl CallerAuth {
-    /// Refuses (`UNAUTHENTICATED`) a call of `method` whose signature does not verify.
-    pub fn check<T: Message>(
+    /// Fixed keys (in-process launchers such as `toolplanectl up`).
+    pub fn keys(keys: Vec<ExecutorKey>) -> CallerAuth {
+        CallerAuth::with(Keys::Fixed(keys))
+    }
+
+    /// Keys from a file, read again when it changes.
+    pub fn file(file: KeyFile) -> CallerAuth {
+        CallerAuth::with(Keys::File(std::sync::Arc::new(file)))
+    }
+
+    /// No check at all (`--allow-unsigned`).
+    pub fn unsigned() -> CallerAuth {
+        CallerAuth::with(Keys::Unsigned)
+    }
+
+    fn with(keys: Keys) -> CallerAuth {
+        CallerAuth {
+            keys,
+            seen: std::sync::Arc::default(),
+        }
+    }
+
+    /// Refuses (`UNAUTHENTICATED`) a call of `method` whose signature does not verify, whose
+    /// signed deadline has passed, or that was accepted once already.
+    pub fn check<T: SignedCall>(
         &self,
         method: &str,
         request: &tonic::Request<T>,
     ) -> Result<(), tonic::Status> {
-        match self {
-            CallerAuth::File(file) => file.verify(method, request),
-            CallerAuth::Keys(keys) => {
-                let signature = request
-                    .metadata()
-                    .get(SIGNATURE_METADATA)
-                    .and_then(|v| v.to_str().ok());
-                verify(keys, method, signature, request.get_ref(), now_ms()).map_err(|error| {
-                    metrics::counter!("tp_executor_calls_refused_total").increment(1);
-                    tonic::Status::from(error)
-                })
-            }
-            CallerAuth::Unsigned => Ok(()),
-        }
+        self.check_at(method, request, now_ms()).map_err(|error| {
+            metrics::counter!("tp_executor_calls_refused_total").increment(1);
+            tonic::Status::from(error)
+        })
+    }
+
+    fn check_at<T: SignedCall>(
+        &self,
+        method: &str,
+        request: &tonic::Request<T>,
+        now_ms: u64,
+    ) -> Result<(), VerifyError> {
+        let keys = match &self.keys {
+            Keys::File(file) => file.keys(),
+            Keys::Fixed(keys) => keys.clone(),
+            Keys::Unsigned => return Ok(()),
+        };
+        let signature = request
+            .metadata()
+            .get(SIGNATURE_METADATA)
+            .and_then(|v| v.to_str().ok());
+        let call = request.get_ref();
+        let verified = verify(&keys, method, signature, call, now_ms)?;
+        let until = valid_until(verified.at_ms, call.deadline_ms(), now_ms)?;
+        self.seen.admit(verified, until, now_ms)
     }
 
     /// From an executor binary's flags: `--auth-key-file` (preferred: re-read when it
@@ -386,11 +521,11 @@ impl CallerAuth {
         allow_unsigned: bool,
     ) -> Result<CallerAuth, String> {
         match (key_file, keys, allow_unsigned) {
-            (Some(path), _, _) => Ok(CallerAuth::File(std::sync::Arc::new(KeyFile::open(path)?))),
-            (None, Some(text), _) => Ok(CallerAuth::Keys(parse_keys(
+            (Some(path), _, _) => Ok(CallerAuth::file(KeyFile::open(path)?)),
+            (None, Some(text), _) => Ok(CallerAuth::keys(parse_keys(
                 &text.replace([',', ' '], "\n"),
             )?)),
-            (None, None, true) => Ok(CallerAuth::Unsigned),
+            (None, None, true) => Ok(CallerAuth::unsigned()),
             (None, None, false) => Err(
                 "--auth-key-file or --auth-key is required: the executor must check that calls come from the fleet's edges (`toolplanectl executor-key` prints the key the edges sign with; --allow-unsigned turns the check off)".into(),
             ),
@@ -434,8 +569,9 @@ mod tests {
                 Some(&good),
                 &request("acme"),
                 now
-            ),
-            Ok(())
+            )
+            .map(|v| v.at_ms),
+            Ok(now)
         );
         // Another tenant in the body, another method, another key, a stale or missing one.
         assert_eq!(
@@ -502,6 +638,84 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    fn signed(
+        key: &ExecutorKey,
+        call: pb::InvokeRequest,
+        at: u64,
+    ) -> tonic::Request<pb::InvokeRequest> {
+        let signature = key.sign_at("Invoke", &call, at);
+        let mut request = tonic::Request::new(call);
+        request
+            .metadata_mut()
+            .insert(SIGNATURE_METADATA, signature.parse().unwrap());
+        request
+    }
+
+    #[test]
+    fn a_call_runs_once_and_not_past_its_deadline() {
+        let key = ExecutorKey::derive("an-edge-token-long-enough");
+        let auth = CallerAuth::keys(vec![key.clone()]);
+        let now = 1_800_000_000_000;
+        let call = pb::InvokeRequest {
+            deadline_ms: now + 10_000,
+            ..request("acme")
+        };
+        assert_eq!(
+            auth.check_at("Invoke", &signed(&key, call.clone(), now), now),
+            Ok(())
+        );
+        // The same signed call again, on the same executor: a replay.
+        assert_eq!(
+            auth.check_at("Invoke", &signed(&key, call.clone(), now), now + 5),
+            Err(VerifyError::Replayed)
+        );
+        // Signed a moment later: a new call (the edge's own retry).
+        assert_eq!(
+            auth.check_at("Invoke", &signed(&key, call.clone(), now + 1), now + 5),
+            Ok(())
+        );
+        // Past its signed deadline (and the grace), refused even if never seen.
+        let grace = u64::try_from(DEADLINE_GRACE.as_millis()).unwrap();
+        assert_eq!(
+            auth.check_at(
+                "Invoke",
+                &signed(&key, call, now + 2),
+                now + 10_000 + grace + 1
+            ),
+            Err(VerifyError::PastDeadline)
+        );
+        // No key in force: every call refused.
+        let empty = CallerAuth::keys(Vec::new());
+        assert_eq!(
+            empty.check_at("Invoke", &signed(&key, request("acme"), now), now),
+            Err(VerifyError::NoKeys)
+        );
+    }
+
+    #[test]
+    fn an_emptied_or_deleted_key_file_refuses_every_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys");
+        let key = ExecutorKey::generate();
+        std::fs::write(&path, key.encode()).unwrap();
+        let file = KeyFile::open(&path).unwrap();
+        let due = |file: &KeyFile| {
+            let mut state = file.state.lock().unwrap();
+            state.checked -= RECHECK;
+            state.modified = None;
+        };
+        assert_eq!(file.keys().len(), 1);
+        std::fs::write(&path, "# rotated away\n").unwrap();
+        due(&file);
+        assert!(file.keys().is_empty(), "an emptied file keeps no key");
+        std::fs::write(&path, key.encode()).unwrap();
+        due(&file);
+        assert_eq!(file.keys().len(), 1);
+        std::fs::remove_file(&path).unwrap();
+        due(&file);
+        assert!(file.keys().is_empty(), "a deleted file keeps no key");
     }
 
     #[test]

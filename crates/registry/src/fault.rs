@@ -68,6 +68,9 @@ pub enum Fault {
     Internal,
     /// No credential, or one that is unknown, revoked, expired or for another resource.
     Unauthenticated,
+    /// Headers that contradict themselves (two `Authorization` or `Host` headers, say): which
+    /// one a proxy and the edge each read cannot be known, so neither is.
+    BadHeaders,
     /// A browser `Origin` or a `Host` the edge does not serve.
     ForbiddenOrigin,
     /// Nothing at this path.
@@ -76,6 +79,8 @@ pub enum Fault {
     BodyTimedOut,
     /// A body larger than `mcp.max_body_bytes`.
     BodyTooLarge,
+    /// The caller's key or tenant holds as many long-lived streams as it may.
+    TooManyStreams,
     /// The edge is at `mcp.max_in_flight` requests or its in-flight byte budget: retry.
     Overloaded,
     /// Something the answer needs is not available right now — a credential cannot be
@@ -87,7 +92,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every row, in the order of `docs/errors.md`.
-    pub const ALL: [Fault; 20] = [
+    pub const ALL: [Fault; 22] = [
         Fault::ParseError,
         Fault::InvalidRequest,
         Fault::MethodNotFound,
@@ -101,10 +106,12 @@ impl Fault {
         Fault::RegistryUnavailable,
         Fault::Internal,
         Fault::Unauthenticated,
+        Fault::BadHeaders,
         Fault::ForbiddenOrigin,
         Fault::NotFound,
         Fault::BodyTimedOut,
         Fault::BodyTooLarge,
+        Fault::TooManyStreams,
         Fault::Overloaded,
         Fault::Unavailable,
         Fault::TimedOut,
@@ -126,10 +133,12 @@ impl Fault {
             Fault::RegistryUnavailable => "registry unavailable",
             Fault::Internal => "internal error",
             Fault::Unauthenticated => "unauthenticated",
+            Fault::BadHeaders => "bad headers",
             Fault::ForbiddenOrigin => "forbidden origin or host",
             Fault::NotFound => "not found",
             Fault::BodyTimedOut => "body timed out",
             Fault::BodyTooLarge => "body too large",
+            Fault::TooManyStreams => "too many streams",
             Fault::Overloaded => "overloaded",
             Fault::Unavailable => "unavailable",
             Fault::TimedOut => "timed out",
@@ -144,13 +153,14 @@ impl Fault {
             | Fault::InvalidParams
             | Fault::HeaderMismatch
             | Fault::UnsupportedProtocolVersion
+            | Fault::BadHeaders
             | Fault::BodyTooLarge => ErrorCode::InvalidArgument,
             Fault::MethodNotFound
             | Fault::ResourceNotFound
             | Fault::SessionNotFound
             | Fault::NotFound => ErrorCode::NotFound,
             Fault::MissingClientCapability => ErrorCode::FailedPrecondition,
-            Fault::RateLimited => ErrorCode::ResourceExhausted,
+            Fault::RateLimited | Fault::TooManyStreams => ErrorCode::ResourceExhausted,
             Fault::RegistryUnavailable | Fault::Overloaded | Fault::Unavailable => {
                 ErrorCode::Unavailable
             }
@@ -178,10 +188,12 @@ impl Fault {
             Fault::RegistryUnavailable => Some(jsonrpc::REGISTRY_UNAVAILABLE),
             Fault::Internal => Some(jsonrpc::INTERNAL_ERROR),
             Fault::Unauthenticated
+            | Fault::BadHeaders
             | Fault::ForbiddenOrigin
             | Fault::NotFound
             | Fault::BodyTimedOut
             | Fault::BodyTooLarge
+            | Fault::TooManyStreams
             | Fault::Overloaded
             | Fault::Unavailable
             | Fault::TimedOut => None,
@@ -218,9 +230,11 @@ impl Fault {
             | Fault::UnsupportedProtocolVersion => 400,
             Fault::SessionNotFound | Fault::NotFound => 404,
             Fault::Unauthenticated => 401,
+            Fault::BadHeaders => 400,
             Fault::ForbiddenOrigin => 403,
             Fault::BodyTimedOut => 408,
             Fault::BodyTooLarge => 413,
+            Fault::TooManyStreams => 429,
             Fault::Overloaded | Fault::Unavailable => 503,
             Fault::TimedOut => 504,
         }

@@ -56,10 +56,22 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The form under which two tool names collide (`GMAIL` and `gmail` are one name to a model
-/// and to most clients): ASCII lower case.
+/// The form under which two tool names collide: what a model, a client or a reader cannot
+/// tell apart is one name. ASCII lower case (`GMAIL` is `gmail`), and `-`, `.` and `_` one
+/// separator, a run of them one (`google-ads`, `google.ads` and `google__ads` are
+/// `google_ads`). Names are ASCII only, so no other Unicode look-alike can be registered.
 pub fn tool_name_key(name: &str) -> String {
-    name.to_ascii_lowercase()
+    let mut key = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '-' | '.' | '_') {
+            if !key.ends_with('_') {
+                key.push('_');
+            }
+        } else {
+            key.push(c.to_ascii_lowercase());
+        }
+    }
+    key
 }
 
 /// Slugs (tenants, providers, roles, executors): `[a-z0-9][a-z0-9_-]{0,62}`.
@@ -137,6 +149,38 @@ pub fn check_date(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `text` made safe to store and show wherever it came from (a tool name a client sent, a
+/// label): control characters and bidirectional overrides escaped as `\u{…}`, then cut to at
+/// most `max_bytes` bytes on a character boundary, with `…` when cut.
+pub fn sanitized(text: &str, max_bytes: usize) -> String {
+    let risky = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    };
+    let mut out = String::with_capacity(text.len().min(max_bytes));
+    for c in text.chars() {
+        let piece = if risky(c) {
+            format!("\\u{{{:x}}}", u32::from(c))
+        } else {
+            c.to_string()
+        };
+        if out.len() + piece.len() > max_bytes {
+            let ellipsis = '…';
+            while out.len() + ellipsis.len_utf8() > max_bytes {
+                if out.pop().is_none() {
+                    break;
+                }
+            }
+            if out.len() + ellipsis.len_utf8() <= max_bytes {
+                out.push(ellipsis);
+            }
+            return out;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
 /// A required single-line text of bounded length.
 pub fn check_text(value: &str, max: usize, required: bool) -> Result<(), String> {
     if required && value.trim().is_empty() {
@@ -172,6 +216,22 @@ mod tests {
             assert!(check_tool_name(bad).is_err(), "{bad}");
         }
         assert_eq!(tool_name_key("GMAIL"), tool_name_key("gmail"));
+        for lookalike in ["google-ads", "google.ads", "Google_Ads", "google__ads", "google-.ads"] {
+            assert_eq!(tool_name_key(lookalike), "google_ads", "{lookalike}");
+        }
+        assert_ne!(tool_name_key("googleads"), tool_name_key("google_ads"));
+    }
+
+    #[test]
+    fn sanitized_text_holds_no_control_characters_and_fits() {
+        let name = "gmail\u{1b}[2J\u{1b}]0;pwned\u{7}\nFAKE RECORD";
+        let safe = sanitized(name, 1024);
+        assert!(!safe.chars().any(char::is_control), "{safe:?}");
+        assert_eq!(safe, "gmail\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{a}FAKE RECORD");
+        assert_eq!(sanitized("plain", 1024), "plain");
+        let long = sanitized(&"é".repeat(100), 21);
+        assert!(long.len() <= 21 && long.ends_with('…'), "{long}");
+        assert!(sanitized("\u{202e}abc", 5).len() <= 5);
     }
 
     #[test]

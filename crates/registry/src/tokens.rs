@@ -262,6 +262,27 @@ impl State {
                 }
             }
             for other in self.tenants.values().filter(|t| t.id != tenant.id) {
+                // An issuer's keys are the issuer's: configured once, the same for every
+                // tenant that trusts it. Otherwise one tenant could name keys it controls and
+                // mint tokens that another tenant's trust maps (the claims pick the tenant).
+                if let Some(o) = other
+                    .token_issuers
+                    .iter()
+                    .find(|o| o.issuer == trust.issuer && o.jwks_uri != trust.jwks_uri)
+                {
+                    v.add(
+                        format!("tenant.token_issuers[{i}].jwks_uri"),
+                        format!(
+                            "tenant {:?} trusts {:?} with {}; an issuer's keys are configured once, the same for every tenant",
+                            other.id,
+                            trust.issuer,
+                            o.jwks_uri.as_deref().map_or_else(
+                                || "keys discovered from its metadata".to_owned(),
+                                |uri| format!("jwks_uri {uri:?}")
+                            )
+                        ),
+                    );
+                }
                 let clash = other
                     .token_issuers
                     .iter()
@@ -283,13 +304,15 @@ impl State {
         }
     }
 
-    /// The (tenant, role) a token from `issuer` with verified `claims` belongs to, with the
-    /// trust that accepted it (for its audience and key set).
-    pub fn map_token(
+    /// The one trust (and its tenant) that a token from `issuer` with `claims` belongs to:
+    /// the trust whose tenant claim the claims hold. The claims need not be verified yet —
+    /// this picks the one key set and audience to verify the token with; the verified claims
+    /// must then select the same trust ([`State::map_token`]).
+    pub fn select_trust(
         &self,
         issuer: &str,
         claims: &Value,
-    ) -> Result<(&Tenant, String), TokenRefusal> {
+    ) -> Result<(&Tenant, &TokenIssuer), TokenRefusal> {
         let mut matches = self.tenants.values().filter_map(|tenant| {
             tenant
                 .token_issuers
@@ -297,28 +320,30 @@ impl State {
                 .find(|trust| trust.issuer == issuer && trust.selects(claims))
                 .map(|trust| (tenant, trust))
         });
-        let Some((tenant, trust)) = matches.next() else {
+        let Some(found) = matches.next() else {
             return Err(TokenRefusal::UnknownIssuer);
         };
         let others: Vec<String> = matches.map(|(t, _)| t.id.clone()).collect();
         if !others.is_empty() {
-            let mut all = vec![tenant.id.clone()];
+            let mut all = vec![found.0.id.clone()];
             all.extend(others);
             return Err(TokenRefusal::Ambiguous(all));
         }
+        Ok(found)
+    }
+
+    /// The (tenant, role) a token from `issuer` with verified `claims` belongs to.
+    pub fn map_token(
+        &self,
+        issuer: &str,
+        claims: &Value,
+    ) -> Result<(&Tenant, String), TokenRefusal> {
+        let (tenant, trust) = self.select_trust(issuer, claims)?;
         let role = trust.role(claims).ok_or(TokenRefusal::NoRole)?;
         if !tenant.allows_role(role) || !self.roles.contains_key(role) {
             return Err(TokenRefusal::RoleNotAllowed(role.to_owned()));
         }
         Ok((tenant, role.to_owned()))
-    }
-
-    /// Every trust of `issuer`, with its tenant (which key set and audiences to verify with).
-    pub fn trusts_of<'a>(&'a self, issuer: &'a str) -> impl Iterator<Item = &'a TokenIssuer> {
-        self.tenants
-            .values()
-            .flat_map(|tenant| tenant.token_issuers.iter())
-            .filter(move |trust| trust.issuer == issuer)
     }
 }
 

@@ -11,6 +11,7 @@ use std::io::IsTerminal as _;
 
 mod lines;
 pub mod metrics;
+pub mod redact;
 pub mod trace;
 
 pub use lines::flush as flush_lines;

@@ -169,6 +169,13 @@ impl ControlPlaneProcess {
                 crate::services::executor_key().0.clone(),
             ));
         }
+        // The tests' identity providers listen on loopback.
+        if !all_envs
+            .iter()
+            .any(|(k, _)| *k == "TOOLPLANE_CP_AUTH__PRIVATE_ISSUERS")
+        {
+            all_envs.push(("TOOLPLANE_CP_AUTH__PRIVATE_ISSUERS", "true".to_owned()));
+        }
         let mut process = Process::spawn(&binary("tp-control-plane"), &full, &log, &all_envs);
         let addr = wait_ready(&ready, &mut process).await;
         ControlPlaneProcess {

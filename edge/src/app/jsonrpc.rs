@@ -166,18 +166,29 @@ pub(super) fn notification_stream(state: &Arc<EdgeState>, request: Request) -> R
     if !rules::accepts_sse(request.headers()) {
         return methods::method_not_allowed();
     }
+    // The stream holds a slot of its key's and its tenant's stream limits while it is open,
+    // and ends after mcp.max_stream_secs.
+    let slot = match state.streams.open(&caller.0.tenant, &caller.0.key_id) {
+        Ok(slot) => slot,
+        Err(refusal) => return refuse(Fault::TooManyStreams, &refusal.to_string()),
+    };
+    let lifetime = tokio::time::sleep(state.streams.lifetime);
     let tenant = caller.0.tenant.clone();
+    let role = caller.0.role.clone();
     let notices = state.notices.subscribe();
     let watcher = Arc::clone(state);
     let events = futures::stream::unfold(
-        (notices, tenant, watcher, key),
-        |(mut notices, tenant, state, key)| async move {
+        (notices, tenant, role, watcher, key, None),
+        |(mut notices, tenant, role, state, key, mut seen)| async move {
+            if seen.is_none() {
+                crate::mcp::listing_changed(&state, &tenant, &role, &mut seen).await;
+            }
             loop {
                 let notice = tokio::select! {
                     () = state.shutdown.cancelled() => return None,
                     notice = notices.recv() => notice,
                 };
-                let changed = match notice {
+                let relevant = match notice {
                     Ok(notice) => notice.all || notice.tenants.iter().any(|t| t == &tenant),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
@@ -191,17 +202,25 @@ pub(super) fn notification_stream(state: &Arc<EdgeState>, request: Request) -> R
                 {
                     return None;
                 }
-                if changed {
+                // Only a change of what this caller lists is announced (a tool registered
+                // that it cannot see must not tell it something exists).
+                if relevant
+                    && crate::mcp::listing_changed(&state, &tenant, &role, &mut seen).await
+                {
                     let event = Event::default()
                         .data(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
                     return Some((
                         Ok::<_, std::convert::Infallible>(event),
-                        (notices, tenant, state, key),
+                        (notices, tenant, role, state, key, seen),
                     ));
                 }
             }
         },
     );
+    let events = futures::StreamExt::map(futures::StreamExt::take_until(events, lifetime), move |event| {
+        let _held = &slot;
+        event
+    });
     metrics::counter!("tp_edge_notification_streams_total").increment(1);
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

@@ -254,9 +254,15 @@ async fn serve(
             Err(never) => match never {},
         };
     }
+    // Headers that say two things at once (two Authorization headers: which one did a proxy
+    // in front check?) are refused before anything reads them.
+    if let Some(what) = crate::transport::hosts::contradiction(request.headers(), request.uri()) {
+        metrics::counter!("tp_edge_bad_headers_total").increment(1);
+        return refuse(Fault::BadHeaders, what);
+    }
     // DNS rebinding: only the hosts the edge is reached by (checked once, here, for every
     // path; an entry without a port allows any port).
-    if !crate::transport::hosts::host_allowed(request.headers(), &limits.hosts) {
+    if !crate::transport::hosts::host_allowed(request.headers(), request.uri(), &limits.hosts) {
         metrics::counter!("tp_edge_host_refused_total").increment(1);
         return refuse(
             Fault::ForbiddenOrigin,

@@ -25,16 +25,29 @@ impl Caches {
     /// Whether a stale identity may still be served as the last known good while the control
     /// plane cannot be asked: not expired, no known change of its key or tenant deletion since
     /// it was resolved, and confirmed by the control plane within `identity_max_stale`.
+    ///
+    /// An edge whose watch has never caught up since it started does not know which keys
+    /// changed while it was away: it trusts only identities the control plane confirmed to
+    /// this process ([`Caches::unconfirmable`] otherwise).
     pub(super) fn trusted_while_unreachable(&self, identity: &Identity, now: u64) -> bool {
         let max_stale_ms =
             u64::try_from(self.settings.identity_max_stale.as_millis()).unwrap_or(u64::MAX);
-        !identity.expired(now)
+        !self.unconfirmable(identity)
+            && !identity.expired(now)
             && !self.versions.key_changed_after(
                 &identity.tenant,
                 &identity.key_id,
                 identity.revision,
             )
             && now_ms().saturating_sub(identity.confirmed_at_ms) <= max_stale_ms
+    }
+
+    /// Whether `identity` was confirmed before this process started (it comes from Redis) while
+    /// the watch has never caught up since the start: the change stream may have revoked it
+    /// while this edge was away, and nothing here can tell. Such an identity is answered 503
+    /// until the control plane can be asked.
+    pub(super) fn unconfirmable(&self, identity: &Identity) -> bool {
+        !self.versions.ever_synced() && identity.confirmed_at_ms < self.started_ms
     }
 
     /// An identity from Redis, under its `id:<hash>` key.
@@ -143,6 +156,12 @@ impl Caches {
                         self.identities
                             .insert(id, (Arc::clone(&identity), Instant::now()));
                         Ok(identity)
+                    }
+                    Some(identity) if self.unconfirmable(&identity) && !identity.expired(now) => {
+                        metrics::counter!("tp_edge_unconfirmable_identities_total").increment(1);
+                        Err(LookupError::Unavailable(
+                            "this edge has not caught up with the control plane's changes since it started, so it cannot confirm the key; retry once the control plane is reachable".into(),
+                        ))
                     }
                     Some(_) => {
                         metrics::counter!("tp_edge_stale_identities_refused_total").increment(1);

@@ -23,7 +23,7 @@ pub enum ForwardError {
         timeout_ms: u64,
     },
     /// The executor could not be reached.
-    #[error("executor {executor:?} unreachable for {tool}: {message}")]
+    #[error("executor {executor:?} unreachable for {tool}: {}", tp_telemetry::redact::urls(.message))]
     Unreachable {
         /// Tool.
         tool: String,
@@ -33,7 +33,7 @@ pub enum ForwardError {
         message: String,
     },
     /// The executor refused or failed the call.
-    #[error("executor {executor:?} failed {tool} ({code:?}): {message}")]
+    #[error("executor {executor:?} failed {tool} ({code:?}): {}", tp_telemetry::redact::urls(.message))]
     Failed {
         /// Tool.
         tool: String,
@@ -144,7 +144,10 @@ impl ForwardError {
                 code,
                 message,
                 ..
-            } if caused_by_caller(*code) => format!("{tool} refused the call: {message}"),
+            } if caused_by_caller(*code) => format!(
+                "{tool} refused the call: {}",
+                tp_telemetry::redact::urls(message)
+            ),
             ForwardError::Failed { tool, .. } | ForwardError::Unsupported { tool, .. } => {
                 format!("{tool} failed with an internal error (reference {reference})")
             }

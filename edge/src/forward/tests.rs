@@ -4,6 +4,7 @@ fn settings() -> BreakerSettings {
     BreakerSettings {
         failures: 3,
         cooldown: Duration::from_secs(60),
+        shared_tenants: 3,
         connect_timeout: Duration::from_secs(1),
         tenant_share_percent: 50,
         tool_share_percent: 100,
@@ -25,23 +26,45 @@ fn one_tenant_cannot_open_the_shared_breaker() {
 }
 
 #[test]
-fn failures_from_two_tenants_open_it_for_everyone_and_a_success_closes_it() {
+fn two_tenants_cannot_open_it_either_a_widely_failing_executor_does() {
     let settings = settings();
     let mut breakers = Breakers::new();
-    breakers.failed("alice", &settings);
-    breakers.failed("bob", &settings);
-    assert!(breakers.admit("carol"));
-    assert!(
-        breakers.failed("alice", &settings),
-        "third failure, two tenants: open"
-    );
-    assert!(!breakers.admit("carol"));
-    let mut fresh = Breakers::new();
-    fresh.failed("alice", &settings);
-    fresh.failed("bob", &settings);
-    fresh.succeeded("carol");
-    fresh.failed("alice", &settings);
-    assert!(fresh.admit("carol"), "a success resets the run of failures");
+    // T1 fails six times, T2 once: T3's call still goes through (the issue-29 attack).
+    for _ in 0..6 {
+        breakers.failed("t1", &settings);
+    }
+    breakers.failed("t2", &settings);
+    assert!(breakers.admit("t3"));
+    // An attacker holding two tenants opens both of their own breakers, not the shared one.
+    for _ in 0..3 {
+        breakers.failed("t2", &settings);
+    }
+    assert!(!breakers.admit("t2"));
+    assert!(breakers.admit("t3"));
+    assert!(matches!(breakers.shared, BreakerState::Closed { .. }));
+    // Three tenants failing, and they are most of the recent callers: open for everyone.
+    let mut broken = Breakers::new();
+    broken.succeeded("dave");
+    for tenant in ["alice", "bob"] {
+        for _ in 0..3 {
+            assert!(!broken.failed(tenant, &settings));
+        }
+    }
+    broken.failed("carol", &settings);
+    broken.failed("carol", &settings);
+    assert!(broken.failed("carol", &settings), "three tenants failing: open");
+    assert!(!broken.admit("dave"));
+    // Three failing tenants among many that succeed: not broken for everyone.
+    let mut partial = Breakers::new();
+    for tenant in ["a", "b", "c", "d", "e", "f", "g"] {
+        partial.succeeded(tenant);
+    }
+    for tenant in ["x", "y", "z"] {
+        for _ in 0..3 {
+            partial.failed(tenant, &settings);
+        }
+    }
+    assert!(partial.admit("a"), "3 failing of 10 recent callers");
 }
 
 #[test]

@@ -30,15 +30,10 @@ fn call_id(ctx: &CallContext<'_>) -> String {
 /// action name) is cut, so that no caller can make a batch the control plane refuses.
 const AUDIT_FIELD_BYTES: usize = 256;
 
+/// A field of an audit record: what a client sent (an unknown tool's name, say) is stored
+/// escaped and bounded, never as it came.
 fn clip(text: &str) -> String {
-    if text.len() <= AUDIT_FIELD_BYTES {
-        return text.to_owned();
-    }
-    let mut end = AUDIT_FIELD_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    tp_registry::ident::sanitized(text, AUDIT_FIELD_BYTES)
 }
 
 /// What a tool call produced, before it becomes an MCP response.

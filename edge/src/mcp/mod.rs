@@ -298,33 +298,61 @@ impl McpHandler {
     }
 }
 
-/// Each change that may alter `tenant`'s tool lists — its own, the catalogue's, or notices
-/// lost to lag — until the edge starts shutting down. What `subscriptions/listen` streams,
-/// whichever transport serves it.
+/// Each change that altered what (`tenant`, `role`) lists — its own settings, the catalogue,
+/// or notices lost to lag — until the edge starts shutting down. What `subscriptions/listen`
+/// streams, whichever transport serves it. A change elsewhere in the catalogue (a tool this
+/// caller cannot see registered, say) is not announced: it would tell the caller that
+/// something it cannot see exists.
 pub fn list_changes(
     state: Arc<EdgeState>,
     tenant: String,
+    role: String,
 ) -> impl futures::Stream<Item = ()> + Send + 'static {
     let notices = state.notices.subscribe();
     futures::stream::unfold(
-        (notices, state, tenant),
-        |(mut notices, state, tenant)| async move {
+        (notices, state, tenant, role, None),
+        |(mut notices, state, tenant, role, mut seen)| async move {
+            if seen.is_none() {
+                seen = Some(listing_of(&state, &tenant, &role).await);
+            }
             loop {
                 let notice = tokio::select! {
                     () = state.shutdown.cancelled() => return None,
                     notice = notices.recv() => notice,
                 };
-                match notice {
-                    Ok(notice) if notice.all || notice.tenants.iter().any(|t| t == &tenant) => {
-                        return Some(((), (notices, state, tenant)));
-                    }
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        return Some(((), (notices, state, tenant)));
-                    }
+                let relevant = match notice {
+                    Ok(notice) => notice.all || notice.tenants.iter().any(|t| t == &tenant),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                };
+                if relevant && listing_changed(&state, &tenant, &role, &mut seen).await {
+                    return Some(((), (notices, state, tenant, role, seen)));
                 }
             }
         },
     )
+}
+
+/// The listing digest of (`tenant`, `role`)'s registry; `None` when it cannot be loaded.
+async fn listing_of(state: &EdgeState, tenant: &str, role: &str) -> Option<[u8; 32]> {
+    state
+        .caches
+        .registry(tenant, role)
+        .await
+        .ok()
+        .map(|registry| registry.listing_digest)
+}
+
+/// Whether (`tenant`, `role`)'s listing differs from `seen` (which it then becomes). A
+/// registry that cannot be loaded counts as changed: the client lists again and learns why.
+pub(crate) async fn listing_changed(
+    state: &EdgeState,
+    tenant: &str,
+    role: &str,
+    seen: &mut Option<Option<[u8; 32]>>,
+) -> bool {
+    let now = listing_of(state, tenant, role).await;
+    let changed = now.is_none() || seen.is_none_or(|before| before != now);
+    *seen = Some(now);
+    changed
 }

@@ -44,18 +44,69 @@ const INLINE_VALIDATION_BYTES: usize = 16 * 1024;
 /// Longest message reported for one validation error.
 const MAX_ERROR_MESSAGE: usize = 200;
 
-/// The schema errors of `arguments`: path and message, with the caller's values masked (they
-/// are not echoed back, nor logged).
+/// The property names a schema declares anywhere (under `properties` or `required`): the only
+/// names an error may repeat — any other name in the arguments is the caller's own text, which
+/// may be a secret pasted in the wrong place.
+fn declared_names(schema: &Value, names: &mut std::collections::HashSet<String>) {
+    match schema {
+        Value::Object(map) => {
+            if let Some(Value::Object(properties)) = map.get("properties") {
+                names.extend(properties.keys().cloned());
+            }
+            if let Some(Value::Array(required)) = map.get("required") {
+                names.extend(required.iter().filter_map(Value::as_str).map(str::to_owned));
+            }
+            for value in map.values() {
+                declared_names(value, names);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| declared_names(v, names)),
+        _ => {}
+    }
+}
+
+/// The schema errors of `arguments`: path and message, with the caller's values and the
+/// property names the schema does not declare masked (neither is echoed back, nor logged).
 pub(super) fn schema_errors(
     validator: &jsonschema::Validator,
+    schema: &Value,
     arguments: &Value,
 ) -> Vec<(String, String)> {
-    validator
-        .iter_errors(arguments)
-        .take(MAX_REPORTED_ERRORS)
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let mut errors = validator.iter_errors(arguments).take(MAX_REPORTED_ERRORS).peekable();
+    if errors.peek().is_none() {
+        return Vec::new();
+    }
+    let mut declared = std::collections::HashSet::new();
+    declared_names(schema, &mut declared);
+    errors
         .map(|error| {
-            let path = error.instance_path().to_string();
-            let mut message = error.masked_with("the value").to_string();
+            let path: String = error
+                .instance_path()
+                .to_string()
+                .split('/')
+                .skip(1)
+                .map(|segment| {
+                    let name = segment.replace("~1", "/").replace("~0", "~");
+                    if declared.contains(&name) || segment.bytes().all(|b| b.is_ascii_digit()) {
+                        format!("/{segment}")
+                    } else {
+                        "/*".to_owned()
+                    }
+                })
+                .collect();
+            let mut message = match error.kind() {
+                Kind::AdditionalProperties { unexpected }
+                | Kind::UnevaluatedProperties { unexpected } => format!(
+                    "{} propert{} the schema does not allow",
+                    unexpected.len(),
+                    if unexpected.len() == 1 { "y" } else { "ies" }
+                ),
+                Kind::PropertyNames { .. } => {
+                    "a property name does not match the schema's propertyNames".to_owned()
+                }
+                _ => error.masked_with("the value").to_string(),
+            };
             if message.len() > MAX_ERROR_MESSAGE {
                 let mut cut = MAX_ERROR_MESSAGE;
                 while !message.is_char_boundary(cut) {
@@ -64,14 +115,7 @@ pub(super) fn schema_errors(
                 message.truncate(cut);
                 message.push('…');
             }
-            (
-                if path.is_empty() {
-                    "/".to_owned()
-                } else {
-                    path
-                },
-                message,
-            )
+            (if path.is_empty() { "/".to_owned() } else { path }, message)
         })
         .collect()
 }
@@ -88,11 +132,12 @@ pub(super) async fn validate_schema(
         .validator()
         .map_err(|message| fault(Fault::Internal, message, None))?;
     let (arguments, errors) = if bounds::size(&arguments) < INLINE_VALIDATION_BYTES {
-        let errors = schema_errors(&validator, &arguments);
+        let errors = schema_errors(&validator, &tool.resolved.input_schema, &arguments);
         (arguments, errors)
     } else {
+        let schema = tool.resolved.input_schema.clone();
         let job = tokio::task::spawn_blocking(move || {
-            let errors = schema_errors(&validator, &arguments);
+            let errors = schema_errors(&validator, &schema, &arguments);
             (arguments, errors)
         });
         match tokio::time::timeout(timeout, job).await {
@@ -189,4 +234,36 @@ pub(super) fn declared_capabilities(ctx: &CallContext<'_>) -> Option<Vec<&'stati
             .filter(|c| declared.get(*c).is_some_and(|v| !v.is_null()))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_repeat_no_value_and_no_property_name_the_schema_does_not_declare() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "n": {"type": "integer", "minimum": 3},
+                           "tags": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, "additionalProperties": {"type": "string"}}}},
+            "required": ["text"],
+            "additionalProperties": false,
+            "propertyNames": {"maxLength": 20}
+        });
+        let validator = tp_registry::schema::linear_options().build(&schema).unwrap();
+        let arguments = json!({
+            "sk-live-SECRET123": 1,
+            "n": 1,
+            "tags": [{"k": "x", "tok-SECRET2": 7}],
+            "this-is-a-very-long-secret-key-name": 3
+        });
+        let errors = schema_errors(&validator, &schema, &arguments);
+        let text = format!("{errors:?}");
+        assert!(!errors.is_empty());
+        for secret in ["SECRET", "very-long"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert!(text.contains("/n") && text.contains("is a required property"), "{text}");
+        assert!(text.contains("/tags/0/*"), "{text}");
+    }
 }

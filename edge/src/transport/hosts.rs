@@ -1,7 +1,7 @@
 //! The transport's `Host` check (DNS rebinding): a request is answered only when its one
 //! `Host` header names a host of `mcp.allowed_hosts`.
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Uri, header};
 
 /// The hosts the edge answers (`mcp.allowed_hosts`), read once: `*` allows every host, an
 /// entry without a port any port; an entry no `Host` header could match matches nothing.
@@ -26,9 +26,11 @@ impl AllowedHosts {
     }
 }
 
-/// The `Host` check of the transport, for the one `Host` header a well-formed request has.
-/// Compared without allocating: it runs on every request.
-pub fn host_allowed(headers: &HeaderMap, allowed: &AllowedHosts) -> bool {
+/// The `Host` check of the transport, for the one `Host` header a well-formed request has —
+/// and for the authority of an absolute request target (`POST http://host/mcp`), which
+/// HTTP/1.1 says a server must use in place of `Host`. Compared without allocating: it runs
+/// on every request.
+pub fn host_allowed(headers: &HeaderMap, uri: &Uri, allowed: &AllowedHosts) -> bool {
     if allowed.any {
         return true;
     }
@@ -36,12 +38,34 @@ pub fn host_allowed(headers: &HeaderMap, allowed: &AllowedHosts) -> bool {
     let (Some(host), None) = (hosts.next(), hosts.next()) else {
         return false;
     };
-    let Some((name, port)) = host.to_str().ok().and_then(split_host) else {
-        return false;
+    let allowed_authority = |authority: &str| {
+        let Some((name, port)) = split_host(authority) else {
+            return false;
+        };
+        allowed.entries.iter().any(|(entry_name, entry_port)| {
+            entry_name.eq_ignore_ascii_case(name) && entry_port.is_none_or(|p| port == Some(p))
+        })
     };
-    allowed.entries.iter().any(|(entry_name, entry_port)| {
-        entry_name.eq_ignore_ascii_case(name) && entry_port.is_none_or(|p| port == Some(p))
-    })
+    host.to_str().is_ok_and(allowed_authority)
+        && uri.authority().is_none_or(|a| allowed_authority(a.as_str()))
+}
+
+/// Headers a request must not carry twice, and an absolute request target that disagrees
+/// with `Host`: the name of what contradicts itself, if anything (answered 400 before any
+/// other check, so that a proxy in front and the edge never read different values).
+pub fn contradiction(headers: &HeaderMap, uri: &Uri) -> Option<&'static str> {
+    for (name, what) in [
+        (header::AUTHORIZATION, "more than one Authorization header"),
+        (header::HOST, "more than one Host header"),
+    ] {
+        if headers.get_all(name).iter().nth(1).is_some() {
+            return Some(what);
+        }
+    }
+    let authority = uri.authority()?;
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    (!authority.as_str().eq_ignore_ascii_case(host))
+        .then_some("the request target names another host than the Host header")
 }
 
 /// `host[:port]`, `[v6]` or `[v6]:port` (a bare IPv6 address, `::1`, is a host without a port),

@@ -4,7 +4,7 @@
 //! calls paused for the client's input ([`request_state`]), and the ids of server → client
 //! requests with the answers they wait for ([`questions`]), the SSE writer of answers that
 //! carry messages before them ([`sse`]), and the rules every request must meet ([`rules`], and
-//! the `Host` check: [`hosts`]). None of it names the handlers, the
+//! the `Host` check: [`hosts`]), and the limits of long-lived streams ([`streams`]). None of it names the handlers, the
 //! edge's state or the registry, so the request path can depend on it without cycles.
 
 pub mod cursor;
@@ -17,3 +17,4 @@ pub mod rules;
 mod rules_tests;
 pub mod session;
 pub mod sse;
+pub mod streams;

@@ -1,8 +1,8 @@
 //! Unit tests of the transport's rules (`super::rules`).
 
-use super::hosts::{AllowedHosts, host_allowed};
+use super::hosts::{AllowedHosts, contradiction, host_allowed};
 use super::rules::*;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::json;
 use serde_json::{Map, Value};
 
@@ -205,16 +205,45 @@ fn hosts() {
         "edge.internal:9000".to_owned(),
         "not a host".to_owned(),
     ]);
-    let ok = |host: &str| host_allowed(&headers(&[("host", host)]), &allowed);
+    let path: axum::http::Uri = "/mcp".parse().unwrap();
+    let ok = |host: &str| host_allowed(&headers(&[("host", host)]), &path, &allowed);
     assert!(ok("localhost") && ok("LOCALHOST:8080") && ok("[::1]:8080"));
     assert!(ok("edge.internal:9000"));
     assert!(!ok("edge.internal:9001") && !ok("edge.internal") && !ok("127.0.0.1"));
-    assert!(!host_allowed(&HeaderMap::new(), &allowed));
+    assert!(!host_allowed(&HeaderMap::new(), &path, &allowed));
     assert!(!ok("localhost:99999") && !ok("user@localhost") && !ok("[::1"));
     assert!(!ok("localhost:") && !ok(""));
     assert!(!ok("not a host"));
     assert!(host_allowed(
         &HeaderMap::new(),
+        &path,
         &AllowedHosts::new(&["*".to_owned()])
     ));
+    // An absolute request target is the Host (RFC 9112 §3.2.2): checked as one.
+    let absolute: axum::http::Uri = "http://evil.example/mcp".parse().unwrap();
+    assert!(!host_allowed(
+        &headers(&[("host", "localhost")]),
+        &absolute,
+        &allowed
+    ));
+    let own: axum::http::Uri = "http://localhost:8080/mcp".parse().unwrap();
+    assert!(host_allowed(&headers(&[("host", "localhost:8080")]), &own, &allowed));
+}
+
+#[test]
+fn contradicting_headers_are_named() {
+    let path: axum::http::Uri = "/mcp".parse().unwrap();
+    assert_eq!(contradiction(&headers(&[("host", "a")]), &path), None);
+    let mut two = headers(&[("authorization", "Bearer a"), ("host", "a")]);
+    two.append(header::AUTHORIZATION, "Bearer b".parse().unwrap());
+    assert_eq!(
+        contradiction(&two, &path),
+        Some("more than one Authorization header")
+    );
+    let absolute: axum::http::Uri = "http://evil.example/mcp".parse().unwrap();
+    assert!(contradiction(&headers(&[("host", "localhost")]), &absolute).is_some());
+    assert_eq!(
+        contradiction(&headers(&[("host", "evil.example")]), &absolute),
+        None
+    );
 }

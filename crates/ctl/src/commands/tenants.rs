@@ -2,20 +2,35 @@
 
 use super::*;
 
-pub(super) fn apply_tenant_args(tenant: &mut pb::Tenant, args: TenantArgs) -> anyhow::Result<()> {
+/// `args` written into `tenant`; the fields it sets, as `UpdateTenantRequest.update_mask`
+/// paths (only those change: everything else keeps its value).
+pub(super) fn apply_tenant_args(
+    tenant: &mut pb::Tenant,
+    args: TenantArgs,
+) -> anyhow::Result<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut set = |path: &str| paths.push(path.to_owned());
     if let Some(name) = args.name {
         tenant.display_name = name;
+        set("display_name");
     }
     if let Some(apis) = args.connected_apis {
         tenant.connected_apis = Some(pb::ConnectedApis {
             providers: split_list(&apis),
+            all: false,
         });
+        set("connected_apis");
     }
     if args.all_apis {
-        tenant.connected_apis = None;
+        tenant.connected_apis = Some(pb::ConnectedApis {
+            providers: Vec::new(),
+            all: true,
+        });
+        set("connected_apis");
     }
     if let Some(roles) = args.roles {
         tenant.roles = split_list(&roles);
+        set("roles");
     }
     let disclosure = tenant.disclosure.get_or_insert_with(Default::default);
     if let Some(mode) = args.disclosure {
@@ -25,20 +40,25 @@ pub(super) fn apply_tenant_args(tenant: &mut pb::Tenant, args: TenantArgs) -> an
             "auto" => pb::DisclosureMode::Auto,
             other => bail!("unknown disclosure mode {other:?} (full, progressive, auto)"),
         } as i32;
+        set("disclosure.mode");
     }
     if let Some(threshold) = args.threshold {
         disclosure.threshold = threshold;
+        set("disclosure.threshold");
     }
     if let Some(pinned) = args.pinned {
         disclosure.pinned = split_list(&pinned);
+        set("disclosure.pinned");
     }
     if let Some(rate) = args.rate_limit {
         tenant.rate_limit_per_minute = rate;
+        set("rate_limit_per_minute");
     }
     if let Some(webhook) = args.lint_webhook {
         tenant.lint_webhook = webhook;
+        set("lint_webhook");
     }
-    Ok(())
+    Ok(paths)
 }
 
 pub(super) fn print_tenants(tenants: &[pb::Tenant], json_out: bool) {
@@ -61,6 +81,7 @@ pub(super) fn print_tenants(tenants: &[pb::Tenant], json_out: bool) {
         .map(|t| {
             let apis = match &t.connected_apis {
                 None => "(all)".to_owned(),
+                Some(c) if c.all => "(all)".to_owned(),
                 Some(c) if c.providers.is_empty() => "(none)".to_owned(),
                 Some(c) => c.providers.join(","),
             };
@@ -120,6 +141,12 @@ pub(super) async fn tenants(
             .await?
             .into_inner(),
         TenantsCmd::Create(args) => {
+            if args.connected_apis.is_none() && !args.all_apis {
+                bail!(
+                    "say which tools tenant {} sees: --connected-apis PROVIDERS (comma-separated; \"\" for platform tools only) or --all-apis (every tool)",
+                    args.id
+                );
+            }
             let mut tenant = pb::Tenant {
                 id: args.id.clone(),
                 ..Default::default()
@@ -134,8 +161,22 @@ pub(super) async fn tenants(
                 .into_inner()
         }
         TenantsCmd::Update(args) => {
-            let id = args.id.clone();
-            change(&mut admin, &id, |tenant| apply_tenant_args(tenant, args)).await?
+            let mut tenant = pb::Tenant {
+                id: args.id.clone(),
+                ..Default::default()
+            };
+            let paths = apply_tenant_args(&mut tenant, args)?;
+            if paths.is_empty() {
+                bail!("nothing to change: give at least one of the flags (see --help)");
+            }
+            admin
+                .tenants
+                .update_tenant(pb::UpdateTenantRequest {
+                    tenant: Some(tenant),
+                    update_mask: Some(prost_types::FieldMask { paths }),
+                })
+                .await?
+                .into_inner()
         }
         TenantsCmd::Delete { id } => {
             let deleted = admin
@@ -207,7 +248,8 @@ pub(super) async fn tenants(
     Ok(0)
 }
 
-/// Reads tenant `id`, changes it with `edit`, and writes it back.
+/// Reads tenant `id`'s trusts, changes them with `edit`, and writes them back (only them, and
+/// only if the tenant has not changed since it was read).
 async fn change(
     admin: &mut Admin,
     id: &str,
@@ -223,6 +265,9 @@ async fn change(
         .tenants
         .update_tenant(pb::UpdateTenantRequest {
             tenant: Some(tenant),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["token_issuers".to_owned()],
+            }),
         })
         .await?
         .into_inner())

@@ -49,13 +49,41 @@ impl From<&pb::Disclosure> for domain::Disclosure {
     }
 }
 
-/// Converts a submitted tenant.
+/// `connected_apis` as submitted: `all` (every tool), or the providers listed.
+fn try_connected_apis(apis: pb::ConnectedApis) -> DomainResult<Option<Vec<String>>> {
+    if apis.all {
+        if !apis.providers.is_empty() {
+            return Err(DomainError::invalid(
+                "tenant.connected_apis",
+                "set either all or providers, not both",
+            ));
+        }
+        return Ok(None);
+    }
+    Ok(Some(apis.providers))
+}
+
+const CONNECTED_APIS_REQUIRED: &str = "is required: the providers whose tools the tenant sees \
+     ({\"providers\": [\"google\"]}), an empty list for platform tools only ({\"providers\": []}), \
+     or every tool ({\"all\": true})";
+
+/// Converts a submitted tenant (to create): `connected_apis` must be given — a new tenant
+/// never sees every tool by omission.
 pub fn try_tenant(tenant: Option<pb::Tenant>) -> DomainResult<domain::Tenant> {
     let tenant = tenant.ok_or_else(|| DomainError::invalid("tenant", "is required"))?;
+    let connected_apis = match tenant.connected_apis {
+        Some(apis) => try_connected_apis(apis)?,
+        None => {
+            return Err(DomainError::invalid(
+                "tenant.connected_apis",
+                CONNECTED_APIS_REQUIRED,
+            ));
+        }
+    };
     Ok(domain::Tenant {
         id: tenant.id,
         display_name: tenant.display_name,
-        connected_apis: tenant.connected_apis.map(|c| c.providers),
+        connected_apis,
         roles: tenant.roles,
         disclosure: try_disclosure(tenant.disclosure)?,
         rate_limit_per_minute: tenant.rate_limit_per_minute,
@@ -67,17 +95,193 @@ pub fn try_tenant(tenant: Option<pb::Tenant>) -> DomainResult<domain::Tenant> {
     })
 }
 
+/// The fields of a tenant an update may name (`UpdateTenantRequest.update_mask`).
+pub const TENANT_FIELDS: &[&str] = &[
+    "display_name",
+    "connected_apis",
+    "roles",
+    "disclosure",
+    "disclosure.mode",
+    "disclosure.threshold",
+    "disclosure.pinned",
+    "rate_limit_per_minute",
+    "lint_webhook",
+    "token_issuers",
+];
+
+/// The fields an update without a mask changes: those `tenant` sets to a non-default value.
+fn implied_mask(tenant: &pb::Tenant) -> Vec<&'static str> {
+    let mut paths = Vec::new();
+    if !tenant.display_name.is_empty() {
+        paths.push("display_name");
+    }
+    if tenant.connected_apis.is_some() {
+        paths.push("connected_apis");
+    }
+    if !tenant.roles.is_empty() {
+        paths.push("roles");
+    }
+    if let Some(disclosure) = &tenant.disclosure {
+        if disclosure.mode != 0 {
+            paths.push("disclosure.mode");
+        }
+        if disclosure.threshold != 0 {
+            paths.push("disclosure.threshold");
+        }
+        if !disclosure.pinned.is_empty() {
+            paths.push("disclosure.pinned");
+        }
+    }
+    if tenant.rate_limit_per_minute != 0 {
+        paths.push("rate_limit_per_minute");
+    }
+    if !tenant.lint_webhook.is_empty() {
+        paths.push("lint_webhook");
+    }
+    if !tenant.token_issuers.is_empty() {
+        paths.push("token_issuers");
+    }
+    paths
+}
+
+/// `existing` changed as `submitted` and `mask` say (see `UpdateTenantRequest`): the fields the
+/// mask names (or, without one, the fields `submitted` sets) take `submitted`'s values, every
+/// other field keeps its own. Not validated yet (the state does that).
+pub fn patch_tenant(
+    existing: &domain::Tenant,
+    submitted: pb::Tenant,
+    mask: Option<&prost_types::FieldMask>,
+) -> DomainResult<domain::Tenant> {
+    let paths: Vec<String> = match mask {
+        Some(mask) if !mask.paths.is_empty() => {
+            let mut paths = Vec::new();
+            let mut unknown = Vec::new();
+            for path in &mask.paths {
+                if path == "*" {
+                    paths.extend(
+                        TENANT_FIELDS
+                            .iter()
+                            .filter(|p| !p.contains('.'))
+                            .map(|p| (*p).to_owned()),
+                    );
+                } else if TENANT_FIELDS.contains(&path.as_str()) {
+                    paths.push(path.clone());
+                } else {
+                    unknown.push(path.as_str());
+                }
+            }
+            if !unknown.is_empty() {
+                return Err(DomainError::invalid(
+                    "update_mask",
+                    format!(
+                        "unknown field {} (fields: {})",
+                        unknown
+                            .iter()
+                            .map(|p| format!("{p:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        TENANT_FIELDS.join(", ")
+                    ),
+                ));
+            }
+            paths
+        }
+        _ => implied_mask(&submitted)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+    };
+    let mut tenant = existing.clone();
+    let named = |field: &str| paths.iter().any(|p| p == field);
+    if named("display_name") {
+        tenant.display_name = submitted.display_name.clone();
+    }
+    if named("connected_apis") {
+        tenant.connected_apis = match submitted.connected_apis.clone() {
+            Some(apis) => try_connected_apis(apis)?,
+            None => {
+                return Err(DomainError::invalid(
+                    "tenant.connected_apis",
+                    "named in update_mask but not given: give the providers, an empty list, \
+                     or {\"all\": true} (every tool is never the result of an omission)",
+                ));
+            }
+        };
+    }
+    if named("roles") {
+        tenant.roles = submitted.roles.clone();
+    }
+    let submitted_disclosure = submitted.disclosure.clone().unwrap_or_default();
+    if named("disclosure") {
+        tenant.disclosure = try_disclosure(Some(submitted_disclosure))?;
+    } else {
+        let mut disclosure = pb::Disclosure::from(&tenant.disclosure);
+        if named("disclosure.mode") {
+            disclosure.mode = submitted_disclosure.mode;
+        }
+        if named("disclosure.threshold") {
+            disclosure.threshold = submitted_disclosure.threshold;
+        }
+        if named("disclosure.pinned") {
+            disclosure.pinned = submitted_disclosure.pinned;
+        }
+        tenant.disclosure = try_disclosure(Some(disclosure))?;
+    }
+    if named("rate_limit_per_minute") {
+        tenant.rate_limit_per_minute = submitted.rate_limit_per_minute;
+    }
+    if named("lint_webhook") {
+        tenant.lint_webhook = non_empty(&submitted.lint_webhook);
+    }
+    if named("token_issuers") {
+        tenant.token_issuers = submitted.token_issuers.iter().map(token_issuer).collect();
+    }
+    Ok(tenant)
+}
+
+/// The fields of a tenant only an operator (a `full` admin) may change: what the tenant may
+/// reach and spend, and whose tokens it takes.
+pub const OPERATOR_FIELDS: &[&str] = &[
+    "connected_apis",
+    "roles",
+    "rate_limit_per_minute",
+    "token_issuers",
+];
+
+/// The operator's fields whose values differ between `a` and `b`.
+pub fn operator_fields_changed(a: &domain::Tenant, b: &domain::Tenant) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    if a.connected_apis != b.connected_apis {
+        changed.push("connected_apis");
+    }
+    if a.roles != b.roles {
+        changed.push("roles");
+    }
+    if a.rate_limit_per_minute != b.rate_limit_per_minute {
+        changed.push("rate_limit_per_minute");
+    }
+    if a.token_issuers != b.token_issuers {
+        changed.push("token_issuers");
+    }
+    changed
+}
+
 impl From<&domain::Tenant> for pb::Tenant {
     fn from(t: &domain::Tenant) -> Self {
         pb::Tenant {
             id: t.id.clone(),
             display_name: t.display_name.clone(),
-            connected_apis: t
-                .connected_apis
-                .as_ref()
-                .map(|providers| pb::ConnectedApis {
+            // Absent (a tenant that predates the field) is every tool: said explicitly.
+            connected_apis: Some(match &t.connected_apis {
+                Some(providers) => pb::ConnectedApis {
                     providers: providers.clone(),
-                }),
+                    all: false,
+                },
+                None => pb::ConnectedApis {
+                    providers: Vec::new(),
+                    all: true,
+                },
+            }),
             roles: t.roles.clone(),
             disclosure: Some((&t.disclosure).into()),
             rate_limit_per_minute: t.rate_limit_per_minute,
@@ -141,6 +345,24 @@ impl From<&domain::ApiKey> for pb::ApiKeyInfo {
             created_at: k.created_at,
             expires_at: k.expires_at.unwrap_or(0),
             revoked_at: k.revoked_at.unwrap_or(0),
+        }
+    }
+}
+
+impl pb::UpdateTenantRequest {
+    /// A request that sets every field of the tenant to `tenant`'s (mask `*`): what a
+    /// read-modify-write of the whole tenant sends; refused if the tenant changed in between.
+    pub fn replacing(tenant: pb::Tenant) -> Self {
+        Self::changing(tenant, &["*"])
+    }
+
+    /// A request that changes only the fields `paths` names to `tenant`'s values.
+    pub fn changing(tenant: pb::Tenant, paths: &[&str]) -> Self {
+        pb::UpdateTenantRequest {
+            tenant: Some(tenant),
+            update_mask: Some(prost_types::FieldMask {
+                paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+            }),
         }
     }
 }

@@ -107,18 +107,15 @@ impl State {
         Ok(vec![Change::put(Object::ApiKey(key))])
     }
 
-    /// Revokes a key.
+    /// Revokes a key (a key already revoked stays as it is: nothing to commit).
     pub fn revoke_key(&self, id: &str, now: u64) -> DomainResult<Vec<Change>> {
         let existing = self
             .keys
             .get(id)
             .ok_or_else(|| DomainError::not_found("api key", id))?;
         if existing.revoked_at.is_some() {
-            return Err(DomainError::precondition(
-                "KEY_REVOKED",
-                format!("keys/{id}"),
-                format!("key {id} is already revoked"),
-            ));
+            // Revoking is idempotent: the key stays revoked as of its first revocation.
+            return Ok(Vec::new());
         }
         let mut key = existing.clone();
         key.revoked_at = Some(now);

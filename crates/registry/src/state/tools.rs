@@ -10,7 +10,8 @@ impl State {
         if self.tools.contains_key(&def.name) {
             return Err(DomainError::already_exists("tool", &def.name));
         }
-        // `GMAIL` beside `gmail` would be two tools to the catalogue and one to a model.
+        // `GMAIL` or `google-ads` beside `gmail` or `google_ads` would be two tools to the
+        // catalogue and one to a model (or a reader).
         let key = crate::ident::tool_name_key(&def.name);
         if let Some(existing) = self
             .tools
@@ -20,7 +21,7 @@ impl State {
             return Err(DomainError::invalid(
                 "tool.name",
                 format!(
-                    "{:?} differs from the existing tool {existing:?} only in letter case",
+                    "{:?} differs from the existing tool {existing:?} only in letter case or separators ('-', '.', '_')",
                     def.name
                 ),
             ));

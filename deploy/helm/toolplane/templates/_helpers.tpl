@@ -40,6 +40,8 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Pod security shared by every Toolplane container: the images run as 65532 (distroless nonroot). */}}
 {{- define "toolplane.podSecurity" -}}
+# No component talks to the Kubernetes API: no service account token in any pod.
+automountServiceAccountToken: false
 securityContext:
   runAsNonRoot: true
   runAsUser: 65532
@@ -104,3 +106,42 @@ securityContext:
   value: /etc/toolplane-tls/tls.key
 {{- end }}
 {{- end }}
+
+{{/* The Host header values edges answer: the edge Service's in-cluster names, the ingress
+hosts, the host of edge.oauth.resource, then edge.allowedHosts; as the TOML array the edge reads. */}}
+{{- define "toolplane.allowedHosts" -}}
+{{- $edge := printf "%s-edge" (include "toolplane.fullname" .) -}}
+{{- $ns := .Release.Namespace -}}
+{{- $hosts := list $edge (printf "%s.%s" $edge $ns) (printf "%s.%s.svc" $edge $ns) (printf "%s.%s.svc.cluster.local" $edge $ns) -}}
+{{- if .Values.edge.ingress.enabled }}{{ $hosts = concat $hosts .Values.edge.ingress.hosts }}{{ end -}}
+{{- with .Values.edge.oauth.resource }}{{ $hosts = append $hosts (urlParse .).host }}{{ end -}}
+{{- $hosts = concat $hosts .Values.edge.allowedHosts | uniq -}}
+{{- printf "[%s]" (join ", " $hosts) -}}
+{{- end -}}
+
+{{/* Egress every pod has: DNS, and networkPolicy.extraEgress. */}}
+{{- define "toolplane.baseEgress" -}}
+- ports: [{ port: 53, protocol: UDP }, { port: 53, protocol: TCP }]
+{{- with .Values.networkPolicy.extraEgress }}
+- to: {{- toYaml . | nindent 4 }}
+{{- end }}
+{{- end -}}
+
+{{/* Egress to public addresses only: everything but loopback, private, shared, link-local
+(cloud metadata) and other special-purpose ranges. */}}
+{{- define "toolplane.publicEgress" -}}
+- to:
+    - ipBlock:
+        cidr: 0.0.0.0/0
+        except: [0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/3]
+    - ipBlock:
+        cidr: 2000::/3
+        except: ["2001:db8::/32", "2002::/16", "2001::/32"]
+{{- end -}}
+
+{{/* Egress to one of the release's components, on its gRPC port: (dict "root" $ "component" "wiki"). */}}
+{{- define "toolplane.egressTo" -}}
+- to:
+    - podSelector:
+        matchLabels: {{- include "toolplane.selector" (dict "root" .root "component" .component) | nindent 10 }}
+{{- end -}}

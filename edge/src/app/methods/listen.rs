@@ -17,7 +17,8 @@ pub(in crate::app) fn parse_listen(
 /// acknowledgement of what the edge accepted (of `notifications/tools/list_changed`, all it
 /// offers), carries a `notifications/tools/list_changed` for every change that may alter the
 /// caller's tools, and ends — with the subscription's result — when the edge shuts down (the
-/// client subscribes again on another replica), or when the client leaves.
+/// client subscribes again on another replica), after `mcp.max_stream_secs`, or when the
+/// client leaves. A key or tenant at its stream limit is answered 429.
 pub(in crate::app) fn serve_listen(
     state: &Arc<EdgeState>,
     parts: &axum::http::request::Parts,
@@ -37,6 +38,12 @@ pub(in crate::app) fn serve_listen(
         );
     };
     direct_requests(Method::Listen).increment(1);
+    // The stream holds a slot of its key's and its tenant's stream limits while it is open,
+    // and ends (with its result) after mcp.max_stream_secs.
+    let slot = match state.streams.open(&caller.0.tenant, &caller.0.key_id) {
+        Ok(slot) => slot,
+        Err(refusal) => return refuse(Fault::TooManyStreams, &refusal.to_string()),
+    };
     let handler = McpHandler::new(Arc::clone(state));
     let info = handler.get_info();
     let candidate = handler
@@ -54,7 +61,12 @@ pub(in crate::app) fn serve_listen(
         ),
     ));
     let changes = if accepted.tools_list_changed == Some(true) {
-        crate::mcp::list_changes(Arc::clone(state), caller.0.tenant.clone()).boxed()
+        crate::mcp::list_changes(
+            Arc::clone(state),
+            caller.0.tenant.clone(),
+            caller.0.role.clone(),
+        )
+        .boxed()
     } else {
         let stopping = state.shutdown.clone();
         futures::stream::once(async move { stopping.cancelled_owned().await })
@@ -62,7 +74,8 @@ pub(in crate::app) fn serve_listen(
             .boxed()
     };
     let changed_id = id.clone();
-    let changed = changes.map(move |()| {
+    let changed = changes.take_until(tokio::time::sleep(state.streams.lifetime));
+    let changed = changed.map(move |()| {
         let mut notification =
             ServerNotification::ToolListChangedNotification(ToolListChangedNotification {
                 method: Default::default(),
@@ -82,6 +95,10 @@ pub(in crate::app) fn serve_listen(
     );
     let stream = futures::stream::iter([acknowledged])
         .chain(changed)
-        .chain(futures::stream::iter([completed]));
+        .chain(futures::stream::iter([completed]))
+        .map(move |message| {
+            let _held = &slot;
+            message
+        });
     crate::transport::sse::response(stream, None, state.abort.clone())
 }
