@@ -825,6 +825,28 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
     );
 }
 
+/// The chart rendered with its default values (and the three required secrets), as one
+/// multi-document YAML.
+pub(crate) fn render_default_chart() -> String {
+    let chart = root().join("deploy/helm/toolplane");
+    let key = format!("auth.executorKey=tpx_{}", "ab".repeat(32));
+    let (ok, manifests, stderr) = helm(&[
+        "template",
+        "tp",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "toolplane",
+        "--set",
+        "auth.adminToken=admin-token-0123456789",
+        "--set",
+        "auth.edgeToken=edge-token-0123456789",
+        "--set",
+        &key,
+    ]);
+    assert!(ok, "helm template:\n{stderr}");
+    manifests
+}
+
 /// Runs helm with `args`; (success, stdout, stderr).
 fn helm(args: &[&str]) -> (bool, String, String) {
     let output = Command::new(tp_test_support::helm())

@@ -32,6 +32,8 @@ mod rng;
 mod tls;
 mod transport_rules;
 mod trust;
+mod trust_control;
+mod trust_edge;
 mod trust_wiki;
 mod up;
 mod upstream;

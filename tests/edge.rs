@@ -944,7 +944,11 @@ async fn session_ids_hold_the_session_and_work_on_every_edge() {
 /// A raw `GET /mcp` with a session id; the open socket, positioned before the response.
 /// Returns once the response's head has arrived (the edge has opened the stream and listens
 /// for changes), with what was read of it.
-async fn open_get_stream(addr: &str, key: &str, session: &str) -> (tokio::net::TcpStream, String) {
+pub(crate) async fn open_get_stream(
+    addr: &str,
+    key: &str,
+    session: &str,
+) -> (tokio::net::TcpStream, String) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!(

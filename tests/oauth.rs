@@ -546,19 +546,19 @@ fn b64e(bytes: &[u8]) -> String {
 
 /// An issuer the test controls: its metadata and key set served over HTTP, its keys generated
 /// here, so tokens can be made that a real provider would never issue.
-struct TestIssuer {
-    url: String,
+pub(crate) struct TestIssuer {
+    pub(crate) url: String,
     keys: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
     fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
-struct SigningKey {
+pub(crate) struct SigningKey {
     kid: String,
     key: jsonwebtoken::EncodingKey,
     jwk: Value,
 }
 
-fn signing_key(kid: &str) -> SigningKey {
+pub(crate) fn signing_key(kid: &str) -> SigningKey {
     use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(
         &ECDSA_P256_SHA256_FIXED_SIGNING,
@@ -579,7 +579,7 @@ fn signing_key(kid: &str) -> SigningKey {
 }
 
 impl TestIssuer {
-    async fn start() -> TestIssuer {
+    pub(crate) async fn start() -> TestIssuer {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -621,15 +621,15 @@ impl TestIssuer {
         TestIssuer { url, keys, fetches }
     }
 
-    fn publish(&self, keys: &[&SigningKey]) {
+    pub(crate) fn publish(&self, keys: &[&SigningKey]) {
         *self.keys.lock().unwrap() = keys.iter().map(|k| k.jwk.clone()).collect();
     }
 
-    fn fetches(&self) -> usize {
+    pub(crate) fn fetches(&self) -> usize {
         self.fetches.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    fn token(&self, key: &SigningKey, claims: Value) -> String {
+    pub(crate) fn token(&self, key: &SigningKey, claims: Value) -> String {
         let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
         header.kid = Some(key.kid.clone());
         let mut all = json!({"iss": self.url, "sub": "user-1", "aud": RESOURCE, "exp": now() + 300, "org": "acme"});
@@ -644,7 +644,7 @@ impl TestIssuer {
     }
 }
 
-const RESOURCE: &str = "https://mcp.example.com/mcp";
+pub(crate) const RESOURCE: &str = "https://mcp.example.com/mcp";
 
 fn now() -> u64 {
     std::time::SystemTime::now()

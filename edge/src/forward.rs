@@ -331,6 +331,7 @@ impl Executors {
         result: &Result<Reply, ForwardError>,
     ) {
         let mut breakers = gate.breakers.lock().unwrap_or_else(|e| e.into_inner());
+        let had_own = breakers.tenants.contains_key(tenant);
         let outcome = match result {
             Ok(reply) => {
                 breakers.succeeded(tenant);
@@ -347,9 +348,22 @@ impl Executors {
                 error.outcome()
             }
         };
-        metrics::gauge!("tp_edge_breaker_state", "executor" => info.name.clone())
+        // 0 closed, 1 half-open, 2 open: the tool's breaker for every tenant, and the caller's own.
+        metrics::gauge!("tp_edge_breaker_state", "executor" => info.name.clone(), "tool" => tool.to_owned())
             .set(breakers.shared.value());
+        let own = breakers.tenants.get(tenant).map(|state| state.value());
         drop(breakers);
+        // Only tenants whose own breaker has counted a failure get a series (and keep it, at
+        // 0 once closed): a fleet of healthy tenants adds none.
+        if had_own || own.is_some() {
+            metrics::gauge!(
+                "tp_edge_tenant_breaker_state",
+                "executor" => info.name.clone(),
+                "tool" => tool.to_owned(),
+                "tenant" => tenant.to_owned()
+            )
+            .set(own.unwrap_or(0.0));
+        }
         metrics::counter!("tp_edge_executor_calls_total", "executor" => info.name.clone(), "outcome" => outcome).increment(1);
     }
 }

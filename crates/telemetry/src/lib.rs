@@ -70,7 +70,8 @@ pub fn init(level: &str, json: bool, service: &str) -> Telemetry {
         .unwrap_or_else(|_| EnvFilter::new(format!("{QUIET},{level}")));
     let logs = tracing_subscriber::fmt::layer()
         .with_ansi(colour())
-        .with_writer(std::io::stderr);
+        // Every line with URLs cut to their host and path (no query, no credentials).
+        .with_writer(redact::Stderr);
     let json = json || json_from_env();
     let logs = if json {
         logs.json().boxed()

@@ -16,7 +16,9 @@ pub fn urls(text: &str) -> Cow<'_, str> {
         out.push_str(&rest[..start]);
         let url_text = &rest[start..];
         let end = url_text
-            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ',' | ';'))
+            .find(|c: char| {
+                c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ',' | ';' | '\\')
+            })
             .unwrap_or(url_text.len());
         out.push_str(&clean(&url_text[..end]));
         rest = &url_text[end..];
@@ -57,6 +59,40 @@ fn clean(url: &str) -> String {
     out
 }
 
+/// Where the log formatter writes: standard error, with [`urls`] applied to every line (a
+/// library's error may name the URL it failed on, query and all).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stderr;
+
+/// One write of a formatted line ([`Stderr`]).
+#[derive(Debug)]
+pub struct RedactingWriter;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Stderr {
+    type Writer = RedactingWriter;
+
+    fn make_writer(&'a self) -> RedactingWriter {
+        RedactingWriter
+    }
+}
+
+impl std::io::Write for RedactingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut stderr = std::io::stderr().lock();
+        if memchr::memmem::find(buf, b"://").is_none() {
+            stderr.write_all(buf)?;
+        } else {
+            let text = String::from_utf8_lossy(buf);
+            stderr.write_all(urls(&text).as_bytes())?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +107,11 @@ mod tests {
             "error sending request for url (http://127.0.0.1:9/mcp?…): connection refused; retry https://…@host.example/a?…"
         );
         assert_eq!(urls("no url here"), "no url here");
+        // Inside a JSON string the escaped quote stays.
+        assert_eq!(
+            urls(r#"{"error":"url: \"http://h/p?token=x\" refused"}"#),
+            r#"{"error":"url: \"http://h/p?…\" refused"}"#
+        );
         assert_eq!(urls("http://h/p"), "http://h/p");
     }
 }

@@ -147,10 +147,7 @@ pub fn service(state: Arc<EdgeState>) -> EdgeService {
     }
 }
 
-/// The in-flight budget (KiB), for the parts of the request path that learn a request's full
-/// cost only once its body has arrived.
-#[derive(Clone)]
-pub(super) struct InFlightBytes(pub(super) Arc<Semaphore>);
+pub(super) use crate::mcp::bounds::InFlightBytes;
 
 /// Whether a request's `Origin` is allowed: none at all always is (non-browser clients); one
 /// must be listed in `mcp.allowed_origins`, or — when that list is empty — be the edge's own

@@ -57,12 +57,24 @@ pub fn size(value: &Value) -> usize {
     total
 }
 
-pub use crate::config::BYTES_PER_VALUE;
+pub use crate::config::{BODY_COPIES, BYTES_PER_KEY, BYTES_PER_VALUE};
 
-/// How many JSON values a body holds at most (commas, colons and openings outside strings, plus
-/// one), found by one pass over the bytes without building anything.
-pub fn count_values(bytes: &[u8]) -> usize {
+/// The in-flight budget (KiB), in a request's extensions, for the parts of the request path
+/// that learn a cost only on the way: the body's working memory once it has arrived, an
+/// executor's result once it has come back.
+#[derive(Clone, Debug)]
+pub struct InFlightBytes(pub std::sync::Arc<tokio::sync::Semaphore>);
+
+/// Working memory an executor's result costs per byte of its protobuf encoding while the edge
+/// turns it into the MCP answer (the decoded `Struct`, the JSON value, the serialised answer).
+pub const RESULT_BYTES_PER_ENCODED_BYTE: usize = 10;
+
+/// How many JSON values a body holds at most (commas and openings outside strings, plus one),
+/// and how many of them are object keys (colons outside strings), found by one pass over the
+/// bytes without building anything.
+pub fn count_values(bytes: &[u8]) -> (usize, usize) {
     let mut values = 1usize;
+    let mut keys = 0usize;
     let mut in_string = false;
     let mut escaped = false;
     for &byte in bytes {
@@ -78,16 +90,25 @@ pub fn count_values(bytes: &[u8]) -> usize {
         match byte {
             b'"' => in_string = true,
             b',' | b'[' | b'{' => values += 1,
+            b':' => keys += 1,
             _ => {}
         }
     }
-    values
+    (values, keys)
 }
 
-/// The working memory a request body will cost once parsed (see [`BYTES_PER_VALUE`]).
+/// The JSON values of a body and the working memory it will cost once parsed and forwarded
+/// (see [`BYTES_PER_VALUE`], [`BYTES_PER_KEY`], [`BODY_COPIES`]), its own bytes included.
 pub fn working_memory(bytes: &[u8]) -> (usize, usize) {
-    let values = count_values(bytes);
-    (values, bytes.len() + values.saturating_mul(BYTES_PER_VALUE))
+    let (values, keys) = count_values(bytes);
+    (
+        values,
+        bytes
+            .len()
+            .saturating_mul(BODY_COPIES)
+            .saturating_add(values.saturating_mul(BYTES_PER_VALUE))
+            .saturating_add(keys.saturating_mul(BYTES_PER_KEY)),
+    )
 }
 
 /// The JSON-RPC id of a body too large to parse in full: the envelope is read with its
@@ -168,13 +189,13 @@ mod tests {
 
     #[test]
     fn values_are_counted_outside_strings_and_ids_read_without_params() {
-        assert_eq!(count_values(br#"{"a": [1, 2, 3], "b": "x,y,[z"}"#), 6);
-        assert_eq!(count_values(br#""\"[,""#), 1);
+        assert_eq!(count_values(br#"{"a": [1, 2, 3], "b": "x,y,[z"}"#), (6, 2));
+        assert_eq!(count_values(br#""\"[,:""#), (1, 0));
         let many = format!(
             r#"{{"jsonrpc":"2.0","id":7,"params":[{}0]}}"#,
             "0,".repeat(1000)
         );
-        assert!(count_values(many.as_bytes()) > 1000);
+        assert!(count_values(many.as_bytes()).0 > 1000);
         assert_eq!(envelope_id(many.as_bytes()), json!(7));
         assert_eq!(envelope_id(b"not json"), Value::Null);
     }

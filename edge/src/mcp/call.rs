@@ -44,6 +44,36 @@ struct Outcome {
     code: String,
 }
 
+/// Results at most this large (bytes of protobuf) are answered without consulting the
+/// in-flight budget: what they cost is noise beside what requests reserve.
+const SMALL_RESULT_BYTES: usize = 64 * 1024;
+
+/// Takes what turning a large `result` into the MCP answer costs out of the request's
+/// in-flight budget, without waiting (the request still holds its own share: waiting for
+/// others to give some back could wait on them doing the same). `Err` when the budget cannot
+/// hold it now: the edge answers with an error instead of growing past its budget.
+fn result_memory(
+    budget: Option<&super::bounds::InFlightBytes>,
+    result: &pb::Result,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ()> {
+    use prost::Message as _;
+    let Some(budget) = budget else {
+        return Ok(None);
+    };
+    let encoded = result.encoded_len();
+    if encoded <= SMALL_RESULT_BYTES {
+        return Ok(None);
+    }
+    let kib = encoded
+        .saturating_mul(super::bounds::RESULT_BYTES_PER_ENCODED_BYTE)
+        .div_ceil(1024);
+    let kib = u32::try_from(kib).unwrap_or(u32::MAX);
+    std::sync::Arc::clone(&budget.0)
+        .try_acquire_many_owned(kib)
+        .map(Some)
+        .map_err(|_| ())
+}
+
 impl Outcome {
     fn error(message: String, audit: pb::CallOutcome, code: impl Into<String>) -> Outcome {
         Outcome {
@@ -380,6 +410,22 @@ impl McpHandler {
         match result {
             Err(outcome) => outcome,
             Ok(Ok(Reply::Done(result))) => {
+                // What the answer will cost comes out of the in-flight budget too.
+                let budget = ctx
+                    .parts
+                    .and_then(|parts| parts.extensions.get::<super::bounds::InFlightBytes>());
+                let Ok(_memory) = result_memory(budget, &result) else {
+                    ::metrics::counter!("tp_edge_shed_total", "reason" => "result_bytes")
+                        .increment(1);
+                    return Outcome::error(
+                        format!(
+                            "{}'s result is too large for this edge to relay right now (mcp.max_in_flight_bytes); retry (reference {request_id})",
+                            tool.resolved.name
+                        ),
+                        pb::CallOutcome::ExecutorError,
+                        "result_too_large",
+                    );
+                };
                 let (audit, code) = if result.is_error {
                     (pb::CallOutcome::ToolError, "tool_error")
                 } else {
