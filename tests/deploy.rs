@@ -562,7 +562,11 @@ fn helm_chart_values_follow_the_schema_and_the_templates_read_only_what_exists()
         ("edge.replicas", json!(0), "at least one edge"),
         ("edge.pageSize", json!(5000), "the edge's page-size limit"),
         ("edge.allowedHosts", json!([""]), "an empty host name"),
-        ("image.registry", json!(""), "the registry is always explicit"),
+        (
+            "image.registry",
+            json!(""),
+            "the registry is always explicit",
+        ),
         (
             "controlPlane.replicas",
             json!(2),
@@ -1005,7 +1009,9 @@ fn helm_renders_the_chart_and_every_manifest_passes_the_kubernetes_schemas() {
         assert_eq!(hosts.contains("mcp.example.com"), name.starts_with("HA"));
         // Every pod without a service account token, every policy both ways.
         assert_eq!(
-            manifests.matches("automountServiceAccountToken: false").count(),
+            manifests
+                .matches("automountServiceAccountToken: false")
+                .count(),
             manifests.matches("\n  template:\n").count(),
             "{name}"
         );

@@ -749,7 +749,8 @@ async fn client_reply(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_do_not_depend_on_how_accept_is_spelled() {
-    let fleet = Fleet::start(1, "").await;
+    // Six streams of one key: above the default per-key limit (4).
+    let fleet = Fleet::start(1, "[mcp]\nmax_streams_per_key = 8\n").await;
     let edge = &fleet.edges[0];
     let client = fleet.client(0, "acme", "collector", STATELESS);
     let before = direct_count(edge, "subscriptions/listen").await;

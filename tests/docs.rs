@@ -108,7 +108,8 @@ fn every_rpc_has_a_grpcurl_example() {
 }
 
 /// The threat model's table of attacks (docs/reliability.md) and the trust suites agree: every
-/// row names a test of `tests/trust.rs` or `tests/trust_wiki.rs`, every test there has a row,
+/// row names a test of the trust suites (`tests/trust.rs`, `trust_wiki.rs`, `trust_control.rs`,
+/// `trust_edge.rs`), every test there has a row,
 /// and every row says which boundary it crosses and what must happen.
 #[test]
 fn every_attack_of_the_threat_model_has_its_test_and_every_test_its_row() {
@@ -135,6 +136,8 @@ fn every_attack_of_the_threat_model_has_its_test_and_every_test_its_row() {
     for (module, file) in [
         ("trust", "tests/trust.rs"),
         ("trust_wiki", "tests/trust_wiki.rs"),
+        ("trust_control", "tests/trust_control.rs"),
+        ("trust_edge", "tests/trust_edge.rs"),
     ] {
         let text = std::fs::read_to_string(root().join(file)).unwrap();
         for line in text.lines() {

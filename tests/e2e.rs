@@ -10,6 +10,7 @@ mod admins;
 mod adversarial;
 mod ask;
 mod audit;
+mod claude_code;
 mod clients;
 mod conformance;
 mod control_plane;

@@ -153,8 +153,7 @@ async fn control_plane_killed_under_load_warm_tenants_keep_working_and_edges_con
     let fresh_client = McpHttp::new(&fresh.addr, Some(fleet.key("qa", "collector")), LEGACY);
     let unconfirmed = fresh_client.request(1, "tools/list", json!({})).await;
     assert_eq!(
-        unconfirmed.status,
-        503,
+        unconfirmed.status, 503,
         "an edge that never synced must not serve a key from Redis: {}",
         unconfirmed.body
     );
@@ -172,7 +171,11 @@ async fn control_plane_killed_under_load_warm_tenants_keep_working_and_edges_con
         "the fresh edge to serve once the control plane is back",
         Duration::from_secs(10),
         || async {
-            (fresh_client.request(1, "tools/list", json!({})).await.status == 200)
+            (fresh_client
+                .request(1, "tools/list", json!({}))
+                .await
+                .status
+                == 200)
                 .then(Instant::now)
         },
     )

@@ -223,6 +223,16 @@ async fn t2_one_tenant_cannot_open_a_breaker_or_take_every_slot_of_an_executor()
     );
 }
 
+fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
 /// A gRPC Executor client of `addr`.
 async fn executor_client(
     addr: &str,
@@ -245,8 +255,9 @@ fn invoke(tenant: &str) -> pb::InvokeRequest {
     }
 }
 
-/// T3. Executors serve only the fleet's edges: unsigned, forged, tampered and replayed-late
-/// calls are refused, on `Invoke` and `PurgeTenant`, by the wiki and the demo executor.
+/// T3. Executors serve only the fleet's edges: unsigned, forged, tampered, replayed (late, or
+/// at once) and past-deadline calls are refused, on `Invoke` and `PurgeTenant`, by the wiki and
+/// the demo executor; an emptied key file refuses everything.
 #[tokio::test]
 async fn t3_executors_refuse_calls_the_fleet_did_not_sign() {
     let fleet = Fleet::start(0, "").await;
@@ -321,10 +332,72 @@ async fn t3_executors_refuse_calls_the_fleet_did_not_sign() {
         // The same call, signed, is served: the check is not refusing everything.
         let mut signed = tonic::Request::new(invoke("acme"));
         key.sign_request("Invoke", &mut signed);
+        let replay = signed.metadata().clone();
         assert!(client.invoke(signed).await.is_ok(), "{addr}: a signed call");
+        // Captured and sent again, exactly as it was: refused (the executor remembers it).
+        let mut replayed = tonic::Request::new(invoke("acme"));
+        *replayed.metadata_mut() = replay;
+        let status = client.invoke(replayed).await.unwrap_err();
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unauthenticated,
+            "{addr}: replay"
+        );
+        assert!(status.message().contains("replay"), "{}", status.message());
+        refused += 1;
+        // Signed now, but for a deadline that has passed (the key's holder was revoked since,
+        // say): refused, whatever the signature's time window.
+        let past = pb::InvokeRequest {
+            deadline_ms: now_ms() - 10_000,
+            ..invoke("acme")
+        };
+        let mut late = tonic::Request::new(past);
+        key.sign_request("Invoke", &mut late);
+        let status = client.invoke(late).await.unwrap_err();
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unauthenticated,
+            "{addr}: past deadline"
+        );
+        refused += 1;
     }
+    // An executor whose key file is emptied (the operator took the key away) refuses every
+    // call, instead of keeping the last keys.
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("executor-keys");
+    std::fs::write(&keys, key.encode()).unwrap();
+    let emptied = tp_test_support::ExecutorProcess::start_with_args(vec![
+        "--auth-key-file".into(),
+        keys.display().to_string(),
+    ])
+    .await;
+    let mut client = executor_client(&emptied.addr).await;
+    let mut signed = tonic::Request::new(invoke("acme"));
+    key.sign_request("Invoke", &mut signed);
+    assert!(client.invoke(signed).await.is_ok());
+    std::fs::write(&keys, "# no key: refuse everything\n").unwrap();
+    eventually(
+        "the emptied key file to refuse calls",
+        Duration::from_secs(5),
+        || {
+            let mut client = client.clone();
+            let key = key.clone();
+            async move {
+                let mut signed = tonic::Request::new(invoke("acme"));
+                key.sign_request("Invoke", &mut signed);
+                client
+                    .invoke(signed)
+                    .await
+                    .err()
+                    .filter(|s| s.code() == tonic::Code::Unauthenticated)
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
+    refused += 1;
     println!(
-        "T3 held: {refused} unsigned, forged, tampered, late or misdirected executor calls refused (UNAUTHENTICATED) by the wiki and the demo executor; signed calls served"
+        "T3 held: {refused} unsigned, forged, tampered, late, replayed, past-deadline or misdirected executor calls refused (UNAUTHENTICATED) by the wiki and the demo executor, and every call by an executor whose key file was emptied; signed calls served"
     );
 }
 
@@ -783,7 +856,8 @@ fn ctl(cp: &ControlPlaneProcess, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// T9. Definitions with unknown or misspelt fields, case variants of existing names and names
+/// T9. Definitions with unknown or misspelt fields, case variants of existing names, names that
+/// differ from one only in separators (`google-ads`, `google.ads` beside `google_ads`) and names
 /// that are paths are refused with the field named, and change nothing.
 #[tokio::test]
 async fn t9_misspelt_definitions_and_lookalike_names_are_refused() {
@@ -825,6 +899,24 @@ async fn t9_misspelt_definitions_and_lookalike_names_are_refused() {
                    "executor": "demo", "admission": {"owner": "x", "scope": "y"}}),
             "letter or a digit",
         ),
+        (
+            "google-ads beside google_ads",
+            json!({"name": "google-ads", "description": "d", "category": "google", "provider": "google",
+                   "input_schema": {"type": "object"}, "executor": "demo", "admission": {"owner": "x", "scope": "y"}}),
+            "separators",
+        ),
+        (
+            "google.ads beside google_ads",
+            json!({"name": "google.ads", "description": "d", "category": "google", "provider": "google",
+                   "input_schema": {"type": "object"}, "executor": "demo", "admission": {"owner": "x", "scope": "y"}}),
+            "separators",
+        ),
+        (
+            "Web-Fetch beside web_fetch",
+            json!({"name": "Web-Fetch", "description": "d", "category": "web",
+                   "input_schema": {"type": "object"}, "executor": "demo", "admission": {"owner": "x", "scope": "y"}}),
+            "separators",
+        ),
     ] {
         let file = dir.path().join("tool.json");
         std::fs::write(&file, definition.to_string()).unwrap();
@@ -843,7 +935,7 @@ async fn t9_misspelt_definitions_and_lookalike_names_are_refused() {
         .revision;
     assert_eq!(before, after, "nothing changed");
     println!(
-        "T9 held: {refused} definitions refused (unknown field, unknown schema keyword, case variant, path-like name), each naming the culprit; the catalogue unchanged"
+        "T9 held: {refused} definitions refused (unknown field, unknown schema keyword, case variant, path-like name, look-alikes with other separators), each naming the culprit; the catalogue unchanged"
     );
 }
 

@@ -103,10 +103,7 @@ async fn t14_a_tenant_admin_cannot_mint_another_tenants_identities_or_lift_opera
     let attempts: Vec<(&str, pb::UpdateTenantRequest)> = vec![
         (
             "its trust of the shared issuer, with the attacker's key set",
-            set_trusts(
-                "acme",
-                vec![trust_of(&issuer.url, "acme", &attacker_jwks)],
-            ),
+            set_trusts("acme", vec![trust_of(&issuer.url, "acme", &attacker_jwks)]),
         ),
         (
             "its rate limit, to unlimited",
@@ -158,12 +155,12 @@ async fn t14_a_tenant_admin_cannot_mint_another_tenants_identities_or_lift_opera
     ];
     for (what, request) in attempts {
         let status = acme_admin.tenants.update_tenant(request).await.unwrap_err();
-        assert_eq!(
-            status.code(),
-            Code::PermissionDenied,
-            "{what}: {status:?}"
+        assert_eq!(status.code(), Code::PermissionDenied, "{what}: {status:?}");
+        assert!(
+            status.message().contains("operator"),
+            "{}",
+            status.message()
         );
-        assert!(status.message().contains("operator"), "{}", status.message());
         denied += 1;
     }
     // What is the tenant admin's to change, it changes.
@@ -189,7 +186,11 @@ async fn t14_a_tenant_admin_cannot_mint_another_tenants_identities_or_lift_opera
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-    assert!(status.message().contains("configured once"), "{}", status.message());
+    assert!(
+        status.message().contains("configured once"),
+        "{}",
+        status.message()
+    );
     let acme = operator
         .tenants
         .get_tenant(pb::GetTenantRequest { id: "acme".into() })
@@ -217,9 +218,16 @@ async fn t14_a_tenant_admin_cannot_mint_another_tenants_identities_or_lift_opera
     for tenant in ["acme", "globex"] {
         let token = issuer.token(&real, json!({"org": tenant, "groups": ["admins"]}));
         let identity = authenticate(&mut edge, token).await.unwrap();
-        assert_eq!((identity.tenant.as_str(), identity.role.as_str()), (tenant, "executor"));
+        assert_eq!(
+            (identity.tenant.as_str(), identity.role.as_str()),
+            (tenant, "executor")
+        );
     }
-    assert_eq!(attacker.fetches(), 0, "the attacker's key set was never fetched");
+    assert_eq!(
+        attacker.fetches(),
+        0,
+        "the attacker's key set was never fetched"
+    );
     println!(
         "T14 held: {denied} changes of operator fields by acme's tenant admin refused (PERMISSION_DENIED), a second key set for a shared issuer refused (INVALID_ARGUMENT), a token signed with the attacker's key claiming globex refused; the issuer's own tokens mapped to acme and globex"
     );
@@ -300,7 +308,10 @@ async fn t15_token_issuers_on_private_or_metadata_addresses_are_never_fetched() 
             matches!(status.code(), Code::Unavailable | Code::Unauthenticated),
             "{tenant}: {status:?}"
         );
-        assert!(started.elapsed() < Duration::from_secs(4), "refused before connecting");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "refused before connecting"
+        );
         refused += 1;
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -568,7 +579,9 @@ async fn t18_a_message_nested_past_the_decoders_limit_is_invalid_not_internal() 
     let status = client
         .unary(
             call,
-            tonic::codegen::http::uri::PathAndQuery::from_static("/toolplane.v1.Catalog/RegisterTool"),
+            tonic::codegen::http::uri::PathAndQuery::from_static(
+                "/toolplane.v1.Catalog/RegisterTool",
+            ),
             RawCodec,
         )
         .await
@@ -597,27 +610,23 @@ async fn t19_names_from_clients_cannot_drive_an_operators_terminal_through_the_a
     let reply = client.call(evil, json!({})).await;
     assert_eq!(reply.error()["code"], -32602, "{}", reply.body);
     let operator = fleet.cp.admin().await;
-    let records = eventually(
-        "the refused call's record",
-        Duration::from_secs(10),
-        || {
-            let mut operator = operator.clone();
-            async move {
-                let records = operator
-                    .audit
-                    .list_audit_records(pb::ListAuditRecordsRequest {
-                        tenant: "qa".into(),
-                        page_size: 100,
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap()
-                    .into_inner()
-                    .records;
-                (!records.is_empty()).then_some(records)
-            }
-        },
-    )
+    let records = eventually("the refused call's record", Duration::from_secs(10), || {
+        let mut operator = operator.clone();
+        async move {
+            let records = operator
+                .audit
+                .list_audit_records(pb::ListAuditRecordsRequest {
+                    tenant: "qa".into(),
+                    page_size: 100,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .records;
+            (!records.is_empty()).then_some(records)
+        }
+    })
     .await;
     let stored = &records[0].tool;
     assert!(

@@ -65,8 +65,8 @@ async fn t21_a_revoked_key_does_not_come_back_from_redis_on_an_edge_that_restart
         .unwrap()
         .into_inner();
     let key = issued.key;
-    let mut a = EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], Some(&fleet.redis.url()), "")
-        .await;
+    let mut a =
+        EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], Some(&fleet.redis.url()), "").await;
     let on_a = McpHttp::new(&a.addr, Some(&key), LEGACY);
     assert_eq!(on_a.call("echo", json!({"text": "hi"})).await.status, 200);
     a.process.terminate().await;
@@ -82,8 +82,7 @@ async fn t21_a_revoked_key_does_not_come_back_from_redis_on_an_edge_that_restart
     let on_b = McpHttp::new(&b.addr, Some(&key), LEGACY);
     assert_eq!(on_b.call("echo", json!({"text": "hi"})).await.status, 401);
     fleet.cp.process.kill9().await;
-    let a2 = EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], Some(&fleet.redis.url()), "")
-        .await;
+    let a2 = EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], Some(&fleet.redis.url()), "").await;
     let on_a2 = McpHttp::new(&a2.addr, Some(&key), LEGACY);
     let mut statuses = Vec::new();
     for _ in 0..5 {
@@ -146,7 +145,8 @@ async fn t22_one_or_two_tenants_cannot_prime_a_breaker_for_the_others() {
         .filter(|l| l.starts_with("tp_edge_tenant_breaker_state") && l.ends_with(" 2"))
         .collect();
     assert!(
-        open.iter().any(|l| l.contains("tenant=\"globex\"") && l.contains("tool=\"fail\"")),
+        open.iter()
+            .any(|l| l.contains("tenant=\"globex\"") && l.contains("tool=\"fail\"")),
         "{open:?}"
     );
     println!(
@@ -221,13 +221,19 @@ async fn t24_arguments_that_parse_large_keep_the_edge_within_its_memory_budget()
     let budget_mib = 64;
     let fleet = Fleet::start(
         1,
-        &format!("[mcp]\nmax_in_flight_bytes = {}\n", budget_mib * 1024 * 1024),
+        &format!(
+            "[mcp]\nmax_in_flight_bytes = {}\n",
+            budget_mib * 1024 * 1024
+        ),
     )
     .await;
     let edge = &fleet.edges[0];
     let client = fleet.client(0, "qa", "collector", LEGACY);
     let pid = edge.process.pid().unwrap();
-    assert_eq!(client.call("echo", json!({"text": "warm"})).await.status, 200);
+    assert_eq!(
+        client.call("echo", json!({"text": "warm"})).await.status,
+        200
+    );
     let before = peak_rss_kib(pid);
     let key = format!("Bearer {}", fleet.key("qa", "collector"));
     let headers = [
@@ -262,7 +268,10 @@ async fn t24_arguments_that_parse_large_keep_the_edge_within_its_memory_budget()
         .count();
     let shed = replies.iter().filter(|r| r.status == 503).count();
     let peak = peak_rss_kib(pid);
-    assert_eq!(client.call("echo", json!({"text": "after"})).await.status, 200);
+    assert_eq!(
+        client.call("echo", json!({"text": "after"})).await.status,
+        200
+    );
     let grew_mib = (peak.saturating_sub(before)) as f64 / 1024.0;
     assert!(
         grew_mib <= budget_mib as f64 * 1.25,
@@ -333,11 +342,15 @@ async fn t25_secrets_in_property_names_and_executor_urls_reach_no_error_and_no_l
         .await
         .unwrap();
     let client = fleet.client(0, "qa", "collector", LEGACY);
-    eventually("the tools to reach the edge", Duration::from_secs(5), || async {
-        let names = client.list_names().await;
-        (names.iter().any(|n| n == "strict_echo") && names.iter().any(|n| n == "leaky_tool"))
-            .then_some(())
-    })
+    eventually(
+        "the tools to reach the edge",
+        Duration::from_secs(5),
+        || async {
+            let names = client.list_names().await;
+            (names.iter().any(|n| n == "strict_echo") && names.iter().any(|n| n == "leaky_tool"))
+                .then_some(())
+        },
+    )
     .await;
     let refused = client
         .call(
@@ -351,12 +364,19 @@ async fn t25_secrets_in_property_names_and_executor_urls_reach_no_error_and_no_l
     tokio::time::sleep(Duration::from_millis(300)).await;
     let log = fleet.edges[0].log();
     for secret in ["PROPERTY-SECRET", "SECRET-2", "URL-SECRET-7731"] {
-        assert!(!refused.body.contains(secret), "{secret} in {}", refused.body);
+        assert!(
+            !refused.body.contains(secret),
+            "{secret} in {}",
+            refused.body
+        );
         assert!(!failed.body.contains(secret), "{secret} in {}", failed.body);
         let lines: Vec<&str> = log.lines().filter(|l| l.contains(secret)).collect();
         assert!(lines.is_empty(), "{secret} in the edge's log: {lines:?}");
     }
-    assert!(log.contains("executor call failed"), "the failure is logged");
+    assert!(
+        log.contains("executor call failed"),
+        "the failure is logged"
+    );
     println!(
         "T25 held: a -32602 for two undeclared properties named neither ({}); an MCP executor's URL token absent from the answer and the log",
         refused.error()["message"]
@@ -404,8 +424,16 @@ async fn t26_headers_that_say_two_things_are_refused() {
     let one = format!("Authorization: Bearer {mine}\r\n");
     let two = format!("Authorization: Bearer {mine}\r\nAuthorization: Bearer {other}\r\n");
     let cases = [
-        ("one Authorization header", request("/mcp", "127.0.0.1", &one), 200),
-        ("two Authorization headers", request("/mcp", "127.0.0.1", &two), 400),
+        (
+            "one Authorization header",
+            request("/mcp", "127.0.0.1", &one),
+            200,
+        ),
+        (
+            "two Authorization headers",
+            request("/mcp", "127.0.0.1", &two),
+            400,
+        ),
         (
             "an absolute target naming a foreign host",
             request("http://evil.example/mcp", "127.0.0.1", &one),
@@ -466,13 +494,17 @@ async fn t27_rate_limits_hold_across_the_fleet_when_redis_dies() {
         .collect();
     // Every edge has counted itself into the fleet (three edges: a window or two).
     for edge in fleet.edges.iter().chain([&closed]) {
-        eventually("the fleet size to be known", Duration::from_secs(20), || async {
-            let (_, metrics) = edge.admin_get("/metrics").await;
-            metrics
-                .lines()
-                .any(|l| l.starts_with("tp_edge_fleet_size") && l.ends_with(" 3"))
-                .then_some(())
-        })
+        eventually(
+            "the fleet size to be known",
+            Duration::from_secs(20),
+            || async {
+                let (_, metrics) = edge.admin_get("/metrics").await;
+                metrics
+                    .lines()
+                    .any(|l| l.starts_with("tp_edge_fleet_size") && l.ends_with(" 3"))
+                    .then_some(())
+            },
+        )
         .await;
     }
     fleet.redis.kill9().await;
@@ -498,8 +530,8 @@ async fn t27_rate_limits_hold_across_the_fleet_when_redis_dies() {
 /// T28. The chart's defaults, as an attacker inside the cluster meets them: no pod holds a
 /// service-account token, Redis runs without privileges, every policy covers egress (the wiki
 /// reaches public addresses only, Redis nowhere), and the edges answer their own names only.
-#[test]
-fn t28_the_charts_defaults_give_a_foothold_nothing_to_use() {
+#[tokio::test]
+async fn t28_the_charts_defaults_give_a_foothold_nothing_to_use() {
     let manifests = crate::deploy::render_default_chart();
     let docs: Vec<Value> = manifests
         .split("\n---")
@@ -521,7 +553,10 @@ fn t28_the_charts_defaults_give_a_foothold_nothing_to_use() {
                     assert_eq!(security["capabilities"]["drop"], json!(["ALL"]), "{name}");
                     let image = container["image"].as_str().unwrap();
                     assert!(
-                        image.split('/').next().is_some_and(|r| r.contains('.') || r == "localhost"),
+                        image
+                            .split('/')
+                            .next()
+                            .is_some_and(|r| r.contains('.') || r == "localhost"),
                         "{name}: {image} names no registry (it would come from a default one)"
                     );
                     for env in container["env"].as_array().into_iter().flatten() {

@@ -126,6 +126,7 @@ async fn t10_a_deleted_tenants_wiki_is_gone_for_its_successor() {
                 .create_tenant(pb::CreateTenantRequest {
                     tenant: Some(pb::Tenant {
                         id: "temp".into(),
+                        connected_apis: Some(pb::ConnectedApis::default()),
                         disclosure: Some(pb::Disclosure {
                             mode: pb::DisclosureMode::Full as i32,
                             ..Default::default()

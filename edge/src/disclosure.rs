@@ -237,12 +237,14 @@ fn category_summary(members: &[&EdgeTool]) -> String {
     }
 }
 
-/// The `tool_schema` entry of one tool.
+/// The `tool_schema` entry of one tool, with the schema its calls are validated against (for
+/// a polymorphic tool the `oneOf` of its actions, more precise than the one object `tools/list`
+/// shows: this travels to the model as text, not as a tool definition).
 pub fn schema_entry(tool: &EdgeTool) -> Value {
     let mut entry = json!({
         "name": tool.mcp.name,
         "description": tool.mcp.description,
-        "inputSchema": tool.mcp.input_schema,
+        "inputSchema": tool.resolved.input_schema,
     });
     if let Some(title) = &tool.mcp.title {
         entry["title"] = json!(title);

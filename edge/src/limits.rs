@@ -169,7 +169,9 @@ impl RateLimiter {
                     .increment(1);
                     match self.when_down {
                         WhenRedisDown::Closed => return refused(),
-                        WhenRedisDown::Local => (self.count_locally(tenant, window), u64::from(limit)),
+                        WhenRedisDown::Local => {
+                            (self.count_locally(tenant, window), u64::from(limit))
+                        }
                         WhenRedisDown::Share => (
                             self.count_locally(tenant, window),
                             u64::from(limit).div_ceil(self.fleet_size()),
@@ -220,7 +222,10 @@ mod tests {
         assert_eq!(allowed, 5, "half the limit on each of two edges");
         let closed = RateLimiter::with_policy(Some(Arc::clone(&shared)), WhenRedisDown::Closed);
         assert!(closed.check("acme", 10).await.is_err());
-        assert!(closed.check("acme", 0).await.is_ok(), "unlimited tenants are not touched");
+        assert!(
+            closed.check("acme", 0).await.is_ok(),
+            "unlimited tenants are not touched"
+        );
         let local = RateLimiter::with_policy(Some(shared), WhenRedisDown::Local);
         for _ in 0..10 {
             local.check("acme", 10).await.unwrap();

@@ -16,6 +16,10 @@ pub struct EdgeTool {
     /// Its `tools/list` entry.
     pub mcp: McpTool,
     validator: OnceLock<Result<Arc<jsonschema::Validator>, String>>,
+    /// A polymorphic tool's validator per action (its `oneOf` branch), compiled on first use:
+    /// a call is checked against its action's branch, so a refusal says what that action
+    /// needs rather than that no branch matched.
+    branches: OnceLock<std::collections::HashMap<String, Arc<jsonschema::Validator>>>,
 }
 
 impl std::fmt::Debug for EdgeTool {
@@ -39,11 +43,10 @@ pub fn mcp_tool(tool: &ResolvedTool) -> McpTool {
         Some(sunset) => format!("{} (Deprecated: removed after {sunset}.)", tool.description),
         None => tool.description.clone(),
     };
-    let mut mcp = McpTool::new(
-        tool.name.clone(),
-        description,
-        Arc::new(to_object(&tool.input_schema)),
-    );
+    // Listed as one object schema (no top-level oneOf: the Anthropic and OpenAI tool APIs
+    // refuse it); calls are still validated against the tool's own schema.
+    let listed = tp_registry::listing::listed_schema(&tool.input_schema);
+    let mut mcp = McpTool::new(tool.name.clone(), description, Arc::new(to_object(&listed)));
     if !tool.title.is_empty() {
         mcp = mcp.with_title(tool.title.clone());
     }
@@ -78,6 +81,7 @@ impl EdgeTool {
             resolved,
             mcp,
             validator: OnceLock::new(),
+            branches: OnceLock::new(),
         }
     }
 
@@ -92,6 +96,30 @@ impl EdgeTool {
                     .map_err(|e| format!("the tool's input schema does not compile: {e}"))
             })
             .clone()
+    }
+
+    /// The validator of `action`'s branch of a polymorphic tool, with the branch's schema;
+    /// `None` for a plain tool or an action without a branch of its own.
+    pub fn branch(&self, action: &str) -> Option<(Arc<jsonschema::Validator>, Value)> {
+        let set = self.resolved.actions.as_ref()?;
+        let branch_of = |name: &str| {
+            self.resolved.input_schema["oneOf"]
+                .as_array()?
+                .iter()
+                .find(|b| b["properties"][&set.discriminator]["const"] == name)
+                .cloned()
+        };
+        let branches = self.branches.get_or_init(|| {
+            set.allowed
+                .iter()
+                .filter_map(|name| {
+                    let schema = branch_of(name)?;
+                    let validator = tp_registry::schema::linear_options().build(&schema).ok()?;
+                    Some((name.clone(), Arc::new(validator)))
+                })
+                .collect()
+        });
+        Some((Arc::clone(branches.get(action)?), branch_of(action)?))
     }
 
     /// Whether retries on connect errors are safe (the idempotent annotation).

@@ -104,7 +104,10 @@ impl Versions {
     /// Whether the watch has been caught up at least once since this process started: only
     /// then does the edge know of every key change up to the moment it lost the stream.
     pub fn ever_synced(&self) -> bool {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).ever_synced
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .ever_synced
     }
 
     /// Records one committed change.

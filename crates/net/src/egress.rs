@@ -120,5 +120,4 @@ mod tests {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
     }
-
 }

@@ -28,8 +28,8 @@ pub mod tls;
 use serde::{Deserialize, Serialize};
 
 pub use body::{BodyTimedOut, TimedBody, is_body_timeout};
-pub use io::Guarded;
 pub use grpc_conn::GrpcConn;
+pub use io::Guarded;
 pub use serve::{grpc_incoming, grpc_incoming_tls, serve_http1, serve_http1_tls};
 
 /// Connection and request-read limits of one listener (the edge's `[http]`, the control

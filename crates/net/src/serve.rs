@@ -15,7 +15,7 @@ use tokio::sync::Semaphore;
 use futures::StreamExt as _;
 
 use crate::tls::ReloadingTls;
-use crate::{Guarded, GrpcConn, ListenerLimits, TimedBody};
+use crate::{GrpcConn, Guarded, ListenerLimits, TimedBody};
 
 /// How long an accept error (out of file descriptors, say) pauses the loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);

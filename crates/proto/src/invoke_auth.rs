@@ -280,7 +280,10 @@ pub fn verify(
     }
     // Constant-time comparison.
     mac.verify_slice(&sig).map_err(|_| VerifyError::Mismatch)?;
-    Ok(Verified { at_ms: at, mac: sig })
+    Ok(Verified {
+        at_ms: at,
+        mac: sig,
+    })
 }
 
 /// A request whose signature may be bound to a deadline it carries.
@@ -317,7 +320,9 @@ impl SeenSignatures {
     /// Records `verified` (valid until `until_ms`) at `now_ms`; refuses a signature seen before.
     pub fn admit(&self, verified: Verified, until_ms: u64, now_ms: u64) -> Result<(), VerifyError> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if inner.expiry.len() >= inner.swept_at.max(1024) * 2 || inner.expiry.len() >= MAX_REMEMBERED {
+        if inner.expiry.len() >= inner.swept_at.max(1024) * 2
+            || inner.expiry.len() >= MAX_REMEMBERED
+        {
             inner.expiry.retain(|_, until| *until >= now_ms);
             inner.swept_at = inner.expiry.len();
         }

@@ -216,7 +216,13 @@ mod tests {
             assert!(check_tool_name(bad).is_err(), "{bad}");
         }
         assert_eq!(tool_name_key("GMAIL"), tool_name_key("gmail"));
-        for lookalike in ["google-ads", "google.ads", "Google_Ads", "google__ads", "google-.ads"] {
+        for lookalike in [
+            "google-ads",
+            "google.ads",
+            "Google_Ads",
+            "google__ads",
+            "google-.ads",
+        ] {
             assert_eq!(tool_name_key(lookalike), "google_ads", "{lookalike}");
         }
         assert_ne!(tool_name_key("googleads"), tool_name_key("google_ads"));
@@ -227,7 +233,10 @@ mod tests {
         let name = "gmail\u{1b}[2J\u{1b}]0;pwned\u{7}\nFAKE RECORD";
         let safe = sanitized(name, 1024);
         assert!(!safe.chars().any(char::is_control), "{safe:?}");
-        assert_eq!(safe, "gmail\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{a}FAKE RECORD");
+        assert_eq!(
+            safe,
+            "gmail\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{a}FAKE RECORD"
+        );
         assert_eq!(sanitized("plain", 1024), "plain");
         let long = sanitized(&"é".repeat(100), 21);
         assert!(long.len() <= 21 && long.ends_with('…'), "{long}");

@@ -12,6 +12,7 @@ pub mod docs;
 pub mod error;
 pub mod fault;
 pub mod ident;
+pub mod listing;
 pub mod model;
 pub mod policy;
 pub mod resolve;

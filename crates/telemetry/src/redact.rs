@@ -101,7 +101,10 @@ mod tests {
     fn credentials_in_urls_never_reach_a_log() {
         let message = "error sending request for url (http://127.0.0.1:9/mcp?token=s3cret&x=1): connection refused; retry https://user:pw@host.example/a#frag";
         let clean = urls(message);
-        assert!(!clean.contains("s3cret") && !clean.contains("pw") && !clean.contains("frag"), "{clean}");
+        assert!(
+            !clean.contains("s3cret") && !clean.contains("pw") && !clean.contains("frag"),
+            "{clean}"
+        );
         assert_eq!(
             clean,
             "error sending request for url (http://127.0.0.1:9/mcp?…): connection refused; retry https://…@host.example/a?…"

@@ -204,8 +204,7 @@ pub(super) fn notification_stream(state: &Arc<EdgeState>, request: Request) -> R
                 }
                 // Only a change of what this caller lists is announced (a tool registered
                 // that it cannot see must not tell it something exists).
-                if relevant
-                    && crate::mcp::listing_changed(&state, &tenant, &role, &mut seen).await
+                if relevant && crate::mcp::listing_changed(&state, &tenant, &role, &mut seen).await
                 {
                     let event = Event::default()
                         .data(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
@@ -217,10 +216,13 @@ pub(super) fn notification_stream(state: &Arc<EdgeState>, request: Request) -> R
             }
         },
     );
-    let events = futures::StreamExt::map(futures::StreamExt::take_until(events, lifetime), move |event| {
-        let _held = &slot;
-        event
-    });
+    let events = futures::StreamExt::map(
+        futures::StreamExt::take_until(events, lifetime),
+        move |event| {
+            let _held = &slot;
+            event
+        },
+    );
     metrics::counter!("tp_edge_notification_streams_total").increment(1);
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

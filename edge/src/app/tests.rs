@@ -254,7 +254,10 @@ async fn a_tool_outside_the_role_fails_exactly_like_one_that_does_not_exist() {
     // declare (it may be a secret pasted in the wrong place).
     assert!(!extra.body.to_string().contains("sneaky"), "{}", extra.body);
     assert!(
-        extra.body.to_string().contains("1 property the schema does not allow"),
+        extra
+            .body
+            .to_string()
+            .contains("1 property the schema does not allow"),
         "{}",
         extra.body
     );

@@ -81,7 +81,8 @@ impl Breakers {
     fn called(&mut self, tenant: &str) {
         let now = Instant::now();
         if self.callers.len() >= MAX_CALLERS && !self.callers.contains_key(tenant) {
-            self.callers.retain(|_, at| now.duration_since(*at) < RECENT);
+            self.callers
+                .retain(|_, at| now.duration_since(*at) < RECENT);
             if self.callers.len() >= MAX_CALLERS
                 && let Some(oldest) = self
                     .callers

@@ -52,7 +52,10 @@ fn two_tenants_cannot_open_it_either_a_widely_failing_executor_does() {
     }
     broken.failed("carol", &settings);
     broken.failed("carol", &settings);
-    assert!(broken.failed("carol", &settings), "three tenants failing: open");
+    assert!(
+        broken.failed("carol", &settings),
+        "three tenants failing: open"
+    );
     assert!(!broken.admit("dave"));
     // Three failing tenants among many that succeed: not broken for everyone.
     let mut partial = Breakers::new();

@@ -186,7 +186,7 @@ impl McpHandler {
             }
         };
         let timeout = std::time::Duration::from_millis(self.state.config.mcp.validation_timeout_ms);
-        let arguments = match validate_schema(tool, arguments, timeout).await {
+        let arguments = match validate_schema(tool, &action, arguments, timeout).await {
             Ok(arguments) => arguments,
             Err(error) => {
                 refused("invalid_arguments", &action);

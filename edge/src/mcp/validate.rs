@@ -73,7 +73,10 @@ pub(super) fn schema_errors(
     arguments: &Value,
 ) -> Vec<(String, String)> {
     use jsonschema::error::ValidationErrorKind as Kind;
-    let mut errors = validator.iter_errors(arguments).take(MAX_REPORTED_ERRORS).peekable();
+    let mut errors = validator
+        .iter_errors(arguments)
+        .take(MAX_REPORTED_ERRORS)
+        .peekable();
     if errors.peek().is_none() {
         return Vec::new();
     }
@@ -115,7 +118,14 @@ pub(super) fn schema_errors(
                 message.truncate(cut);
                 message.push('…');
             }
-            (if path.is_empty() { "/".to_owned() } else { path }, message)
+            (
+                if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                },
+                message,
+            )
         })
         .collect()
 }
@@ -125,17 +135,24 @@ pub(super) fn schema_errors(
 /// Returns the arguments back.
 pub(super) async fn validate_schema(
     tool: &EdgeTool,
+    action: &str,
     arguments: Value,
     timeout: std::time::Duration,
 ) -> Result<Value, ErrorData> {
-    let validator = tool
-        .validator()
-        .map_err(|message| fault(Fault::Internal, message, None))?;
+    // A polymorphic tool's call is checked against its action's branch (the whole schema's
+    // `oneOf` would only say that no branch matched).
+    let (validator, schema) = match tool.branch(action) {
+        Some(branch) => branch,
+        None => (
+            tool.validator()
+                .map_err(|message| fault(Fault::Internal, message, None))?,
+            tool.resolved.input_schema.clone(),
+        ),
+    };
     let (arguments, errors) = if bounds::size(&arguments) < INLINE_VALIDATION_BYTES {
-        let errors = schema_errors(&validator, &tool.resolved.input_schema, &arguments);
+        let errors = schema_errors(&validator, &schema, &arguments);
         (arguments, errors)
     } else {
-        let schema = tool.resolved.input_schema.clone();
         let job = tokio::task::spawn_blocking(move || {
             let errors = schema_errors(&validator, &schema, &arguments);
             (arguments, errors)
@@ -171,9 +188,14 @@ pub(super) async fn validate_schema(
         .map(|(path, message)| format!("{path}: {message}"))
         .collect::<Vec<_>>()
         .join("; ");
+    let subject = if action.is_empty() {
+        tool.resolved.name.clone()
+    } else {
+        format!("{} (action {action})", tool.resolved.name)
+    };
     Err(fault(
         Fault::InvalidParams,
-        format!("invalid arguments for {}: {summary}", tool.resolved.name),
+        format!("invalid arguments for {subject}: {summary}"),
         Some(
             json!({ "errors": errors.iter().map(|(p, m)| json!({"path": p, "message": m})).collect::<Vec<_>>() }),
         ),
@@ -250,7 +272,9 @@ mod tests {
             "additionalProperties": false,
             "propertyNames": {"maxLength": 20}
         });
-        let validator = tp_registry::schema::linear_options().build(&schema).unwrap();
+        let validator = tp_registry::schema::linear_options()
+            .build(&schema)
+            .unwrap();
         let arguments = json!({
             "sk-live-SECRET123": 1,
             "n": 1,
@@ -263,7 +287,10 @@ mod tests {
         for secret in ["SECRET", "very-long"] {
             assert!(!text.contains(secret), "{text}");
         }
-        assert!(text.contains("/n") && text.contains("is a required property"), "{text}");
+        assert!(
+            text.contains("/n") && text.contains("is a required property"),
+            "{text}"
+        );
         assert!(text.contains("/tags/0/*"), "{text}");
     }
 }

@@ -47,7 +47,9 @@ pub fn host_allowed(headers: &HeaderMap, uri: &Uri, allowed: &AllowedHosts) -> b
         })
     };
     host.to_str().is_ok_and(allowed_authority)
-        && uri.authority().is_none_or(|a| allowed_authority(a.as_str()))
+        && uri
+            .authority()
+            .is_none_or(|a| allowed_authority(a.as_str()))
 }
 
 /// Headers a request must not carry twice, and an absolute request target that disagrees

@@ -227,7 +227,11 @@ fn hosts() {
         &allowed
     ));
     let own: axum::http::Uri = "http://localhost:8080/mcp".parse().unwrap();
-    assert!(host_allowed(&headers(&[("host", "localhost:8080")]), &own, &allowed));
+    assert!(host_allowed(
+        &headers(&[("host", "localhost:8080")]),
+        &own,
+        &allowed
+    ));
 }
 
 #[test]
