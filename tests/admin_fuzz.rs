@@ -114,6 +114,7 @@ async fn mutated_admin_requests_get_a_clear_status_and_leave_a_consistent_world(
         (
             "UpsertExecutor",
             pb::UpsertExecutorRequest {
+                update_mask: None,
                 executor: Some(executor.clone()),
             }
             .encode_to_vec(),

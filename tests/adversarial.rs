@@ -396,7 +396,7 @@ async fn probe(
             let reply = client
                 .call(
                     "client_wiki",
-                    json!({"action": "query", "question": question.replace("{other}", other), "persist_output": false}),
+                    json!({"action": "query", "question": question.replace("{other}", other)}),
                 )
                 .await;
             for (tenant, secret) in secrets {

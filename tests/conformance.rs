@@ -89,6 +89,7 @@ impl Target {
         admin
             .executors
             .upsert_executor(pb::UpsertExecutorRequest {
+                update_mask: None,
                 executor: Some(pb::ExecutorInfo {
                     name: "demo".into(),
                     endpoint: executor.url(),
@@ -128,6 +129,7 @@ impl Target {
             admin
                 .executors
                 .upsert_executor(pb::UpsertExecutorRequest {
+                    update_mask: None,
                     executor: Some(pb::ExecutorInfo {
                         name: "upstream".into(),
                         endpoint: format!("http://127.0.0.1:{port}/mcp"),

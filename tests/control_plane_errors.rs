@@ -601,6 +601,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         "executor: bad endpoint",
         Code::InvalidArgument,
         ex.upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "e1".into(),
                 endpoint: "ftp://x".into(),
@@ -613,6 +614,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         "executor: timeout too long",
         Code::InvalidArgument,
         ex.upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "e1".into(),
                 endpoint: "http://127.0.0.1:1".into(),
@@ -626,6 +628,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         "executor: tool_prefix on a gRPC executor",
         Code::InvalidArgument,
         ex.upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "e1".into(),
                 endpoint: "http://127.0.0.1:1".into(),
@@ -639,6 +642,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         "executor: credential_env not a variable name",
         Code::InvalidArgument,
         ex.upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "e1".into(),
                 endpoint: "http://127.0.0.1:1/mcp".into(),
@@ -653,6 +657,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         "executor: credential_header without credential_env",
         Code::InvalidArgument,
         ex.upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "e1".into(),
                 endpoint: "http://127.0.0.1:1/mcp".into(),
@@ -667,6 +672,7 @@ async fn bad_requests_get_their_status_and_change_nothing() {
         "executor: tool_prefix with a slash",
         Code::InvalidArgument,
         ex.upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "e1".into(),
                 endpoint: "http://127.0.0.1:1/mcp".into(),

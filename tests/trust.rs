@@ -775,6 +775,7 @@ async fn t8_credential_env_cannot_read_the_edges_environment() {
         admin
             .executors
             .upsert_executor(pb::UpsertExecutorRequest {
+                update_mask: None,
                 executor: Some(pb::ExecutorInfo {
                     name: name.into(),
                     endpoint: format!("http://{addr}/mcp"),

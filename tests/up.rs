@@ -712,7 +712,10 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
     let mut again = spawn(up_args(".toolplane", &ready4), "up4");
     wait_for_ready(&ready4).await;
     let log = std::fs::read_to_string(dir.path().join("up4.err")).unwrap();
-    assert!(log.contains("revoked 6 demo keys"), "{log}");
+    assert!(
+        log.contains("revoked the demo keys an earlier `up` issued") && log.contains("revoked=6"),
+        "{log}"
+    );
     let (ok, stdout, stderr) = ctl(dir.path(), &["--json", "keys", "list"]).await;
     assert!(ok, "{stderr}");
     let keys: Value = serde_json::from_str(&stdout).unwrap();

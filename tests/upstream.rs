@@ -355,6 +355,7 @@ async fn a_toolplane_edge_as_upstream_speaks_2026_07_28_with_the_executors_own_c
     admin
         .executors
         .upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "downstream".into(),
                 endpoint: format!("http://{}/mcp", fleet.edges[0].addr),

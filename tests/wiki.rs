@@ -61,7 +61,7 @@ async fn ingest_query_lint_through_the_edge_with_roles_and_tenants_apart() {
 
     // The executor role queries; answers cite pages.
     let answer = executor
-        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?", "persist_output": false}))
+        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?"}))
         .await;
     assert_eq!(answer.result()["isError"], false, "{}", answer.body);
     assert_eq!(structured(&answer)["answered"], true, "{}", answer.body);
@@ -72,7 +72,7 @@ async fn ingest_query_lint_through_the_edge_with_roles_and_tenants_apart() {
             .contains("[[sources/q3-board-memo#^s")
     );
     let price = executor
-        .call("client_wiki", json!({"action": "query", "question": "What is the Pro plan price per seat?", "persist_output": false}))
+        .call("client_wiki", json!({"action": "query", "question": "What is the Pro plan price per seat?"}))
         .await;
     assert!(
         structured(&price)["answer"]
@@ -91,18 +91,13 @@ async fn ingest_query_lint_through_the_edge_with_roles_and_tenants_apart() {
         let refused = executor.call("client_wiki", action).await;
         assert_eq!(refused.error()["code"], -32602, "{}", refused.body);
     }
-    // ...nor persist an answer (the wiki refuses: defense in depth).
+    // ...nor persist an answer: `persist_output` is not in its schema (the edge refuses), and
+    // the wiki would refuse it too (defense in depth).
     let persist = executor
         .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?", "persist_output": true}))
         .await;
-    assert_eq!(persist.result()["isError"], true, "{}", persist.body);
-    assert!(
-        persist
-            .body
-            .contains("only the collector role may persist_output"),
-        "{}",
-        persist.body
-    );
+    assert_eq!(persist.error()["code"], -32602, "{}", persist.body);
+    assert!(!persist.body.contains("persist_output"), "{}", persist.body);
 
     // Object keys stay inside the tenant's raw folder.
     for key in [
@@ -135,7 +130,7 @@ async fn ingest_query_lint_through_the_edge_with_roles_and_tenants_apart() {
     // Another tenant sees nothing of acme's wiki.
     let globex = fleet.client(0, "globex", "collector", LEGACY);
     let nothing = globex
-        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?", "persist_output": false}))
+        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?"}))
         .await;
     assert_eq!(structured(&nothing)["answered"], false, "{}", nothing.body);
 

@@ -81,6 +81,7 @@ pub(crate) async fn build(tenants: usize, table: &mut Table) -> anyhow::Result<W
     admin
         .executors
         .upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "demo".into(),
                 endpoint: executor.url(),

@@ -400,8 +400,11 @@ impl RawConfig {
         }
         let edge_token = if self.edge_token.is_empty() {
             let text = std::fs::read_to_string(&self.edge_token_file).with_context(|| {
+                let at = std::env::current_dir()
+                    .map(|dir| format!(" (from {})", dir.display()))
+                    .unwrap_or_default();
                 format!(
-                    "edge_token is empty and edge_token_file {:?} cannot be read",
+                    "the edge needs the fleet's edge token: edge_token (TOOLPLANE_EDGE_EDGE_TOKEN) is empty and edge_token_file {:?}{at} cannot be read. The control plane writes it to <its data_dir>/edge-token on first start (toolplanectl up: .toolplane/edge-token); point edge_token_file there, or set the token itself",
                     self.edge_token_file
                 )
             })?;

@@ -134,7 +134,8 @@ pub async fn start(
         .await
         .context("serving HTTP")
     });
-    tracing::info!(%addr, admin = ?admin_addr, "edge listening on {scheme}://{addr}/mcp");
+    let admin = admin_addr.map_or_else(|| "none".to_owned(), |a| a.to_string());
+    tracing::info!(%addr, %admin, "edge listening on {scheme}://{addr}/mcp");
     Ok(Edge {
         addr,
         admin_addr,

@@ -82,13 +82,22 @@ impl EdgeState {
             dead_after: Duration::from_millis(state.config.watch.dead_after_ms),
             max_backoff: Duration::from_millis(state.config.watch.max_backoff_ms),
         };
-        tokio::spawn(watch::run(
+        // The watch ends when the edge starts stopping: a control plane that goes away then
+        // (as under `toolplanectl up`, which stops it after the edge) is not reconnected to.
+        let watching = watch::run(
             Arc::clone(&control),
             Arc::clone(&state.versions),
             Arc::clone(&state.caches),
             state.notices.clone(),
             settings,
-        ));
+        );
+        let stopping = state.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stopping.cancelled() => {}
+                () = watching => {}
+            }
+        });
         // The fleet size the rate limits divide by while Redis is down.
         state.limiter.spawn_fleet_count(state.shutdown.clone());
         if state.config.audit.enabled {

@@ -43,9 +43,9 @@ pub fn mcp_tool(tool: &ResolvedTool) -> McpTool {
         Some(sunset) => format!("{} (Deprecated: removed after {sunset}.)", tool.description),
         None => tool.description.clone(),
     };
-    // Listed as one object schema (no top-level oneOf: the Anthropic and OpenAI tool APIs
-    // refuse it); calls are still validated against the tool's own schema.
-    let listed = tp_registry::listing::listed_schema(&tool.input_schema);
+    // A polymorphic tool is listed as one object schema (no top-level oneOf: the Anthropic
+    // and OpenAI tool APIs refuse it); calls are still validated against its action's branch.
+    let listed = tp_registry::listing::listed_schema(&tool.input_schema, tool.actions.is_some());
     let mut mcp = McpTool::new(tool.name.clone(), description, Arc::new(to_object(&listed)));
     if !tool.title.is_empty() {
         mcp = mcp.with_title(tool.title.clone());

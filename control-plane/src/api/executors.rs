@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
-use tp_proto::convert::try_executor;
+use tp_proto::convert::patch_executor;
 use tp_proto::pb::{self, executors_server::Executors};
 use tp_registry::DomainError;
 
@@ -36,10 +36,18 @@ impl Executors for ExecutorsService {
         &self,
         request: Request<pb::UpsertExecutorRequest>,
     ) -> Result<Response<pb::ExecutorInfo>, Status> {
-        let executor = try_executor(request.into_inner().executor).map_err(domain)?;
-        let name = executor.name.clone();
+        let request = request.into_inner();
+        let submitted = request
+            .executor
+            .ok_or_else(|| domain(DomainError::invalid("executor", "is required")))?;
+        let name = submitted.name.clone();
+        let mask = request.update_mask;
         self.engine
-            .write(|state| Ok((state.upsert_executor(executor.clone())?, ())))
+            .write(|state| {
+                let executor =
+                    patch_executor(state.executors.get(&name), submitted.clone(), mask.as_ref())?;
+                Ok((state.upsert_executor(executor)?, ()))
+            })
             .await
             .map_err(status)?;
         Ok(Response::new(self.executor(&name).await?))

@@ -268,31 +268,31 @@ pub enum ExecutorsCmd {
     Upsert {
         /// Name.
         name: String,
-        /// Endpoint URL.
+        /// Endpoint URL (required when the executor is new).
         #[arg(long)]
-        endpoint: String,
-        /// grpc or mcp.
-        #[arg(long, default_value = "grpc")]
-        protocol: String,
-        /// Per-call timeout (ms).
-        #[arg(long, default_value_t = 30_000)]
-        timeout_ms: u32,
-        /// Concurrent calls per edge.
-        #[arg(long, default_value_t = 64)]
-        max_concurrency: u32,
+        endpoint: Option<String>,
+        /// grpc or mcp (new executors: grpc).
+        #[arg(long)]
+        protocol: Option<String>,
+        /// Per-call timeout (ms; new executors: 30000).
+        #[arg(long)]
+        timeout_ms: Option<u32>,
+        /// Concurrent calls per edge (new executors: 64).
+        #[arg(long)]
+        max_concurrency: Option<u32>,
         /// Description.
-        #[arg(long, default_value = "")]
-        description: String,
+        #[arg(long)]
+        description: Option<String>,
         /// MCP executors: prefix of its tools' catalogue names, stripped before calling the
         /// upstream.
-        #[arg(long, default_value = "")]
-        tool_prefix: String,
+        #[arg(long)]
+        tool_prefix: Option<String>,
         /// MCP executors: environment variable, on each edge, holding the upstream credential.
-        #[arg(long, default_value = "")]
-        credential_env: String,
+        #[arg(long)]
+        credential_env: Option<String>,
         /// Header carrying it (default `authorization`, where a bare token is sent as Bearer).
-        #[arg(long, default_value = "")]
-        credential_header: String,
+        #[arg(long)]
+        credential_header: Option<String>,
     },
     /// Read an MCP executor's live `tools/list` and print catalogue entries for its tools
     /// (names prefixed with the executor's `tool_prefix`), ready for `tools register`; with

@@ -61,10 +61,8 @@ const DEMO_ROLES: [&str; 2] = ["collector", "executor"];
 /// Runs the stack until Ctrl-C or SIGTERM.
 pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     let _telemetry = tp_telemetry::init("info", args.log_format == "json", "toolplane");
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    // Before anything starts: a damaged credentials file or a port someone holds stops `up`
-    // with a sentence, not half a stack.
+    // Before anything starts (or is created): a damaged credentials file or a port someone
+    // holds stops `up` with a sentence, not half a stack, and leaves no empty data folder.
     let credentials_path = args.data_dir.join("credentials.json");
     let earlier = earlier_credentials(&credentials_path)?;
     for (flag, addr) in [
@@ -76,7 +74,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     ] {
         crate::ports::check_free(flag, addr)?;
     }
-    let stage = Stages::new();
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let stage = Stages::new(args.log_format == "json");
     let (stop_tx, stop_rx) = watch::channel(false);
     // The edge stops first and finishes the calls it holds; the services behind it stop after.
     let (edge_stop_tx, edge_stop_rx) = watch::channel(false);
@@ -231,6 +231,7 @@ async fn point_executor(admin: &mut Admin, name: &str, addr: SocketAddr) -> anyh
         admin
             .executors
             .upsert_executor(pb::UpsertExecutorRequest {
+                update_mask: None,
                 executor: Some(executor),
             })
             .await?;
@@ -331,8 +332,9 @@ async fn demo_keys(
         }
     }
     if revoked > 0 {
-        eprintln!(
-            "up: revoked {revoked} demo keys an earlier `up` issued that no credentials file names any more"
+        tracing::info!(
+            revoked,
+            "revoked the demo keys an earlier `up` issued that no credentials file names any more"
         );
     }
     Ok(keys)
@@ -366,18 +368,29 @@ async fn revoke_earlier(
     Ok(revoked)
 }
 
-/// Prints what `up` is doing while it starts, with how long each step took.
+/// Prints what `up` is doing while it starts, with how long each step took: lines of its own
+/// on stderr, or log events when the logs are JSON (so that stderr stays one format).
 struct Stages {
     started: std::time::Instant,
     step: std::cell::Cell<std::time::Instant>,
+    json: bool,
 }
 
 impl Stages {
-    fn new() -> Stages {
+    fn new(json: bool) -> Stages {
         let now = std::time::Instant::now();
         Stages {
             started: now,
             step: std::cell::Cell::new(now),
+            json,
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if self.json {
+            tracing::info!(target: "toolplane::up", "{text}");
+        } else {
+            eprintln!("up: {text}");
         }
     }
 
@@ -386,13 +399,16 @@ impl Stages {
         let last = self.step.replace(now);
         let slow = now.duration_since(last);
         if slow >= std::time::Duration::from_secs(1) {
-            eprintln!("up: (that took {:.1} s)", slow.as_secs_f64());
+            self.line(&format!("(that took {:.1} s)", slow.as_secs_f64()));
         }
-        eprintln!("up: {what}…");
+        self.line(&format!("{what}…"));
     }
 
     fn done(&self) {
-        eprintln!("up: ready in {:.1} s", self.started.elapsed().as_secs_f64());
+        self.line(&format!(
+            "ready in {:.1} s",
+            self.started.elapsed().as_secs_f64()
+        ));
     }
 }
 

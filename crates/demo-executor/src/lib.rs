@@ -140,8 +140,9 @@ async fn log(sender: &Sender, level: pb::LogLevel, message: &str) -> bool {
     sender.send(Ok(event)).await.is_ok()
 }
 
-/// Fixed, realistic data for a demo tool, by the tool's family.
-pub fn sample(tool: &str, action: &str, arguments: &Value) -> Value {
+/// Fixed, realistic data for a demo tool, by the tool's family; mail is the calling tenant's
+/// own (its domain), never another demo tenant's.
+pub fn sample(tool: &str, action: &str, arguments: &Value, tenant: &str) -> Value {
     let family = tool.split('_').next().unwrap_or(tool);
     let data = match family {
         "google" | "microsoft" | "linkedin" | "meta" => json!({
@@ -163,7 +164,7 @@ pub fn sample(tool: &str, action: &str, arguments: &Value) -> Value {
             "usage": {"input_tokens": 412, "output_tokens": 38}
         }),
         "gmail" => {
-            json!({"messages": [{"id": "18c2", "from": "cfo@globex.example", "subject": "Q3 board memo", "snippet": "Attached the memo…"}]})
+            json!({"messages": [{"id": "18c2", "from": format!("cfo@{tenant}.example"), "subject": "Q3 board memo", "snippet": "Attached the memo…"}]})
         }
         _ => json!({"ok": true}),
     };
@@ -290,7 +291,7 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
         }
         "crash" => return,
         tool => {
-            let data = sample(tool, &request.action, &arguments);
+            let data = sample(tool, &request.action, &arguments, &request.tenant);
             let summary = format!(
                 "{tool}{} for tenant {}: {}",
                 if request.action.is_empty() {

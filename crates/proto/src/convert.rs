@@ -361,6 +361,102 @@ pub fn try_executor(executor: Option<pb::ExecutorInfo>) -> DomainResult<domain::
     })
 }
 
+/// The fields of an executor an upsert may name (`UpsertExecutorRequest.update_mask`).
+pub const EXECUTOR_FIELDS: &[&str] = &[
+    "endpoint",
+    "protocol",
+    "timeout_ms",
+    "max_concurrency",
+    "description",
+    "tool_prefix",
+    "credential_env",
+    "credential_header",
+];
+
+/// An upsert of `submitted` over `existing` (see `UpsertExecutorRequest`): a new executor is
+/// `submitted` with defaults; an existing one changes only the fields the mask names (or,
+/// without one, the fields `submitted` sets to a non-default value).
+pub fn patch_executor(
+    existing: Option<&domain::Executor>,
+    submitted: pb::ExecutorInfo,
+    mask: Option<&prost_types::FieldMask>,
+) -> DomainResult<domain::Executor> {
+    let Some(existing) = existing else {
+        return try_executor(Some(submitted));
+    };
+    let named: Vec<String> = match mask {
+        Some(mask) if !mask.paths.is_empty() => {
+            let unknown: Vec<&String> = mask
+                .paths
+                .iter()
+                .filter(|p| *p != "*" && !EXECUTOR_FIELDS.contains(&p.as_str()))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(DomainError::invalid(
+                    "update_mask",
+                    format!(
+                        "unknown field {} (fields: {})",
+                        unknown
+                            .iter()
+                            .map(|p| format!("{p:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        EXECUTOR_FIELDS.join(", ")
+                    ),
+                ));
+            }
+            if mask.paths.iter().any(|p| p == "*") {
+                EXECUTOR_FIELDS.iter().map(|f| (*f).to_owned()).collect()
+            } else {
+                mask.paths.clone()
+            }
+        }
+        _ => {
+            let set = [
+                ("endpoint", !submitted.endpoint.is_empty()),
+                ("protocol", submitted.protocol != 0),
+                ("timeout_ms", submitted.timeout_ms != 0),
+                ("max_concurrency", submitted.max_concurrency != 0),
+                ("description", !submitted.description.is_empty()),
+                ("tool_prefix", !submitted.tool_prefix.is_empty()),
+                ("credential_env", !submitted.credential_env.is_empty()),
+                ("credential_header", !submitted.credential_header.is_empty()),
+            ];
+            set.iter()
+                .filter(|(_, on)| *on)
+                .map(|(f, _)| (*f).to_owned())
+                .collect()
+        }
+    };
+    let mut merged = pb::ExecutorInfo::from(existing);
+    let name = |field: &str| named.iter().any(|n| n == field);
+    if name("endpoint") {
+        merged.endpoint = submitted.endpoint;
+    }
+    if name("protocol") {
+        merged.protocol = submitted.protocol;
+    }
+    if name("timeout_ms") {
+        merged.timeout_ms = submitted.timeout_ms;
+    }
+    if name("max_concurrency") {
+        merged.max_concurrency = submitted.max_concurrency;
+    }
+    if name("description") {
+        merged.description = submitted.description;
+    }
+    if name("tool_prefix") {
+        merged.tool_prefix = submitted.tool_prefix;
+    }
+    if name("credential_env") {
+        merged.credential_env = submitted.credential_env;
+    }
+    if name("credential_header") {
+        merged.credential_header = submitted.credential_header;
+    }
+    try_executor(Some(merged))
+}
+
 impl From<&domain::Executor> for pb::ExecutorInfo {
     fn from(e: &domain::Executor) -> Self {
         let protocol = match e.protocol {

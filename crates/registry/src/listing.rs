@@ -5,18 +5,43 @@
 //! A polymorphic tool validates against `oneOf` branches, one per action; it is listed as one
 //! object: the discriminator with its `enum`, the union of every branch's properties, and a
 //! description saying what each action requires. The edge still validates every call against
-//! the branches, so a call missing what its action requires is refused (-32602) as before.
-//! Any other tool with a top-level `oneOf`, `anyOf` or `allOf` (an MCP server's, say) is listed
-//! the same way.
+//! its action's branch, so a call missing what its action requires is refused (-32602).
+//!
+//! Only the schemas Toolplane composes (polymorphic tools') are flattened: a schema a tool's
+//! author wrote with top-level combinators is listed as written, as MCP asks (SEP-2106: servers
+//! preserve `allOf`/`anyOf`), and `check_listable` says why a model API would refuse it.
 
 use serde_json::{Map, Value, json};
 
 /// Keywords that may not appear at the top of a listed schema.
 const COMBINATORS: [&str; 3] = ["oneOf", "anyOf", "allOf"];
 
-/// The schema `schema` is listed with: itself when it has no top-level combinator, else one
-/// object schema as described in the module's documentation.
-pub fn listed_schema(schema: &Value) -> Value {
+/// The schema a tool is listed with: `schema` flattened into one object schema when
+/// `composed` (a polymorphic tool's, as described in the module's documentation), else as
+/// written; without the `x-roles` marks either way.
+pub fn listed_schema(schema: &Value, composed: bool) -> Value {
+    let mut listed = if composed {
+        flattened(schema)
+    } else {
+        schema.clone()
+    };
+    strip_role_marks(&mut listed);
+    listed
+}
+
+/// Removes the `x-roles` marks (what decides the projection is not the client's business).
+fn strip_role_marks(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("x-roles");
+            map.values_mut().for_each(strip_role_marks);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_role_marks),
+        _ => {}
+    }
+}
+
+fn flattened(schema: &Value) -> Value {
     let Some(top) = schema.as_object() else {
         return json!({"type": "object"});
     };
@@ -226,7 +251,7 @@ mod tests {
                 {"type": "object", "properties": {"action": {"const": "query"}, "question": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["action", "question"]}
             ]
         });
-        let listed = listed_schema(&schema);
+        let listed = listed_schema(&schema, true);
         assert_eq!(check_listable(&listed), Ok(()));
         assert_eq!(listed["required"], json!(["action"]));
         assert_eq!(
@@ -249,7 +274,9 @@ mod tests {
         );
         // A schema without combinators is listed as it is.
         let plain = json!({"type": "object", "properties": {"q": {"type": "string"}}});
-        assert_eq!(listed_schema(&plain), plain);
+        assert_eq!(listed_schema(&plain, true), plain);
+        // An author's own combinators stay (MCP, SEP-2106).
+        assert_eq!(listed_schema(&schema, false), schema);
     }
 
     #[test]
@@ -262,7 +289,7 @@ mod tests {
             ],
             "allOf": [{"properties": {"tenant": {"type": "string"}}, "required": ["tenant"]}]
         });
-        let listed = listed_schema(&schema);
+        let listed = listed_schema(&schema, true);
         assert_eq!(check_listable(&listed), Ok(()));
         assert_eq!(
             listed["properties"]["id"]["anyOf"]
@@ -283,7 +310,8 @@ mod demo_tests {
     fn the_demo_worlds_polymorphic_tools_list_as_one_object() {
         let state = crate::demo::DemoWorld::load().state().unwrap();
         for tool in state.tools.values() {
-            let listed = super::listed_schema(&tool.def.input_schema);
+            let listed =
+                super::listed_schema(&tool.def.input_schema, tool.def.polymorphism.is_some());
             assert_eq!(super::check_listable(&listed), Ok(()), "{}", tool.def.name);
             if tool.def.name == "client_wiki" {
                 let said = listed["properties"]["action"]["description"]

@@ -59,6 +59,76 @@ pub fn tenant_sees_provider(tenant: &Tenant, provider: Option<&str>) -> bool {
     }
 }
 
+/// The sentences and `;`-clauses of `text` that name none of `hidden` (action names written
+/// in backticks, as tool descriptions name them): what a role is told of a polymorphic tool.
+pub fn project_text(text: &str, hidden: &[&str]) -> String {
+    if hidden.is_empty() {
+        return text.to_owned();
+    }
+    let names = |piece: &str| hidden.iter().any(|h| piece.contains(&format!("`{h}`")));
+    let mut out = String::new();
+    for sentence in text.split_inclusive(". ") {
+        let clauses: Vec<&str> = sentence.split_inclusive("; ").collect();
+        let kept: Vec<&str> = clauses.iter().copied().filter(|c| !names(c)).collect();
+        if kept.is_empty() {
+            continue;
+        }
+        let mut joined = kept.concat();
+        // A sentence whose last clause went keeps its own ending.
+        if kept.len() < clauses.len() {
+            let trimmed = joined
+                .trim_end()
+                .trim_end_matches(';')
+                .trim_end()
+                .to_owned();
+            let ending = if sentence.trim_end().ends_with('.') {
+                ". "
+            } else {
+                " "
+            };
+            joined = format!("{trimmed}{ending}");
+        }
+        out.push_str(&joined);
+    }
+    out.trim().to_owned()
+}
+
+/// `schema` without the properties marked `"x-roles": [...]` that exclude `role` (at its top
+/// and in each `oneOf` branch), nor their names in `required`: an argument only some roles may
+/// pass is not offered to the others.
+pub fn project_properties(schema: &Value, role: &str) -> Value {
+    let mut schema = schema.clone();
+    strip_properties(&mut schema, role);
+    if let Some(Value::Array(branches)) = schema.get_mut("oneOf") {
+        for branch in branches {
+            strip_properties(branch, role);
+        }
+    }
+    schema
+}
+
+fn strip_properties(schema: &mut Value, role: &str) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let mut removed = Vec::new();
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        properties.retain(|name, property| {
+            let allowed = property
+                .get("x-roles")
+                .and_then(Value::as_array)
+                .is_none_or(|roles| roles.iter().any(|r| r == role));
+            if !allowed {
+                removed.push(name.clone());
+            }
+            allowed
+        });
+    }
+    if let Some(Value::Array(required)) = object.get_mut("required") {
+        required.retain(|name| !removed.iter().any(|r| name == r));
+    }
+}
+
 /// Projects one tool for a role; `None` when the role may not see it (or no action of it).
 pub fn project(tool: &Tool, role: &str) -> Option<ResolvedTool> {
     if !tool.status.is_live() || !role_allowed(&tool.def.roles, role) {
@@ -87,6 +157,33 @@ pub fn project(tool: &Tool, role: &str) -> Option<ResolvedTool> {
             (schema, Some(set))
         }
     };
+    let input_schema = project_properties(&input_schema, role);
+    // What the role is told names only what it may call.
+    let hidden: Vec<&str> = tool
+        .def
+        .polymorphism
+        .iter()
+        .flat_map(|poly| poly.actions.iter())
+        .filter(|action| !role_allowed(&action.roles, role))
+        .map(|action| action.name.as_str())
+        .collect();
+    let discriminator = tool
+        .def
+        .polymorphism
+        .as_ref()
+        .map_or("", |poly| poly.discriminator.as_str());
+    let examples: Vec<String> = tool
+        .def
+        .examples
+        .iter()
+        .filter(|example| {
+            let compact: String = example.chars().filter(|c| !c.is_whitespace()).collect();
+            !hidden
+                .iter()
+                .any(|h| compact.contains(&format!("\"{discriminator}\":\"{h}\"")))
+        })
+        .cloned()
+        .collect();
     let sunset = match &tool.status {
         ToolStatus::Deprecated { sunset } => Some(sunset.clone()),
         ToolStatus::Active | ToolStatus::Retired => None,
@@ -94,14 +191,14 @@ pub fn project(tool: &Tool, role: &str) -> Option<ResolvedTool> {
     Some(ResolvedTool {
         name: tool.def.name.clone(),
         title: tool.def.title.clone(),
-        description: tool.def.description.clone(),
+        description: project_text(&tool.def.description, &hidden),
         category: tool.def.category.clone(),
         provider: tool.def.provider.clone(),
         input_schema,
         output_schema: tool.def.output_schema.clone(),
         annotations: tool.def.annotations.clone(),
         executor: tool.def.executor.clone(),
-        examples: tool.def.examples.clone(),
+        examples,
         client_capabilities: tool.def.client_capabilities.clone(),
         actions,
         sunset,

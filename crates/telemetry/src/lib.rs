@@ -22,7 +22,9 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Directives added to the configured level unless `RUST_LOG` is set.
-const QUIET: &str = "rmcp::service=error,tower_http=warn,h2=warn,hyper=warn";
+// PostgreSQL's notices ("relation … already exists, skipping" on every start) are not news.
+const QUIET: &str =
+    "rmcp::service=error,tower_http=warn,h2=warn,hyper=warn,sqlx::postgres::notice=warn";
 
 /// Whether text logs on stderr should be coloured: a terminal, and no `NO_COLOR`.
 /// Read once: it asks the terminal (an `ioctl`), and the access log asks on every request.

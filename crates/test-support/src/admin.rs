@@ -45,6 +45,7 @@ pub async fn upsert_executor(admin: &mut Admin, executor: NewExecutor) {
     admin
         .executors
         .upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: executor.name,
                 endpoint: executor.endpoint,

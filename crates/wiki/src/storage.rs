@@ -259,8 +259,13 @@ impl Storage {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
-            // Pages hold tenants' data: nobody but the service's user may list or read them.
+            // Pages hold tenants' data: nobody but the service's user may list or read them —
+            // the folder, and the `wiki/` folder every page lives under (created here, before
+            // the object store would create it with the default mode).
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+            let pages = dir.join("wiki");
+            std::fs::create_dir_all(&pages).map_err(io)?;
+            std::fs::set_permissions(&pages, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
         }
         Ok(Storage::new(Arc::new(LocalFileSystem::new_with_prefix(
             dir,

@@ -318,7 +318,15 @@ pub fn classify(text: &str) -> &'static str {
         && (lower.contains("references") || lower.contains("et al"))
     {
         "paper"
-    } else if text.chars().count() <= 280 && lines.len() <= 3 && sentences(text).len() <= 3 {
+    } else if text.chars().count() <= 280
+        && lines.len() <= 3
+        && sentences(text).len() <= 3
+        && text.split_whitespace().any(|w| {
+            (w.starts_with('#') || w.starts_with('@'))
+                && w[1..].chars().next().is_some_and(char::is_alphanumeric)
+        })
+    {
+        // Short and addressed or tagged as posts are: a post. Short alone is a note.
         "tweet"
     } else if text.chars().count() >= 1500 {
         "article"

@@ -27,27 +27,59 @@ pub(super) async fn executors(
             credential_env,
             credential_header,
         } => {
-            let protocol = match protocol.as_str() {
-                "grpc" => pb::ExecutorProtocol::Grpc,
-                "mcp" => pb::ExecutorProtocol::Mcp,
-                other => bail!("unknown protocol {other:?} (grpc, mcp)"),
-            };
-            let executor = pb::ExecutorInfo {
+            // Only what was given changes; an existing executor keeps the rest.
+            let mut paths = Vec::new();
+            let mut executor = pb::ExecutorInfo {
                 name,
-                endpoint,
-                protocol: protocol as i32,
-                timeout_ms,
-                max_concurrency,
-                description,
-                tool_prefix,
-                credential_env,
-                credential_header,
+                ..Default::default()
             };
+            if let Some(endpoint) = endpoint {
+                executor.endpoint = endpoint;
+                paths.push("endpoint");
+            }
+            if let Some(protocol) = protocol {
+                executor.protocol = match protocol.as_str() {
+                    "grpc" => pb::ExecutorProtocol::Grpc,
+                    "mcp" => pb::ExecutorProtocol::Mcp,
+                    other => bail!("unknown protocol {other:?} (grpc, mcp)"),
+                } as i32;
+                paths.push("protocol");
+            }
+            if let Some(timeout_ms) = timeout_ms {
+                executor.timeout_ms = timeout_ms;
+                paths.push("timeout_ms");
+            }
+            if let Some(max_concurrency) = max_concurrency {
+                executor.max_concurrency = max_concurrency;
+                paths.push("max_concurrency");
+            }
+            if let Some(description) = description {
+                executor.description = description;
+                paths.push("description");
+            }
+            if let Some(tool_prefix) = tool_prefix {
+                executor.tool_prefix = tool_prefix;
+                paths.push("tool_prefix");
+            }
+            if let Some(credential_env) = credential_env {
+                executor.credential_env = credential_env;
+                paths.push("credential_env");
+            }
+            if let Some(credential_header) = credential_header {
+                executor.credential_header = credential_header;
+                paths.push("credential_header");
+            }
+            if paths.is_empty() {
+                bail!("nothing to change: give at least one of the flags (see --help)");
+            }
             vec![
                 admin
                     .executors
                     .upsert_executor(pb::UpsertExecutorRequest {
                         executor: Some(executor),
+                        update_mask: Some(prost_types::FieldMask {
+                            paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+                        }),
                     })
                     .await?
                     .into_inner(),

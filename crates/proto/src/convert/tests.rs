@@ -129,3 +129,39 @@ fn unknown_enum_values_are_invalid_arguments() {
         domain::AdrStatus::Proposed
     );
 }
+
+#[test]
+fn an_executor_update_keeps_what_it_does_not_name() {
+    let existing = try_executor(Some(pb::ExecutorInfo {
+        name: "demo".into(),
+        endpoint: "http://127.0.0.1:50053".into(),
+        timeout_ms: 10_000,
+        max_concurrency: 16,
+        description: "the demo".into(),
+        ..Default::default()
+    }))
+    .unwrap();
+    let moved = pb::ExecutorInfo {
+        name: "demo".into(),
+        endpoint: "http://127.0.0.1:50099".into(),
+        ..Default::default()
+    };
+    let patched = patch_executor(Some(&existing), moved.clone(), None).unwrap();
+    assert_eq!(patched.endpoint, "http://127.0.0.1:50099");
+    assert_eq!((patched.timeout_ms, patched.max_concurrency), (10_000, 16));
+    assert_eq!(patched.description, "the demo");
+    // Named in a mask, a field goes back to its default.
+    let mask = prost_types::FieldMask {
+        paths: vec!["timeout_ms".into()],
+    };
+    let reset = patch_executor(Some(&existing), moved.clone(), Some(&mask)).unwrap();
+    assert_eq!(reset.timeout_ms, 30_000);
+    assert_eq!(reset.endpoint, existing.endpoint, "not named: kept");
+    let typo = prost_types::FieldMask {
+        paths: vec!["timeout".into()],
+    };
+    assert!(patch_executor(Some(&existing), moved.clone(), Some(&typo)).is_err());
+    // A new executor takes the defaults.
+    let new = patch_executor(None, moved, None).unwrap();
+    assert_eq!((new.timeout_ms, new.max_concurrency), (30_000, 64));
+}

@@ -273,3 +273,52 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn what_a_role_is_told_names_only_what_it_may_call() {
+    let text = "Per-tenant compounding knowledge wiki. `ingest` adds a source (URL, text or stored file) and updates source, entity and concept pages; `query` answers with citations and can file the answer back; `lint` finds contradictions, orphans, stale claims and missing links.";
+    let projected = super::project_text(text, &["ingest", "lint"]);
+    assert_eq!(
+        projected,
+        "Per-tenant compounding knowledge wiki. `query` answers with citations and can file the answer back."
+    );
+    assert_eq!(super::project_text(text, &[]), text);
+    let schema = serde_json::json!({"type": "object", "oneOf": [{"properties": {
+        "question": {"type": "string"},
+        "persist_output": {"type": "boolean", "x-roles": ["collector"]}},
+        "required": ["question", "persist_output"]}]});
+    let executor = super::project_properties(&schema, "executor");
+    assert!(
+        executor["oneOf"][0]["properties"]
+            .get("persist_output")
+            .is_none()
+    );
+    assert_eq!(
+        executor["oneOf"][0]["required"],
+        serde_json::json!(["question"])
+    );
+    let collector = super::project_properties(&schema, "collector");
+    assert!(
+        collector["oneOf"][0]["properties"]
+            .get("persist_output")
+            .is_some()
+    );
+}
+
+#[test]
+fn the_demo_wikis_executor_projection_names_no_write() {
+    let state = crate::demo::DemoWorld::load().state().unwrap();
+    let wiki = super::project(&state.tools["client_wiki"], "executor").unwrap();
+    for word in ["`ingest`", "`lint`"] {
+        assert!(!wiki.description.contains(word), "{}", wiki.description);
+    }
+    let schema = wiki.input_schema.to_string();
+    for word in ["persist_output", "publish_report", "\"source\""] {
+        assert!(!schema.contains(word), "{word} in {schema}");
+    }
+    assert!(
+        wiki.examples
+            .iter()
+            .all(|e| !e.contains("ingest") && !e.contains("lint"))
+    );
+}

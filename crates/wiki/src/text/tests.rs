@@ -50,7 +50,11 @@ fn no_sentence_initial_fragments_and_acronyms_are_aliases() {
 
 #[test]
 fn classification_is_deterministic() {
-    assert_eq!(classify("Short thought about launches."), "tweet");
+    assert_eq!(classify("Short thought about launches."), "note");
+    assert_eq!(
+        classify("Shipping the new planner today #launch @acme"),
+        "tweet"
+    );
     assert_eq!(
         classify("Alice: hi\nBob: hello\nAlice: the plan\nBob: agreed"),
         "transcript"
