@@ -104,7 +104,7 @@ async fn every_call_is_audited_without_its_arguments_and_the_cli_filters_the_tra
     assert!(long.error().is_object(), "{}", long.body);
     // Delivered in the edge's next flush (200 ms in tests).
     let records = eventually("five audit records", Duration::from_secs(10), || async {
-        let (code, records, _) = audit(&fleet, &["--tenant", "qa"]).await;
+        let (code, records, _) = audit(&fleet, &["--tenant", "qa", "--oldest-first"]).await;
         (code == 0 && records.len() >= 5).then_some(records)
     })
     .await;
@@ -117,9 +117,13 @@ async fn every_call_is_audited_without_its_arguments_and_the_cli_filters_the_tra
             .find(|r| field(r, "request_id") == request_id)
             .unwrap_or_else(|| panic!("no record of {request_id}: {records:#?}"))
     };
-    // Oldest first; every record names the edge, the tenant, the key and the role.
+    // Oldest first as asked (newest first by default); every record names the edge, the
+    // tenant, the key and the role.
     let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let (_, newest, _) = audit(&fleet, &["--tenant", "qa"]).await;
+    let newest: Vec<u64> = newest.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(newest, seqs.iter().rev().copied().collect::<Vec<_>>());
     for record in &records {
         assert_eq!(field(record, "tenant"), "qa");
         assert!(!field(record, "edge").is_empty(), "{record}");

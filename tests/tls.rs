@@ -216,6 +216,69 @@ async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
         String::from_utf8_lossy(&output.stdout).trim(),
         "admin (full)"
     );
+    // The same with a named profile and no TOOLPLANE_* variable at all.
+    let config = dir.path().join("cli.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "default_profile = \"other\"\n\n[profiles.other]\naddr = \"127.0.0.1:1\"\n\n[profiles.prod]\naddr = \"https://{}\"\nca_file = {ca:?}\nclient_cert_file = {:?}\nclient_key_file = {:?}\ntoken_file = {:?}\n",
+            cp.addr,
+            operator_cert.display().to_string(),
+            operator_key.display().to_string(),
+            dir.path().join("admin-token").display().to_string()
+        ),
+    )
+    .unwrap();
+    let ctl = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = tokio::process::Command::new(binary("toolplanectl"));
+        command
+            .args(args)
+            .env_remove("TOOLPLANE_TLS_CA_FILE")
+            .env_remove("TOOLPLANE_TLS_CLIENT_CERT_FILE")
+            .env_remove("TOOLPLANE_TLS_CLIENT_KEY_FILE")
+            .env_remove("TOOLPLANE_ADDR")
+            .env_remove("TOOLPLANE_ADMIN_TOKEN")
+            .env("TOOLPLANE_CONFIG", &config);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        command.output()
+    };
+    let output = ctl(&["--profile", "prod", "whoami"], &[]).await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "admin (full)"
+    );
+    let output = ctl(&["--profile", "staging", "whoami"], &[]).await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("profiles: other, prod"),
+        "{stderr}"
+    );
+    // Without a client certificate, the error says which setting is missing.
+    let output = ctl(
+        &[
+            "--addr",
+            &format!("https://{}", cp.addr),
+            "--token-file",
+            &dir.path().join("admin-token").display().to_string(),
+            "whoami",
+        ],
+        &[("TOOLPLANE_TLS_CA_FILE", ca.as_str())],
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("TOOLPLANE_TLS_CLIENT_CERT_FILE"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("toolplanectl up"), "{stderr}");
 
     // The wiki: TLS with client certificates required; the edge calls it over https.
     let wiki = WikiProcess::start_with_args(&[

@@ -61,7 +61,10 @@ async fn ingest_query_lint_through_the_edge_with_roles_and_tenants_apart() {
 
     // The executor role queries; answers cite pages.
     let answer = executor
-        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?"}))
+        .call(
+            "client_wiki",
+            json!({"action": "query", "question": "Where will the new office be?"}),
+        )
         .await;
     assert_eq!(answer.result()["isError"], false, "{}", answer.body);
     assert_eq!(structured(&answer)["answered"], true, "{}", answer.body);
@@ -72,7 +75,10 @@ async fn ingest_query_lint_through_the_edge_with_roles_and_tenants_apart() {
             .contains("[[sources/q3-board-memo#^s")
     );
     let price = executor
-        .call("client_wiki", json!({"action": "query", "question": "What is the Pro plan price per seat?"}))
+        .call(
+            "client_wiki",
+            json!({"action": "query", "question": "What is the Pro plan price per seat?"}),
+        )
         .await;
     assert!(
         structured(&price)["answer"]
@@ -130,7 +136,10 @@ async fn ingest_query_lint_through_the_edge_with_roles_and_tenants_apart() {
     // Another tenant sees nothing of acme's wiki.
     let globex = fleet.client(0, "globex", "collector", LEGACY);
     let nothing = globex
-        .call("client_wiki", json!({"action": "query", "question": "Where will the new office be?"}))
+        .call(
+            "client_wiki",
+            json!({"action": "query", "question": "Where will the new office be?"}),
+        )
         .await;
     assert_eq!(structured(&nothing)["answered"], false, "{}", nothing.body);
 

@@ -123,10 +123,12 @@ pub fn one_line(description: &str) -> String {
 /// The `capabilities` answer as compact text, which is what a model reads (the same data is in
 /// `structuredContent` for programs).
 pub fn capabilities_text(answer: &Value) -> String {
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let categories = answer["categories"].as_array().map_or(0, Vec::len) as u64;
     let mut text = format!(
-        "{} tools, {} categories. Schema: tool_schema; run: dispatch or call by name.\n",
-        answer["total_tools"],
-        answer["categories"].as_array().map_or(0, Vec::len)
+        "{}, {}. Schema: tool_schema; run: dispatch or call by name.\n",
+        plural(answer["total_tools"].as_u64().unwrap_or(0), "tool", "tools"),
+        plural(categories, "category", "categories")
     );
     for category in answer["categories"].as_array().into_iter().flatten() {
         let name = category["name"].as_str().unwrap_or_default();

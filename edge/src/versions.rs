@@ -156,6 +156,7 @@ mod tests {
                 key: "k".into(),
                 op: 1,
                 tenant: tenant.into(),
+                verb: "put".into(),
             }],
             committed_at_ms: 0,
             author: String::new(),

@@ -114,6 +114,7 @@ fn query(request: &pb::ListAuditRecordsRequest) -> Result<AuditQuery, DomainErro
         since_ms: request.since_ms,
         until_ms,
         after_seq: parse_page_token(&request.page_token)?,
+        newest_first: request.newest_first,
         limit: limit + 1,
     })
 }

@@ -107,6 +107,15 @@ impl Admin {
     }
 }
 
+pub use tp_net::dial::ClientTlsFiles;
+
+/// Makes `files` the client TLS settings of every `https://` connection this process makes
+/// (instead of `TOOLPLANE_TLS_*`); call before the first one. `what` names their origin in
+/// errors (a CLI profile).
+pub fn configure_tls(files: ClientTlsFiles, what: &str) -> anyhow::Result<()> {
+    tp_net::dial::ReloadingClientTls::configure(files, what).map_err(|e| anyhow::anyhow!(e))
+}
+
 /// How to reach `addr`; `https://` addresses use the client TLS settings of
 /// `TOOLPLANE_TLS_*` (`tp_net::dial`), reloaded when their files change.
 fn dial(addr: &str) -> anyhow::Result<tp_net::dial::Dial> {

@@ -434,6 +434,9 @@ pub struct AuditArgs {
     /// At most this many records.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: Option<u32>,
+    /// Oldest first (default: newest first).
+    #[arg(long)]
+    pub oldest_first: bool,
 }
 
 /// `admin-tokens ...`

@@ -44,12 +44,20 @@ pub(crate) fn normalise(addr: &str) -> String {
     }
 }
 
-/// Where the control plane is, by the rules above.
-pub(crate) fn target(cli: &Cli) -> Target {
+/// Where the control plane is, by the rules above (a profile's `addr` after `--addr`).
+pub(crate) fn target(cli: &Cli, profile: Option<&(String, crate::profiles::Profile)>) -> Target {
     if let Some(addr) = &cli.addr {
         return Target {
             url: normalise(addr),
             source: "--addr or TOOLPLANE_ADDR".into(),
+        };
+    }
+    if let Some((name, profile)) = profile
+        && let Some(addr) = &profile.addr
+    {
+        return Target {
+            url: normalise(addr),
+            source: format!("profile {name}"),
         };
     }
     if let Some(addr) = credentials()
@@ -69,9 +77,18 @@ pub(crate) fn target(cli: &Cli) -> Target {
 
 /// The admin token: `--token` / `TOOLPLANE_ADMIN_TOKEN`, else the token file (`--token-file`,
 /// else `admin_token_file` in the credentials, else `.toolplane/admin-token`).
-pub(crate) fn token(cli: &Cli) -> anyhow::Result<String> {
+pub(crate) fn token(
+    cli: &Cli,
+    profile: Option<&(String, crate::profiles::Profile)>,
+) -> anyhow::Result<String> {
     if let Some(token) = &cli.token {
         return Ok(token.clone());
+    }
+    if cli.token_file.is_none()
+        && let Some((name, profile)) = profile
+        && let Some(token) = crate::profiles::token(name, profile)?
+    {
+        return Ok(token);
     }
     let file: PathBuf = match &cli.token_file {
         Some(file) => file.clone(),
@@ -156,14 +173,62 @@ pub(crate) async fn explain(target: &Target, error: anyhow::Error) -> anyhow::Er
             target.url,
             status.message()
         ),
-        // Nothing that answers plain HTTP either: leave the error as it came.
-        None => return error,
+        // Nothing that answers plain HTTP either: a TLS problem, or the error as it came.
+        None => {
+            return match tls_problem(target, &format!("{error:#}")) {
+                Some(tls) => anyhow::anyhow!("{tls}"),
+                None => error,
+            };
+        }
     };
     anyhow::anyhow!(
         "{what}; the address came from {}.\n  {}",
         target.source,
         how_to_point()
     )
+}
+
+/// What is wrong with TLS, when an error looks like a failed handshake: which setting is
+/// missing or which side refused, instead of "connection closed".
+pub(crate) fn tls_problem(target: &Target, error: &str) -> Option<String> {
+    let lower = error.to_ascii_lowercase();
+    let handshake = [
+        "connection closed",
+        "operation was cancel",
+        "certificate",
+        "handshake",
+        "tls",
+        "unknownissuer",
+        "broken pipe",
+        "connection reset",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle));
+    if !handshake {
+        return None;
+    }
+    let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+    let settings = "in the profile (ca_file, client_cert_file, client_key_file) or as TOOLPLANE_TLS_CA_FILE, TOOLPLANE_TLS_CLIENT_CERT_FILE and TOOLPLANE_TLS_CLIENT_KEY_FILE";
+    if target.url.starts_with("http://") {
+        return Some(format!(
+            "the control plane at {} (from {}) closed the connection: if it serves TLS, use an https:// address (and its CA {settings})",
+            target.url, target.source
+        ));
+    }
+    let mut missing = Vec::new();
+    if !set("TOOLPLANE_TLS_CA_FILE") && !target.source.starts_with("profile") {
+        missing.push("TOOLPLANE_TLS_CA_FILE is not set (the system's roots are not used: the control plane's CA must be named)");
+    }
+    if !set("TOOLPLANE_TLS_CLIENT_CERT_FILE") && !target.source.starts_with("profile") {
+        missing.push("TOOLPLANE_TLS_CLIENT_CERT_FILE and TOOLPLANE_TLS_CLIENT_KEY_FILE are not set (a control plane that requires client certificates closes the connection without one)");
+    }
+    Some(format!(
+        "the TLS handshake with the control plane at {} (from {}) failed: {error}{}{}\n  set the CA and the client certificate {settings}",
+        target.url,
+        target.source,
+        if missing.is_empty() { "" } else { "\n  " },
+        missing.join("\n  ")
+    ))
 }
 
 /// `GET /readyz` over HTTP/1.1, for telling an edge apart; `None` when that is not HTTP/1.1

@@ -7,6 +7,7 @@ mod connect;
 pub mod executor_key;
 pub mod output;
 mod ports;
+pub mod profiles;
 pub mod progress;
 pub mod transfer;
 pub mod up;
@@ -23,6 +24,11 @@ pub use tp_client::Admin;
 #[derive(Debug, Parser)]
 #[command(name = "toolplanectl", version, about, propagate_version = true)]
 pub struct Cli {
+    /// A connection profile of the profiles file (`$TOOLPLANE_CONFIG`, else
+    /// `~/.config/toolplane/config.toml`): address, CA, client certificate and admin token of
+    /// one control plane. Flags and environment variables win over it.
+    #[arg(long, global = true, env = "TOOLPLANE_PROFILE")]
+    pub profile: Option<String>,
     /// Control-plane address, `host:port` or a URL (default: `grpc_addr` in
     /// `.toolplane/credentials.json`, which `up` writes, else 127.0.0.1:50051).
     #[arg(long, global = true, env = "TOOLPLANE_ADDR")]

@@ -69,6 +69,9 @@ impl ClientTlsFiles {
     }
 }
 
+/// The process's client TLS settings ([`ReloadingClientTls::shared`]).
+static SHARED: OnceLock<Result<Arc<ReloadingClientTls>, String>> = OnceLock::new();
+
 /// What the files looked like when they were last loaded.
 type Stamp = [Option<(SystemTime, u64)>; 3];
 
@@ -136,16 +139,25 @@ impl ReloadingClientTls {
         }))
     }
 
-    /// The process's configuration, from `TOOLPLANE_TLS_*` (read once; the files' contents
-    /// are reloaded when they change).
+    /// The process's configuration: what [`ReloadingClientTls::configure`] set (a CLI
+    /// profile's files), else `TOOLPLANE_TLS_*` (read once; the files' contents are reloaded
+    /// when they change).
     pub fn shared() -> Result<Arc<ReloadingClientTls>, String> {
-        static SHARED: OnceLock<Result<Arc<ReloadingClientTls>, String>> = OnceLock::new();
         SHARED
             .get_or_init(|| {
                 let files = ClientTlsFiles::from_env()?;
                 ReloadingClientTls::load(files).map_err(|e| format!("TOOLPLANE_TLS_*: {e}"))
             })
             .clone()
+    }
+
+    /// Makes `files` the process's configuration, before any `https://` dial (a CLI profile
+    /// names its own files). `Err` when a dial already took the environment's.
+    pub fn configure(files: ClientTlsFiles, what: &str) -> Result<(), String> {
+        let loaded = ReloadingClientTls::load(files).map_err(|e| format!("{what}: {e}"));
+        SHARED
+            .set(loaded)
+            .map_err(|_| "the TLS client settings were already in use".to_owned())
     }
 
     /// The configuration for the next handshake: the files' current contents when they

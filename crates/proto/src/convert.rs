@@ -579,6 +579,7 @@ pub fn change_pb(
                     key: change.key().to_owned(),
                     op: op as i32,
                     tenant: tenant.unwrap_or_default(),
+                    verb: change.verb().to_owned(),
                 }
             })
             .collect(),

@@ -86,17 +86,24 @@ pub const MAX_PATTERN_SIZE: usize = 256 * 1024;
 /// Refuses keywords JSON Schema does not define (extensions must be named `x-…`), naming the
 /// first one with its JSON pointer.
 pub fn check_keywords(schema: &Value) -> Result<(), String> {
-    walk(schema, "")
+    let mut problems = Vec::new();
+    walk(schema, "", &mut problems);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 fn escape(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
-fn walk(schema: &Value, pointer: &str) -> Result<(), String> {
+/// Every unknown keyword of `schema` (at `pointer`), into `problems`.
+fn walk(schema: &Value, pointer: &str, problems: &mut Vec<String>) {
     let Value::Object(map) = schema else {
         // `true` / `false` are schemas too; anything else is the meta-schema's to refuse.
-        return Ok(());
+        return;
     };
     for (key, value) in map {
         let here = format!("{pointer}/{}", escape(key));
@@ -108,30 +115,29 @@ fn walk(schema: &Value, pointer: &str) -> Result<(), String> {
                 // draft-07 `items` may be an array of schemas.
                 Value::Array(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        walk(item, &format!("{here}/{i}"))?;
+                        walk(item, &format!("{here}/{i}"), problems);
                     }
                 }
-                other => walk(other, &here)?,
+                other => walk(other, &here, problems),
             }
         } else if SCHEMA_ARRAY_VALUED.contains(&key.as_str()) {
             if let Value::Array(items) = value {
                 for (i, item) in items.iter().enumerate() {
-                    walk(item, &format!("{here}/{i}"))?;
+                    walk(item, &format!("{here}/{i}"), problems);
                 }
             }
         } else if SCHEMA_MAP_VALUED.contains(&key.as_str()) {
             if let Value::Object(entries) = value {
                 for (name, sub) in entries {
-                    walk(sub, &format!("{here}/{}", escape(name)))?;
+                    walk(sub, &format!("{here}/{}", escape(name)), problems);
                 }
             }
         } else if !VALUE_KEYWORDS.contains(&key.as_str()) {
-            return Err(format!(
+            problems.push(format!(
                 "unknown keyword {key:?} at {here} (JSON Schema keywords only; name extensions x-…)"
             ));
         }
     }
-    Ok(())
 }
 
 /// Compiles the schema with the linear-time regular-expression engine the edges validate

@@ -242,6 +242,26 @@ impl Change {
             Change::Delete { key, .. } => key,
         }
     }
+
+    /// What the change did, as an operator would say it: `revoke` for a key or admin token now
+    /// revoked, `issue` for one not, `deprecate` and `retire` for tools in those states,
+    /// `delete`, else `put`.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Change::Delete { .. } => "delete",
+            Change::Put { object } => match object {
+                Object::ApiKey(key) if key.revoked_at.is_some() => "revoke",
+                Object::AdminToken(token) if token.revoked_at.is_some() => "revoke",
+                Object::ApiKey(_) | Object::AdminToken(_) => "issue",
+                Object::Tool(tool) => match tool.status {
+                    crate::tool::ToolStatus::Deprecated { .. } => "deprecate",
+                    crate::tool::ToolStatus::Retired => "retire",
+                    crate::tool::ToolStatus::Active => "put",
+                },
+                _ => "put",
+            },
+        }
+    }
 }
 
 // === impl State ===

@@ -9,10 +9,10 @@ use serde::de::DeserializeOwned;
 pub fn from_json_str<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, String> {
     let mut unknown = Vec::new();
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let value: T = serde_ignored::deserialize(&mut deserializer, |path| {
+    let decoded = serde_ignored::deserialize(&mut deserializer, |path| {
         unknown.push(path.to_string());
-    })
-    .map_err(|error| format!("{what}: {error}"))?;
+    });
+    let value: T = decoded.map_err(|error| explain(what, &error.to_string(), &unknown))?;
     deserializer
         .end()
         .map_err(|error| format!("{what}: {error}"))?;
@@ -23,10 +23,69 @@ pub fn from_json_str<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, S
 /// Decodes `T` from a JSON value, refusing unknown fields.
 pub fn from_value<T: DeserializeOwned>(value: serde_json::Value, what: &str) -> Result<T, String> {
     let mut unknown = Vec::new();
-    let decoded: T = serde_ignored::deserialize(value, |path| unknown.push(path.to_string()))
-        .map_err(|error| format!("{what}: {error}"))?;
+    let decoded = serde_ignored::deserialize(value, |path| unknown.push(path.to_string()));
+    let decoded: T = decoded.map_err(|error| explain(what, &error.to_string(), &unknown))?;
     refuse_unknown(what, unknown)?;
     Ok(decoded)
+}
+
+/// A decoding error, with the unknown fields seen before it: `{"executer": …}` reads as
+/// "missing field `executor`", which says nothing of the misspelling that caused it.
+fn explain(what: &str, error: &str, unknown: &[String]) -> String {
+    let mut message = format!("{what}: {error}");
+    if unknown.is_empty() {
+        return message;
+    }
+    let missing = error
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    let misspelt = missing.and_then(|missing| {
+        unknown.iter().find(|field| {
+            let last = field.rsplit('.').next().unwrap_or(field);
+            near(last, missing)
+        })
+    });
+    match (missing, misspelt) {
+        (Some(missing), Some(field)) => message.push_str(&format!(
+            " — `{field}` is not a field: did you mean `{missing}`?"
+        )),
+        _ => message.push_str(&format!(
+            "; unknown field{} {}",
+            if unknown.len() == 1 { "" } else { "s" },
+            unknown
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+    message
+}
+
+/// Whether two names are one edit (or one swap of neighbours) apart, case aside.
+fn near(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (
+        a.to_lowercase().chars().collect(),
+        b.to_lowercase().chars().collect(),
+    );
+    let (mut previous, mut current): (Vec<usize>, Vec<usize>);
+    previous = (0..=b.len()).collect();
+    let mut before: Vec<usize> = previous.clone();
+    for i in 1..=a.len() {
+        current = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (previous[j] + 1)
+                .min(current[j - 1] + 1)
+                .min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(before[j - 2] + 1);
+            }
+            current[j] = best;
+        }
+        before = std::mem::replace(&mut previous, current);
+    }
+    previous[b.len()] <= 2 && a.len().min(b.len()) >= 3
 }
 
 fn refuse_unknown(what: &str, unknown: Vec<String>) -> Result<(), String> {
@@ -64,5 +123,18 @@ mod tests {
         let def = from_json_str::<ToolDef>(&good, "tool").unwrap();
         assert_eq!(def.provider.as_deref(), Some("salesforce"));
         assert!(from_json_str::<ToolDef>(&format!("{good} trailing"), "tool").is_err());
+    }
+
+    #[test]
+    fn a_misspelt_required_field_is_named_with_the_missing_one() {
+        let text = r#"{"name":"crm","description":"d","category":"crm",
+            "input_schema":{"type":"object"},"executer":"demo"}"#;
+        let error = from_json_str::<ToolDef>(text, "tool").unwrap_err();
+        assert!(error.contains("missing field `executor`"), "{error}");
+        assert!(
+            error.contains("`executer` is not a field: did you mean `executor`?"),
+            "{error}"
+        );
+        assert!(super::near("executer", "executor") && !super::near("provider", "executor"));
     }
 }

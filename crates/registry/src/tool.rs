@@ -473,16 +473,36 @@ pub fn check_object_schema(schema: &Value) -> Result<(), String> {
             "is {size} bytes; the limit is {MAX_SCHEMA_BYTES} bytes"
         ));
     }
-    if let Err(error) = jsonschema::meta::validate(schema) {
-        return Err(format!(
-            "is not a valid JSON Schema: {error} (at {})",
-            display_pointer(&error.instance_path().to_string())
-        ));
+    // Every problem at once, not the first: a schema is fixed in one round.
+    let invalid: Vec<String> = match jsonschema::meta::validator_for(schema) {
+        Ok(meta) => meta
+            .iter_errors(schema)
+            .map(|error| {
+                format!(
+                    "{error} (at {})",
+                    display_pointer(&error.instance_path().to_string())
+                )
+            })
+            .collect(),
+        Err(error) => vec![error.to_string()],
+    };
+    let unknown = crate::schema::check_keywords(schema).err();
+    if !invalid.is_empty() || unknown.is_some() {
+        let mut problems = invalid;
+        problems.extend(unknown);
+        return Err(if problems.len() == 1 {
+            format!("is not a valid JSON Schema: {}", problems[0])
+        } else {
+            format!(
+                "is not a valid JSON Schema ({} problems): {}",
+                problems.len(),
+                problems.join("; ")
+            )
+        });
     }
     if let Err(error) = jsonschema::validator_for(schema) {
         return Err(format!("does not compile: {error}"));
     }
-    crate::schema::check_keywords(schema)?;
     crate::schema::compile_linear(schema)?;
     Ok(())
 }

@@ -78,8 +78,11 @@ pub struct AuditQuery {
     pub since_ms: u64,
     /// Unix milliseconds, exclusive.
     pub until_ms: u64,
-    /// Only records after this position (the previous page's last `seq`).
+    /// Only records past this position (the previous page's last `seq`): after it, or before
+    /// it when `newest_first`; 0 = from the start (or the end).
     pub after_seq: u64,
+    /// Newest first (descending `seq`).
+    pub newest_first: bool,
     /// At most this many.
     pub limit: u32,
 }
@@ -94,6 +97,7 @@ impl Default for AuditQuery {
             since_ms: 0,
             until_ms: u64::MAX,
             after_seq: 0,
+            newest_first: false,
             limit: 100,
         }
     }

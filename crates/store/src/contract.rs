@@ -218,6 +218,28 @@ async fn audit_contract(store: &dyn Store, stored: &[CallRecord]) {
         .unwrap();
     assert_eq!(rest.len(), 1);
     assert_eq!(rest[0].record.at_ms, 5);
+    // Newest first: the same records the other way round, paged the same way.
+    let newest = store
+        .audit(&AuditQuery {
+            limit: 3,
+            newest_first: true,
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(newest.len(), 3);
+    assert!(newest.windows(2).all(|w| w[0].seq > w[1].seq));
+    assert_eq!(newest[0].seq, rest[0].seq);
+    let older = store
+        .audit(&AuditQuery {
+            after_seq: newest[2].seq,
+            newest_first: true,
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(older.len(), 1);
+    assert_eq!(older[0].seq, first[0].seq);
 
     // Shed counts add up per edge.
     assert!(store.audit_shed().await.unwrap().is_empty());

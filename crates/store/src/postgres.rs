@@ -319,16 +319,31 @@ impl Store for PostgresStore {
     }
 
     async fn audit(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
-        let sql = concat!(
-            "SELECT ",
-            audit::audit_columns!(),
-            " FROM tp_audit WHERE seq > $1 AND ($2::TEXT IS NULL OR tenant = $2)
-             AND ($3::TEXT IS NULL OR tool = $3) AND ($4::TEXT IS NULL OR principal = $4)
-             AND ($5::TEXT IS NULL OR outcome = $5) AND at_ms >= $6 AND at_ms < $7
-             ORDER BY seq LIMIT $8"
-        );
+        let sql = if query.newest_first {
+            concat!(
+                "SELECT ",
+                audit::audit_columns!(),
+                " FROM tp_audit WHERE seq < $1 AND ($2::TEXT IS NULL OR tenant = $2)
+                 AND ($3::TEXT IS NULL OR tool = $3) AND ($4::TEXT IS NULL OR principal = $4)
+                 AND ($5::TEXT IS NULL OR outcome = $5) AND at_ms >= $6 AND at_ms < $7
+                 ORDER BY seq DESC LIMIT $8"
+            )
+        } else {
+            concat!(
+                "SELECT ",
+                audit::audit_columns!(),
+                " FROM tp_audit WHERE seq > $1 AND ($2::TEXT IS NULL OR tenant = $2)
+                 AND ($3::TEXT IS NULL OR tool = $3) AND ($4::TEXT IS NULL OR principal = $4)
+                 AND ($5::TEXT IS NULL OR outcome = $5) AND at_ms >= $6 AND at_ms < $7
+                 ORDER BY seq LIMIT $8"
+            )
+        };
+        let position = match (query.newest_first, query.after_seq) {
+            (true, 0) => i64::MAX,
+            (_, seq) => to_i64(seq),
+        };
         let rows = sqlx::query(sql)
-            .bind(to_i64(query.after_seq))
+            .bind(position)
             .bind(query.tenant.as_deref())
             .bind(query.tool.as_deref())
             .bind(query.principal.as_deref())

@@ -302,6 +302,7 @@ async fn a_revoked_key_stops_working_when_the_change_arrives() {
             key: "key-collector".into(),
             op: pb::ChangeOp::Delete as i32,
             tenant: "acme".into(),
+            verb: "delete".into(),
         }],
         ..Default::default()
     });

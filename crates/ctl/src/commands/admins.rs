@@ -192,13 +192,20 @@ pub(super) async fn changes(
             let items: Vec<String> = change
                 .items
                 .iter()
-                .map(|i| format!("{} {} {}", op_name(i.op), kind_name(i.kind), i.key))
+                .map(|i| {
+                    let verb = if i.verb.is_empty() {
+                        op_name(i.op)
+                    } else {
+                        i.verb.as_str()
+                    };
+                    format!("{verb} {} {}", kind_name(i.kind), i.key)
+                })
                 .collect();
             if json_out {
                 let items: Vec<Value> = change
                     .items
                     .iter()
-                    .map(|i| json!({"op": op_name(i.op), "kind": kind_name(i.kind), "key": i.key, "tenant": i.tenant}))
+                    .map(|i| json!({"op": op_name(i.op), "verb": i.verb, "kind": kind_name(i.kind), "key": i.key, "tenant": i.tenant}))
                     .collect();
                 out!(
                     "{}",

@@ -49,10 +49,14 @@ pub(crate) fn parse_when(text: &str) -> Result<u64, String> {
 }
 
 /// RFC 3339 of Unix milliseconds.
+/// RFC 3339 in UTC with milliseconds, always the same width (so a table's column lines up).
 fn rfc3339(at_ms: u64) -> String {
+    const FORMAT: &[time::format_description::FormatItem<'static>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(at_ms) * 1_000_000)
         .ok()
-        .and_then(|at| at.format(&Rfc3339).ok())
+        .and_then(|at| at.format(FORMAT).ok())
         .unwrap_or_default()
 }
 
@@ -91,6 +95,7 @@ pub(super) async fn audit(
         until_ms: args.until.unwrap_or(0),
         page_size: 1000,
         page_token: String::new(),
+        newest_first: !args.oldest_first,
     };
     let mut left = args.limit.map_or(usize::MAX, |n| n as usize);
     let mut rows = Vec::new();
@@ -173,6 +178,7 @@ mod tests {
         for bad in ["", "d", "5", "5w", "-5m", "yesterday", "99999999999999999d"] {
             assert!(parse_when(bad).is_err(), "{bad}");
         }
-        assert_eq!(rfc3339(1000), "1970-01-01T00:00:01Z");
+        assert_eq!(rfc3339(1000), "1970-01-01T00:00:01.000Z");
+        assert_eq!(rfc3339(1_795_343_400_123), "2026-11-22T10:30:00.123Z");
     }
 }

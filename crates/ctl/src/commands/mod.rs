@@ -62,19 +62,35 @@ pub(crate) fn describe_error(error: &anyhow::Error) -> String {
     let Some(status) = error.downcast_ref::<tonic::Status>() else {
         return format!("{error:#}");
     };
-    let mut text = format!("{:?}: {}", status.code(), status.message());
+    // The field violations say what the message says, field by field: shown once, as a list
+    // when there are several.
+    let details = status.get_error_details();
+    let violations = details
+        .bad_request()
+        .map(|b| b.field_violations.clone())
+        .unwrap_or_default();
+    let mut text = match violations.as_slice() {
+        [] => format!("{:?}: {}", status.code(), status.message()),
+        [one] => format!(
+            "{:?}: invalid {}: {}",
+            status.code(),
+            one.field,
+            one.description
+        ),
+        many => {
+            let mut text = format!("{:?}: {} problems", status.code(), many.len());
+            for violation in many {
+                text.push_str(&format!(
+                    "\n  - {}: {}",
+                    violation.field, violation.description
+                ));
+            }
+            text
+        }
+    };
     // A context added on the way up (which of several requests failed) comes first.
     if error.chain().count() > 1 {
         text = format!("{error}: {text}");
-    }
-    let details = status.get_error_details();
-    if let Some(bad_request) = details.bad_request() {
-        for violation in &bad_request.field_violations {
-            text.push_str(&format!(
-                "\n  - {}: {}",
-                violation.field, violation.description
-            ));
-        }
     }
     text
 }
@@ -125,11 +141,23 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::ExecutorKey(args) => return crate::executor_key::run(&args),
         command => Cli { command, ..cli },
     };
-    let target = crate::connect::target(&cli);
-    let token = crate::connect::token(&cli)?;
-    let admin = Admin::connect(&target.url, &token)
-        .await
-        .map_err(|error| crate::connect::unreachable(&target, &error.root_cause()))?;
+    let profile = crate::profiles::select(cli.profile.as_deref())?;
+    if let Some(files) = profile
+        .as_ref()
+        .and_then(|(_, p)| crate::profiles::tls_files(p))
+    {
+        let name = profile.as_ref().map_or("", |(name, _)| name.as_str());
+        tp_client::configure_tls(files, &format!("profile {name}"))?;
+    }
+    let target = crate::connect::target(&cli, profile.as_ref());
+    let token = crate::connect::token(&cli, profile.as_ref())?;
+    let admin = Admin::connect(&target.url, &token).await.map_err(|error| {
+        let chain = format!("{error:#}");
+        match crate::connect::tls_problem(&target, &chain) {
+            Some(problem) if target.url.starts_with("https://") => anyhow::anyhow!(problem),
+            _ => crate::connect::unreachable(&target, &error.root_cause()),
+        }
+    })?;
     let json_out = cli.json;
     let result = match cli.command {
         Command::Tools(cmd) => tools(admin, cmd, json_out).await,

@@ -257,3 +257,20 @@ fn empty_actions_are_refused() {
     let err = def.validate(&Refs).unwrap_err();
     assert_eq!(fields(&err), vec!["tool.polymorphism.actions"]);
 }
+
+#[test]
+fn an_invalid_schema_lists_every_problem() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "strng"},
+            "b": {"minLength": -1},
+            "c": {"maxLenght": 3}
+        }
+    });
+    let error = super::check_object_schema(&schema).unwrap_err();
+    assert!(error.contains("3 problems"), "{error}");
+    for needle in ["/properties/a", "/properties/b", "maxLenght"] {
+        assert!(error.contains(needle), "{needle}: {error}");
+    }
+}
