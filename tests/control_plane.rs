@@ -707,3 +707,201 @@ async fn usage_lists_the_tools_no_tenant_called_for_n_days() {
         assert!(stdout.is_empty(), "{bad}: {stdout}");
     }
 }
+
+/// Issue 30's first items as an operator meets them: nothing widens by omission. A partial
+/// `UpdateTenant` through grpcurl keeps the rest of the tenant (and "every tool" must be said);
+/// `tenants create` without a choice of providers is refused; `executors upsert --endpoint`
+/// keeps the timeout and concurrency it was not given.
+#[tokio::test]
+async fn nothing_widens_by_omission() {
+    let cp = ControlPlaneProcess::start(true).await;
+    let token_file = cp.data_dir.join("admin-token");
+    let auth = format!("authorization: Bearer {}", cp.admin_token());
+    let grpcurl = grpcurl();
+    let mut admin = cp.admin().await;
+    let acme = |admin: &mut tp_client::Admin| {
+        let mut admin = admin.clone();
+        async move {
+            admin
+                .tenants
+                .get_tenant(pb::GetTenantRequest { id: "acme".into() })
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    let before = acme(&mut admin).await;
+    let tools = |admin: &mut tp_client::Admin| {
+        let mut admin = admin.clone();
+        async move {
+            admin
+                .tenants
+                .preview_registry(pb::PreviewRegistryRequest {
+                    tenant: "acme".into(),
+                    role: "collector".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .tools
+                .len()
+        }
+    };
+    let visible = tools(&mut admin).await;
+    // The request of the issue, as it was written: only the rate limit changes.
+    let (code, _, stderr) = run(
+        &grpcurl,
+        &[
+            "-plaintext",
+            "-H",
+            &auth,
+            "-d",
+            r#"{"tenant":{"id":"acme","rate_limit_per_minute":60}}"#,
+            &cp.addr,
+            "toolplane.v1.Tenants/UpdateTenant",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let after = acme(&mut admin).await;
+    assert_eq!(after.rate_limit_per_minute, 60);
+    assert_eq!(after.connected_apis, before.connected_apis);
+    assert_eq!(after.display_name, before.display_name);
+    assert_eq!(
+        tools(&mut admin).await,
+        visible,
+        "acme's tools did not widen"
+    );
+    // With a mask: a field named and absent goes back to its default; connected_apis named
+    // and absent is refused (every tool is said, never implied).
+    let (code, _, stderr) = run(
+        &grpcurl,
+        &[
+            "-plaintext",
+            "-H",
+            &auth,
+            "-d",
+            r#"{"tenant":{"id":"acme"},"update_mask":{"paths":["connected_apis"]}}"#,
+            &cp.addr,
+            "toolplane.v1.Tenants/UpdateTenant",
+        ],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("InvalidArgument"), "{stderr}");
+    assert_eq!(tools(&mut admin).await, visible);
+    let (code, _, stderr) = run(
+        &grpcurl,
+        &[
+            "-plaintext",
+            "-H",
+            &auth,
+            "-d",
+            r#"{"tenant":{"id":"acme"},"update_mask":{"paths":["rate_limit_per_minute"]}}"#,
+            &cp.addr,
+            "toolplane.v1.Tenants/UpdateTenant",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(acme(&mut admin).await.rate_limit_per_minute, 0);
+
+    // The CLI: a new tenant names its providers, or says every tool.
+    let ctl = binary("toolplanectl");
+    let base = [
+        "--addr",
+        &cp.url(),
+        "--token-file",
+        token_file.to_str().unwrap(),
+    ];
+    let (code, _, stderr) = run(&ctl, &[&base[..], &["tenants", "create", "hooli"]].concat()).await;
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("--connected-apis") && stderr.contains("--all-apis"),
+        "{stderr}"
+    );
+    let listed = admin
+        .tenants
+        .list_tenants(pb::ListTenantsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .tenants;
+    assert!(
+        listed.iter().all(|t| t.id != "hooli"),
+        "nothing was created"
+    );
+    let (code, _, stderr) = run(
+        &ctl,
+        &[
+            &base[..],
+            &["tenants", "create", "hooli", "--connected-apis", ""],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let hooli = admin
+        .tenants
+        .preview_registry(pb::PreviewRegistryRequest {
+            tenant: "hooli".into(),
+            role: "collector".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    assert!(
+        hooli.iter().all(|t| t.provider.is_empty()),
+        "platform tools only"
+    );
+
+    // Executors: an upsert changes what it names.
+    let (code, _, stderr) = run(
+        &ctl,
+        &[
+            &base[..],
+            &[
+                "executors",
+                "upsert",
+                "demo",
+                "--timeout-ms",
+                "10000",
+                "--max-concurrency",
+                "16",
+            ],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = run(
+        &ctl,
+        &[
+            &base[..],
+            &[
+                "executors",
+                "upsert",
+                "demo",
+                "--endpoint",
+                "http://127.0.0.1:50099",
+            ],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let demo = admin
+        .executors
+        .get_executor(pb::GetExecutorRequest {
+            name: "demo".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(demo.endpoint, "http://127.0.0.1:50099");
+    assert_eq!((demo.timeout_ms, demo.max_concurrency), (10_000, 16));
+    println!(
+        "a partial UpdateTenant kept acme's {visible} tools and its name; tenants create without providers refused; executors upsert --endpoint kept timeout 10 s and concurrency 16"
+    );
+}
