@@ -28,6 +28,9 @@ struct Seen {
     trace_id: String,
     span_id: String,
     parent: String,
+    /// String and integer attributes, as text.
+    attributes: std::collections::BTreeMap<String, String>,
+    end_ns: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -55,12 +58,27 @@ impl TraceService for Receiver {
                 .unwrap_or_default();
             for scope in resource_spans.scope_spans {
                 for span in scope.spans {
+                    let attributes = span
+                        .attributes
+                        .iter()
+                        .filter_map(|kv| {
+                            let text = match kv.value.as_ref()?.value.as_ref()? {
+                                any_value::Value::StringValue(v) => v.clone(),
+                                any_value::Value::IntValue(v) => v.to_string(),
+                                any_value::Value::BoolValue(v) => v.to_string(),
+                                _ => return None,
+                            };
+                            Some((kv.key.clone(), text))
+                        })
+                        .collect();
                     spans.push(Seen {
                         service: service.clone(),
                         name: span.name,
                         trace_id: hex::encode(span.trace_id),
                         span_id: hex::encode(span.span_id),
                         parent: hex::encode(span.parent_span_id),
+                        attributes,
+                        end_ns: span.end_time_unix_nano,
                     });
                 }
             }
@@ -145,9 +163,13 @@ async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki
             };
             // The request span closes last, once the answer is written: wait for it too.
             (has("toolplane-edge", "executor.call")
-                && has("toolplane-edge", "request")
-                && has("toolplane-control-plane", "grpc.server")
-                && has("toolplane-wiki", "wiki.call"))
+                && has("toolplane-edge", "POST /mcp")
+                && has(
+                    "toolplane-control-plane",
+                    "toolplane.v1.Registry/Authenticate",
+                )
+                && has("toolplane-wiki", "wiki.call")
+                && has("toolplane-wiki", "toolplane.v1.Executor/Invoke"))
             .then_some(spans)
         },
     )
@@ -160,11 +182,27 @@ async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki
     };
     let parent_of = |span: &Seen| spans.iter().find(|s| s.span_id == span.parent).cloned();
 
-    // The edge's request span is the client's span's child.
-    let request = find("toolplane-edge", "request");
+    // The edge's request span is the client's span's child, named and described by
+    // OpenTelemetry's HTTP and MCP conventions.
+    let request = find("toolplane-edge", "POST /mcp");
     assert_eq!(request.len(), 1, "{spans:#?}");
     let request = request[0];
     assert_eq!(request.parent, client_span);
+    for (key, value) in [
+        ("http.request.method", "POST"),
+        ("http.route", "/mcp"),
+        ("http.response.status_code", "200"),
+        ("mcp.method.name", "tools/call"),
+        ("gen_ai.tool.name", "client_wiki"),
+        ("gen_ai.operation.name", "execute_tool"),
+        ("tenant", "acme"),
+    ] {
+        assert_eq!(
+            request.attributes.get(key).map(String::as_str),
+            Some(value),
+            "{key}: {request:#?}"
+        );
+    }
     // The lookups and the executor call are the request's children.
     for name in ["identity.lookup", "registry.lookup", "executor.call"] {
         let found = find("toolplane-edge", name);
@@ -175,7 +213,10 @@ async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki
         );
     }
     // The control plane's spans hang off the edge's lookups.
-    let cp_spans = find("toolplane-control-plane", "grpc.server");
+    let cp_spans: Vec<&Seen> = spans
+        .iter()
+        .filter(|s| s.service == "toolplane-control-plane" && s.name.starts_with("toolplane.v1."))
+        .collect();
     assert!(
         cp_spans.len() >= 2,
         "Authenticate and ResolveRegistry: {spans:#?}"
@@ -188,14 +229,41 @@ async fn a_call_is_one_trace_from_the_client_through_edge_control_plane_and_wiki
             "{span:?} under {parent:?}"
         );
     }
-    // The wiki's server span is the executor call's child; its work, the server span's.
+    // The wiki's server span is the executor call's child; its work, the server span's — and
+    // the server span ends after its child (it lasts as long as the streamed answer).
     let executor_call = find("toolplane-edge", "executor.call")[0];
-    let wiki_server = find("toolplane-wiki", "grpc.server");
+    let wiki_server = find("toolplane-wiki", "toolplane.v1.Executor/Invoke");
     assert_eq!(wiki_server.len(), 1, "{spans:#?}");
     assert_eq!(wiki_server[0].parent, executor_call.span_id);
+    assert_eq!(
+        wiki_server[0]
+            .attributes
+            .get("rpc.system")
+            .map(String::as_str),
+        Some("grpc")
+    );
     let wiki_call = find("toolplane-wiki", "wiki.call");
     assert_eq!(wiki_call.len(), 1, "{spans:#?}");
     assert_eq!(wiki_call[0].parent, wiki_server[0].span_id);
+    assert!(
+        wiki_call[0].end_ns <= wiki_server[0].end_ns,
+        "the wiki's server span ended before its child: {:?} / {:?}",
+        wiki_server[0],
+        wiki_call[0]
+    );
+    // Health checks, as a balancer sends them, make no spans.
+    let before = receiver.spans.lock().unwrap().len();
+    for _ in 0..10 {
+        let (status, _) = edge.get("/readyz").await;
+        assert_eq!(status, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let health: Vec<Seen> = receiver.spans.lock().unwrap()[before..]
+        .iter()
+        .filter(|s| s.service == "toolplane-edge")
+        .cloned()
+        .collect();
+    assert!(health.is_empty(), "health checks were traced: {health:#?}");
 }
 
 /// A tool on an MCP upstream (the TypeScript SDK server of clients/conformance_upstream.mjs):

@@ -31,6 +31,12 @@ pub struct AccessLog {
     span: std::sync::OnceLock<tracing::Span>,
     /// When the request reached the edge's service.
     started: Instant,
+    /// The HTTP method and path, for the span (OpenTelemetry's HTTP conventions).
+    method: axum::http::Method,
+    path: String,
+    /// A hash of the 2025-xx session id, if the request carries one (the id itself is a
+    /// sealed token: it is not copied into traces).
+    session: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -57,15 +63,66 @@ impl AccessLog {
     }
 
     /// The request's span (opened now if it was not yet).
+    ///
+    /// Its fields follow OpenTelemetry's conventions for HTTP servers (`http.request.method`,
+    /// `url.path`, `http.route`, `http.response.status_code`, the span named `METHOD route`)
+    /// and for MCP (`mcp.method.name`, `gen_ai.tool.name`, `gen_ai.operation.name`,
+    /// `mcp.session.id`), so traces can be filtered in any backend.
     pub fn span(&self) -> &tracing::Span {
         self.span.get_or_init(|| {
-            tracing::info_span!(
+            let route = if self.path == "/mcp" || self.path.starts_with("/mcp/") {
+                "/mcp"
+            } else {
+                self.path.as_str()
+            };
+            let span = tracing::info_span!(
                 "request",
+                otel.name = %format_args!("{} {route}", self.method),
+                otel.kind = "server",
+                otel.status_code = tracing::field::Empty,
+                http.request.method = %self.method,
+                url.path = %self.path,
+                http.route = %route,
+                http.response.status_code = tracing::field::Empty,
                 request_id = %self.id,
                 tenant = tracing::field::Empty,
                 role = tracing::field::Empty,
-            )
+                mcp.method.name = tracing::field::Empty,
+                mcp.session.id = tracing::field::Empty,
+                gen_ai.tool.name = tracing::field::Empty,
+                gen_ai.operation.name = tracing::field::Empty,
+                error.type = tracing::field::Empty,
+            );
+            if let Some(session) = &self.session {
+                span.record("mcp.session.id", session.as_str());
+            }
+            span
         })
+    }
+
+    /// Writes what the stack learned into the span, if the request has one (at its end).
+    fn record_on_span(&self, entry: &Entry, status: StatusCode, outcome: &str) {
+        let Some(span) = self.span.get() else {
+            return;
+        };
+        span.record("http.response.status_code", status.as_u16());
+        for (field, value) in [
+            ("tenant", entry.tenant.as_str()),
+            ("role", entry.role.as_str()),
+            ("mcp.method.name", entry.rpc.as_ref()),
+            ("gen_ai.tool.name", entry.tool.as_str()),
+        ] {
+            if !value.is_empty() {
+                span.record(field, value);
+            }
+        }
+        if entry.rpc == "tools/call" {
+            span.record("gen_ai.operation.name", "execute_tool");
+        }
+        if status.is_server_error() || outcome.starts_with("error") {
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", outcome);
+        }
     }
 
     /// Records the authenticated caller.
@@ -139,6 +196,13 @@ fn new_request_id() -> String {
 /// [`AccessLog`]); none when the request already runs in it (opened with the request).
 pub fn span_to_enter(extensions: &axum::http::Extensions) -> tracing::Span {
     match extensions.get::<Arc<AccessLog>>() {
+        // Health checks have no span unless asked (TOOLPLANE_TRACE_HEALTH_CHECKS).
+        Some(log)
+            if matches!(log.path.as_str(), "/healthz" | "/readyz")
+                && !tp_telemetry::trace::health_checks_traced() =>
+        {
+            tracing::Span::none()
+        }
         Some(log) if log.span.get().is_none() => log.span().clone(),
         Some(_) => tracing::Span::none(),
         None => tracing::Span::current(),
@@ -154,16 +218,28 @@ where
 {
     let started = Instant::now();
     let id = request_id(&request);
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| tp_telemetry::trace::fingerprint(v.as_bytes()));
     let log = Arc::new(AccessLog {
         entry: Mutex::default(),
         id,
         span: std::sync::OnceLock::new(),
         started,
+        method: request.method().clone(),
+        path: request.uri().path().to_owned(),
+        session,
     });
     request.extensions_mut().insert(Arc::clone(&log));
     let method = request.method().clone();
     let uri = request.uri().clone();
-    let mut response = if tp_telemetry::trace::exporting() {
+    // Load balancers' health checks are not traced (one span a second per balancer is noise)
+    // unless TOOLPLANE_TRACE_HEALTH_CHECKS asks for them.
+    let health = matches!(uri.path(), "/healthz" | "/readyz");
+    let mut response = if tp_telemetry::trace::exporting()
+        && (!health || tp_telemetry::trace::health_checks_traced())
+    {
         // A client's trace (traceparent) continues through the edge. Only an exported span
         // carries it, so a span opened later, when nothing is exported, needs no parent.
         let span = log.span().clone();
@@ -208,6 +284,7 @@ where
         .map(|mut e| std::mem::take(&mut *e))
         .unwrap_or_default();
     request_seconds(bounded_method(&entry.rpc)).record(elapsed.as_secs_f64());
+    log.record_on_span(&entry, status, &outcome);
     if let Some(message) = error {
         tracing::debug!(request_id = %log.id, tenant = %entry.tenant, %outcome, message, "client error");
     }

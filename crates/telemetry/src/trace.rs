@@ -32,6 +32,27 @@ pub fn export_requested() -> bool {
 
 static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether health checks (`/healthz`, `/readyz`) get spans: only when
+/// `TOOLPLANE_TRACE_HEALTH_CHECKS=true` (a balancer's probes are otherwise noise in a trace).
+pub fn health_checks_traced() -> bool {
+    static ASKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ASKED.get_or_init(|| {
+        std::env::var("TOOLPLANE_TRACE_HEALTH_CHECKS")
+            .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+    })
+}
+
+/// A short, stable fingerprint of an identifier that is not copied into traces as it is (a
+/// sealed session id): 16 hex digits of FNV-1a over its bytes, enough to tell sessions apart.
+pub fn fingerprint(bytes: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
 /// Whether this process exports spans (set by `init`). A span nothing exports and no event
 /// falls in is work without a reader: the edge opens a request's span only when it is
 /// exported or the request goes where events are written.
@@ -187,30 +208,122 @@ where
     S: tower::Service<http::Request<B>, Response = http::Response<R>>,
     S::Future: Send + 'static,
 {
-    type Response = http::Response<R>;
+    type Response = http::Response<TracedBody<R>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<http::Response<R>, S::Error>> + Send>>;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<http::Response<TracedBody<R>>, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let path = request.uri().path();
+        let path = request.uri().path().to_owned();
         // Health checks and reflection are noise in a trace.
         if path.starts_with("/grpc.") {
-            return Box::pin(self.inner.call(request));
+            let answer = self.inner.call(request);
+            return Box::pin(async move {
+                answer
+                    .await
+                    .map(|response| response.map(TracedBody::untraced))
+            });
         }
+        // OpenTelemetry's RPC conventions: rpc.system, rpc.service, rpc.method, and the span
+        // named `service/method`; the status code once the call has answered.
+        let full = path.trim_start_matches('/');
+        let (service, method) = full.split_once('/').unwrap_or((full, ""));
         let span = tracing::info_span!(
             "grpc.server",
+            otel.name = %full,
+            otel.kind = "server",
             server = self.server,
-            rpc.method = %path.trim_start_matches('/'),
+            rpc.system = "grpc",
+            rpc.service = %service,
+            rpc.method = %method,
+            rpc.grpc.status_code = tracing::field::Empty,
         );
         set_parent(&span, request.headers());
         let answer = {
             let _entered = span.enter();
             self.inner.call(request)
         };
-        Box::pin(answer.instrument(span))
+        let held = span.clone();
+        Box::pin(
+            async move {
+                let response = answer.await?;
+                // Unary answers carry their status in the headers; streams in the trailers,
+                // which the span then outlives (it ends with the body).
+                if let Some(code) = response
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<i64>().ok())
+                {
+                    held.record("rpc.grpc.status_code", code);
+                }
+                Ok(response.map(|body| TracedBody::new(body, held)))
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// A response body that keeps its call's span open until it has been sent in full: a
+/// server-streaming call's span ends after its last message, not when its headers leave
+/// (the work behind the stream is its child, and a child must not outlive its parent).
+#[derive(Debug)]
+pub struct TracedBody<B> {
+    inner: B,
+    span: Option<tracing::Span>,
+}
+
+impl<B> TracedBody<B> {
+    fn new(inner: B, span: tracing::Span) -> TracedBody<B> {
+        TracedBody {
+            inner,
+            span: Some(span),
+        }
+    }
+
+    fn untraced(inner: B) -> TracedBody<B> {
+        TracedBody { inner, span: None }
+    }
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for TracedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let this = self.get_mut();
+        // Entered while the body is polled: a span's end is its last exit
+        // (tracing-opentelemetry), so the call's span ends with its last frame.
+        let entered = this.span.as_ref().map(tracing::Span::enter);
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        drop(entered);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let (Some(trailers), Some(span)) = (frame.trailers_ref(), &this.span)
+            && let Some(code) = trailers
+                .get("grpc-status")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+        {
+            span.record("rpc.grpc.status_code", code);
+        }
+        if matches!(polled, Poll::Ready(None)) {
+            this.span = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }

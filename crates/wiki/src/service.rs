@@ -494,6 +494,9 @@ impl Executor for WikiService {
             tenant = %request.tenant,
         );
         tokio::spawn(async move {
+            // The work is the span; the answer is sent once it has ended, so the call's span
+            // (which ends when the caller has read the answer) never ends before its child.
+            let event = async {
             let progress_sender = sender.clone();
             let progress = move |done: f64, total: f64, message: &str| {
                 // Progress is advisory: a full channel (a slow reader) drops it.
@@ -535,9 +538,12 @@ impl Executor for WikiService {
             });
             metrics::histogram!("tp_wiki_call_duration_seconds", "action" => action, "code" => code)
                 .record(started.elapsed().as_secs_f64());
+            event
+            }
+            .instrument(span)
+            .await;
             let _ = sender.send(event).await;
-        }
-        .instrument(span));
+        });
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
 
