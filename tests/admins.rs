@@ -416,6 +416,12 @@ async fn scoped_admin_tokens_allow_what_their_scope_says_and_every_write_names_i
         .flat_map(|c| c.items.iter().map(|i| i.key.as_str()))
         .collect();
     assert_eq!(keys, [acme_key.as_str(), acme_key.as_str()]);
+    // Each change says what it did: the key issued, then revoked (not "put" twice).
+    let verbs: Vec<&str> = acme_view
+        .iter()
+        .flat_map(|c| c.items.iter().map(|i| i.verb.as_str()))
+        .collect();
+    assert_eq!(verbs, ["issue", "revoke"]);
 
     // toolplanectl with each token.
     let ctl = binary("toolplanectl");
@@ -450,6 +456,7 @@ async fn scoped_admin_tokens_allow_what_their_scope_says_and_every_write_names_i
     assert_eq!(lines.len(), 2, "{stdout}");
     assert_eq!(lines[1]["items"][0]["key"], "gmail");
     assert_eq!(lines[1]["items"][0]["kind"], "tool");
+    assert_eq!(lines[1]["items"][0]["verb"], "deprecate");
     let (status, stdout, stderr) = run(
         &ctl,
         &[

@@ -905,3 +905,60 @@ async fn nothing_widens_by_omission() {
         "a partial UpdateTenant kept acme's {visible} tools and its name; tenants create without providers refused; executors upsert --endpoint kept timeout 10 s and concurrency 16"
     );
 }
+
+/// What `tools register` says about a bad definition: the misspelling behind a missing field,
+/// every problem of a schema at once, and each problem once.
+#[tokio::test]
+async fn registration_errors_name_the_misspelling_and_every_problem_once() {
+    let cp = ControlPlaneProcess::start(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = cp.data_dir.join("admin-token");
+    let ctl = binary("toolplanectl");
+    let register = |definition: serde_json::Value| {
+        let file = dir.path().join("tool.json");
+        std::fs::write(&file, definition.to_string()).unwrap();
+        let ctl = ctl.clone();
+        let (addr, token_file) = (cp.url(), token_file.clone());
+        async move {
+            run(
+                &ctl,
+                &[
+                    "--addr",
+                    &addr,
+                    "--token-file",
+                    token_file.to_str().unwrap(),
+                    "tools",
+                    "register",
+                    file.to_str().unwrap(),
+                ],
+            )
+            .await
+        }
+    };
+    let (code, _, stderr) = register(serde_json::json!({
+        "name": "crm_note", "description": "d", "category": "crm",
+        "input_schema": {"type": "object"}, "executer": "demo",
+        "admission": {"owner": "x", "scope": "y"}}))
+    .await;
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("missing field `executor`")
+            && stderr.contains("`executer` is not a field: did you mean `executor`?"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = register(serde_json::json!({
+        "name": "crm_note", "description": "d", "category": "crm", "executor": "demo",
+        "input_schema": {"type": "object", "properties": {
+            "a": {"type": "strng"}, "b": {"minLength": -1}, "c": {"maxLenght": 3}}},
+        "admission": {"owner": "x", "scope": "y"}}))
+    .await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("3 problems"), "{stderr}");
+    for needle in [
+        "/properties/a/type",
+        "/properties/b/minLength",
+        "unknown keyword \"maxLenght\"",
+    ] {
+        assert_eq!(stderr.matches(needle).count(), 1, "{needle} once: {stderr}");
+    }
+}

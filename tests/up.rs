@@ -648,6 +648,48 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
     );
     let call = client.call("gmail", json!({"query": "x"})).await;
     assert_eq!(call.result()["isError"], false, "{}", call.body);
+    // The demo's mail is the caller's own, never another demo tenant's.
+    let tenant = creds["keys"][0]["tenant"].as_str().unwrap();
+    assert!(
+        call.body.contains(&format!("@{tenant}.example")),
+        "{}",
+        call.body
+    );
+    for other in ["acme", "globex", "initech"]
+        .iter()
+        .filter(|t| **t != tenant)
+    {
+        assert!(
+            !call.body.contains(&format!("@{other}.example")),
+            "{}",
+            call.body
+        );
+    }
+    // The wiki's pages are its owner's only, under `up` too.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join(".toolplane/wiki"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    }
+    // A bare edge in a folder without a token says where the token comes from.
+    let empty = tempfile::tempdir().unwrap();
+    let edge = tokio::process::Command::new(binary("tp-edge"))
+        .arg("--check-config")
+        .current_dir(empty.path())
+        .env_remove("TOOLPLANE_EDGE_EDGE_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&edge.stderr);
+    assert!(
+        !edge.status.success()
+            && stderr.contains("edge-token")
+            && stderr.contains("toolplanectl up"),
+        "{stderr}"
+    );
     let usage =
         tp_test_support::eventually("usage reported", std::time::Duration::from_secs(30), || {
             let dir = dir.path().to_owned();
@@ -680,7 +722,10 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
             && stderr.contains("--mcp-listen"),
         "{stderr}"
     );
-    assert!(!dir.path().join("other-data/control-plane.db").exists());
+    assert!(
+        !dir.path().join("other-data").exists(),
+        "a refused `up` leaves no data folder behind"
+    );
 
     // 1. A damaged credentials file stops `up` before anything changes.
     first.kill().await.unwrap();
@@ -758,4 +803,68 @@ async fn wait_for_ready(ready: &Path) {
         }
     })
     .await;
+}
+
+/// `up --log-format json` writes nothing on stderr but JSON lines (its own progress included),
+/// prints the admin listener's address as an address, and a stop logs no reconnection.
+#[tokio::test]
+async fn up_with_json_logs_writes_only_json_and_stops_without_reconnecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let port = || format!("127.0.0.1:{}", free_port());
+    let stderr_file = dir.path().join("up.err");
+    let mut up = tokio::process::Command::new(binary("toolplanectl"))
+        .args([
+            "up",
+            "--log-format",
+            "json",
+            "--data-dir",
+            ".toolplane",
+            "--mcp-listen",
+            &port(),
+            "--grpc-listen",
+            &port(),
+            "--executor-listen",
+            &port(),
+            "--wiki-listen",
+            &port(),
+            "--admin-listen",
+            &port(),
+            "--ready-file",
+            ready.to_str().unwrap(),
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr_file).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_ready(&ready).await;
+    // SIGTERM: the orderly stop.
+    let pid = up.id().unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), up.wait())
+        .await
+        .expect("up stopped within 30 s")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let log = std::fs::read_to_string(&stderr_file).unwrap();
+    let mut lines = 0;
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let parsed: Result<Value, _> = serde_json::from_str(line);
+        assert!(parsed.is_ok(), "not JSON: {line:?}");
+        lines += 1;
+    }
+    assert!(
+        log.contains("ready in"),
+        "the progress is logged too: {log}"
+    );
+    assert!(!log.contains("Some("), "{log}");
+    assert!(
+        !log.contains("reconnecting"),
+        "a stopping edge reconnects: {log}"
+    );
+    println!("up --log-format json: {lines} lines, every one JSON; stopped without reconnecting");
 }

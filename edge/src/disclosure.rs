@@ -282,3 +282,20 @@ pub fn action_schema_entry(tool: &EdgeTool, action: &str) -> Option<Value> {
         "inputSchema": branch,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_of_a_thing_is_said_in_the_singular() {
+        let one = capabilities_text(
+            &json!({"total_tools": 1, "categories": [{"name": "knowledge", "tools": []}]}),
+        );
+        assert!(one.starts_with("1 tool, 1 category."), "{one}");
+        let many = capabilities_text(
+            &json!({"total_tools": 34, "categories": [{"name": "a"}, {"name": "b"}]}),
+        );
+        assert!(many.starts_with("34 tools, 2 categories."), "{many}");
+    }
+}
