@@ -102,7 +102,7 @@ pub fn listing(tools: &[EdgeTool], progressive: bool, pinned: &[String]) -> Vec<
 }
 
 /// Longest one-line description in `capabilities`.
-pub const ONE_LINE_CHARS: usize = 40;
+pub const ONE_LINE_CHARS: usize = 32;
 
 /// The first sentence (or line) of a description, at most [`ONE_LINE_CHARS`] characters.
 pub fn one_line(description: &str) -> String {
@@ -133,16 +133,19 @@ pub fn capabilities_text(answer: &Value) -> String {
     for category in answer["categories"].as_array().into_iter().flatten() {
         let name = category["name"].as_str().unwrap_or_default();
         match category["tools"].as_array() {
+            // One line per category: `name: tool (summary); tool (summary)`.
             Some(tools) => {
-                text.push_str(&format!("{name}:\n"));
-                for tool in tools {
-                    text.push_str(&format!(
-                        "- {}: {}",
-                        tool["name"].as_str().unwrap_or_default(),
-                        tool["description"].as_str().unwrap_or_default()
-                    ));
-                    text.push('\n');
-                }
+                let entries: Vec<String> = tools
+                    .iter()
+                    .map(|tool| {
+                        let name = tool["name"].as_str().unwrap_or_default();
+                        match tool["description"].as_str().unwrap_or_default() {
+                            "" => name.to_owned(),
+                            summary => format!("{name} ({summary})"),
+                        }
+                    })
+                    .collect();
+                text.push_str(&format!("{name}: {}\n", entries.join("; ")));
             }
             None => text.push_str(&format!("- {name} ({})\n", category["count"])),
         }
