@@ -10,6 +10,8 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 # wrk drives tp-bench (scripts/bench.sh; .ci/run runs it once, small, to keep it working).
 command -v wrk >/dev/null || need_apt+=(wrk)
 command -v psql >/dev/null || need_apt+=(postgresql-client)
+# haproxy: the real load balancer in front of two edges in tests/rolling.rs.
+command -v haproxy >/dev/null || need_apt+=(haproxy)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing ${need_apt[*]} with apt-get"

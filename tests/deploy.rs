@@ -449,13 +449,13 @@ fn compose_runs_two_edges_behind_a_balancer_and_every_service_configuration_load
     assert_eq!(e1.len(), e2.len());
     let differing: Vec<&String> = e1.keys().filter(|k| e1[*k] != e2[*k]).collect();
     assert_eq!(differing, vec!["TOOLPLANE_EDGE_NAME"]);
-    // The balancer sends /mcp to exactly the edge services, unbuffered (SSE).
-    let nginx = read("deploy/compose/nginx.conf");
-    let upstreams: BTreeSet<String> = nginx
+    // The balancer sends to exactly the edge services, checking their readiness (a stopping
+    // edge fails it first); its config is the one tests/rolling.rs runs.
+    let haproxy = read("deploy/compose/haproxy.cfg");
+    let upstreams: BTreeSet<String> = haproxy
         .lines()
         .filter_map(|l| l.trim().strip_prefix("server "))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|upstream| upstream.contains(':'))
+        .filter_map(|l| l.split_whitespace().nth(1))
         .map(str::to_owned)
         .collect();
     assert_eq!(
@@ -465,7 +465,22 @@ fn compose_runs_two_edges_behind_a_balancer_and_every_service_configuration_load
             format!("edge-2:{}", ports["edge-2"])
         ])
     );
-    assert!(nginx.contains("proxy_buffering off;"));
+    assert!(haproxy.contains("option httpchk GET /readyz"));
+    // The edges' grace period outlasts a failed check; stops wait for grace and drain.
+    let inter_ms: u64 = haproxy
+        .split_whitespace()
+        .skip_while(|w| *w != "inter")
+        .nth(1)
+        .and_then(|v| v.strip_suffix('s'))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|s| s * 1000)
+        .expect("inter <n>s");
+    let grace_ms: u64 = e1["TOOLPLANE_EDGE_SHUTDOWN__GRACE_MS"].parse().unwrap();
+    assert!(
+        grace_ms >= 2 * inter_ms,
+        "grace {grace_ms} ms, checks every {inter_ms} ms"
+    );
+    assert_eq!(services["edge-1"]["stop_grace_period"], "45s");
     for mount in services["edge-lb"]["volumes"].as_array().unwrap() {
         let source = mount.as_str().unwrap().split(':').next().unwrap();
         assert!(
@@ -477,6 +492,8 @@ fn compose_runs_two_edges_behind_a_balancer_and_every_service_configuration_load
     for (service, volume) in [
         ("control-plane", "control-plane-data"),
         ("wiki", "wiki-data"),
+        ("edge-1", "edge-1-audit"),
+        ("edge-2", "edge-2-audit"),
     ] {
         assert!(compose["volumes"].get(volume).is_some());
         assert!(

@@ -30,6 +30,7 @@ mod oauth;
 mod otel;
 mod postgres;
 mod rng;
+mod rolling;
 mod tls;
 mod transport_rules;
 mod trust;

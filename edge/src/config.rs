@@ -49,6 +49,8 @@ pub struct RawConfig {
     pub watch: RawWatch,
     /// Audit records sent to the control plane.
     pub audit: RawAudit,
+    /// How a stopping edge leaves the fleet (SIGTERM).
+    pub shutdown: RawShutdown,
     /// Requests without `Authorization` act as this tenant and role (off when empty). For
     /// public demo endpoints and the MCP conformance suite; never for production tenants.
     pub anonymous: RawAnonymous,
@@ -206,6 +208,25 @@ pub struct RawAudit {
     pub flush_ms: u64,
     /// Most records buffered; beyond, the oldest are dropped (and counted).
     pub buffer: usize,
+    /// A folder where batches not yet acknowledged are kept across stops (and adopted by the
+    /// next edge started with the same folder); empty = memory only.
+    pub spill_dir: String,
+    /// Largest spill file, in MiB; later batches wait in memory only.
+    pub spill_max_mb: u64,
+    /// At a stop, how long to keep trying to deliver what is queued.
+    pub stop_flush_ms: u64,
+}
+
+/// `[shutdown]`: leaving the fleet without failing a request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawShutdown {
+    /// After SIGTERM, how long the edge answers `/readyz` 503 while still serving (each
+    /// answer with `Connection: close`), so that balancers stop sending before it stops
+    /// listening. A second SIGTERM or SIGINT ends the wait.
+    pub grace_ms: u64,
+    /// Then, how long requests in flight may take before their connections are closed.
+    pub drain_secs: u64,
 }
 
 /// `[anonymous]`.
@@ -259,6 +280,8 @@ pub struct EdgeConfig {
     pub watch: RawWatch,
     /// Audit settings.
     pub audit: RawAudit,
+    /// Stop settings.
+    pub shutdown: RawShutdown,
     /// Anonymous (tenant, role), if enabled.
     pub anonymous: Option<(String, String)>,
     /// OAuth resource-server settings, if enabled.
@@ -288,6 +311,7 @@ impl Default for RawConfig {
             executors: RawExecutors::default(),
             watch: RawWatch::default(),
             audit: RawAudit::default(),
+            shutdown: RawShutdown::default(),
             anonymous: RawAnonymous::default(),
             oauth: crate::oauth::RawOAuth::default(),
             log: RawLog::default(),
@@ -367,6 +391,18 @@ impl Default for RawAudit {
             enabled: true,
             flush_ms: 1_000,
             buffer: 10_000,
+            spill_dir: String::new(),
+            spill_max_mb: 64,
+            stop_flush_ms: 5_000,
+        }
+    }
+}
+
+impl Default for RawShutdown {
+    fn default() -> Self {
+        Self {
+            grace_ms: 5_000,
+            drain_secs: 30,
         }
     }
 }
@@ -564,6 +600,18 @@ impl RawConfig {
         if self.audit.buffer == 0 || self.audit.flush_ms == 0 {
             bail!("audit.buffer and audit.flush_ms: must be at least 1");
         }
+        if self.audit.spill_max_mb == 0 {
+            bail!("audit.spill_max_mb: must be at least 1");
+        }
+        if self.audit.stop_flush_ms > 600_000 {
+            bail!("audit.stop_flush_ms: at most 600000 (ten minutes)");
+        }
+        if self.shutdown.grace_ms > 600_000 {
+            bail!("shutdown.grace_ms: at most 600000 (ten minutes)");
+        }
+        if !(1..=3600).contains(&self.shutdown.drain_secs) {
+            bail!("shutdown.drain_secs: must be between 1 and 3600");
+        }
         let anonymous = match (
             self.anonymous.tenant.is_empty(),
             self.anonymous.role.is_empty(),
@@ -604,6 +652,7 @@ impl RawConfig {
             executors: self.executors,
             watch: self.watch,
             audit: self.audit,
+            shutdown: self.shutdown,
             anonymous,
             log_json,
             log_level: self.log.level,

@@ -57,14 +57,35 @@ pub struct Edge {
     pub task: JoinHandle<anyhow::Result<()>>,
 }
 
-/// How long a stopping edge lets in-flight requests finish before it closes their connections.
-const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Binds, starts the background tasks and serves until `shutdown` resolves.
+/// Binds, starts the background tasks and serves until `shutdown` resolves, then leaves as
+/// [`start_with`] says (with no way to cut the grace period short).
 pub async fn start(
     config: EdgeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Edge> {
+    start_with(config, shutdown, std::future::pending::<()>).await
+}
+
+/// Binds, starts the background tasks and serves until `shutdown` resolves; then leaves the
+/// fleet without failing a request:
+///
+/// 1. `/readyz` answers 503 and every answer carries `Connection: close`, for
+///    `shutdown.grace_ms` (or until the future `hurry()` makes resolves: a second signal), while
+///    the edge still accepts and serves — balancers see it leave and send elsewhere;
+/// 2. it stops accepting, ends long-lived streams, and lets requests in flight finish (at most
+///    `shutdown.drain_secs`; then what still runs is cancelled);
+/// 3. the audit records of those requests are delivered, or spilled (`audit.spill_dir`).
+///
+/// The server task ([`Edge::task`]) ends after step 3.
+pub async fn start_with<H, F>(
+    config: EdgeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    hurry: H,
+) -> anyhow::Result<Edge>
+where
+    H: FnOnce() -> F + Send + 'static,
+    F: Future<Output = ()> + Send,
+{
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -83,20 +104,35 @@ pub async fn start(
         .transpose()?;
     let state = EdgeState::start(config)?;
     let service = app::service(Arc::clone(&state));
-    // Shutting down (SIGTERM): stop accepting, end long-lived streams (subscriptions, legacy
-    // notification streams) so the drain does not wait for clients to hang up, and let requests
-    // in flight finish and be answered; what still runs after DRAIN is cancelled.
+    let grace = std::time::Duration::from_millis(state.config.shutdown.grace_ms);
+    let drain = std::time::Duration::from_secs(state.config.shutdown.drain_secs);
+    // Shutting down (SIGTERM): first unready for the grace period; then stop accepting, end
+    // long-lived streams (subscriptions, legacy notification streams) so the drain does not
+    // wait for clients to hang up, and let requests in flight finish and be answered; what
+    // still runs after the drain is cancelled.
+    let unready = state.unready.clone();
     let token = state.shutdown.clone();
     let abort = state.abort.clone();
     let stopping = token.clone();
     tokio::spawn(async move {
         shutdown.await;
+        unready.cancel();
+        if !grace.is_zero() {
+            tracing::info!(
+                grace_ms = grace.as_millis() as u64,
+                "stopping: /readyz now answers 503 and connections close after each answer; still serving for the grace period (a second signal ends it)"
+            );
+            tokio::select! {
+                () = tokio::time::sleep(grace) => {}
+                () = hurry() => tracing::info!("a second signal: the grace period ends now"),
+            }
+        }
         tracing::info!(
-            drain_secs = DRAIN.as_secs(),
+            drain_secs = drain.as_secs(),
             "stopping: no new connections; finishing requests in flight"
         );
         token.cancel();
-        tokio::time::sleep(DRAIN).await;
+        tokio::time::sleep(drain).await;
         abort.cancel();
     });
     if let Some(admin_listener) = admin_listener {
@@ -122,17 +158,21 @@ pub async fn start(
         None => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let finishing = Arc::clone(&state);
     let task = tokio::spawn(async move {
-        tp_net::serve_http1_tls(
+        let served = tp_net::serve_http1_tls(
             listener,
             service,
             &limits,
             async move { stopping.cancelled().await },
-            DRAIN,
+            drain,
             tls,
         )
         .await
-        .context("serving HTTP")
+        .context("serving HTTP");
+        // Every request is answered (or was cancelled): their audit records go now.
+        finishing.finish_audit().await;
+        served
     });
     let admin = admin_addr.map_or_else(|| "none".to_owned(), |a| a.to_string());
     tracing::info!(%addr, %admin, "edge listening on {scheme}://{addr}/mcp");

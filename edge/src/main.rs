@@ -78,7 +78,12 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let _telemetry = tp_telemetry::init(&config.log_level, config.log_json, "toolplane-edge");
-    let edge = tp_edge::start(config, tp_telemetry::shutdown_signal()).await?;
+    let edge = tp_edge::start_with(
+        config,
+        tp_telemetry::shutdown_signal(),
+        tp_telemetry::shutdown_signal,
+    )
+    .await?;
     if let Some(path) = &args.ready_file {
         let tmp = path.with_extension("tmp");
         // The MCP address on the first line, the admin listener's on the second.

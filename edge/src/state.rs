@@ -47,12 +47,28 @@ pub struct EdgeState {
     pub sessions: crate::transport::session::SessionSeal,
     /// Long-lived streams open, per key and per tenant.
     pub streams: Arc<crate::transport::streams::Streams>,
+    /// Cancelled at SIGTERM, before [`EdgeState::shutdown`]: `/readyz` answers 503 and every
+    /// answer carries `Connection: close` while the edge still serves (`shutdown.grace_ms`),
+    /// so that balancers stop sending to it before it stops listening.
+    pub unready: tokio_util::sync::CancellationToken,
+    /// Set by [`EdgeState::start`]: the audit sender (stopped after the drain, then
+    /// [`Audit::finish`] delivers or spills what is left).
+    pub(crate) audit_sender: std::sync::Mutex<Option<AuditSender>>,
     /// Cancelled when the edge starts shutting down: it stops accepting, and long-lived
     /// streams (subscriptions, legacy notification streams) end so the drain can finish.
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Cancelled when the drain time is up: what is still running is abandoned. Requests in
     /// flight before that finish and are answered (a call whose work succeeded says so).
     pub abort: tokio_util::sync::CancellationToken,
+}
+
+/// The running audit sender: its task, the token that stops it, and the control plane it
+/// delivers to.
+#[derive(Debug)]
+pub(crate) struct AuditSender {
+    pub(crate) task: tokio::task::JoinHandle<()>,
+    pub(crate) stop: tokio_util::sync::CancellationToken,
+    pub(crate) control: Arc<ControlPlane>,
 }
 
 /// Installs the process-wide metrics recorder once ([`tp_telemetry::metrics::prometheus`]).
@@ -63,6 +79,26 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
 // === impl EdgeState ===
 
 impl EdgeState {
+    /// After the drain: stops the audit sender and delivers (or spills) what is left.
+    pub async fn finish_audit(&self) -> Option<crate::audit::Finished> {
+        let sender = self
+            .audit_sender
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        sender.stop.cancel();
+        let _ = sender.task.await;
+        let within = Duration::from_millis(self.config.audit.stop_flush_ms);
+        let finished = self.audit.finish(&sender.control, within).await;
+        tracing::info!(
+            delivered = finished.delivered,
+            kept = finished.kept,
+            lost = finished.lost,
+            "audit records at the stop"
+        );
+        Some(finished)
+    }
+
     /// Builds the state and starts the background tasks (watch, audit, Redis connection).
     pub fn start(config: EdgeConfig) -> anyhow::Result<Arc<EdgeState>> {
         let resource = config.oauth.as_ref().map_or("", |o| o.resource.as_str());
@@ -76,7 +112,20 @@ impl EdgeState {
             None => None,
         };
         let directory: Arc<dyn Directory> = control.clone();
-        let state = EdgeState::assemble(config, directory, shared);
+        let audit = Audit::open(crate::audit::AuditSettings {
+            enabled: config.audit.enabled,
+            capacity: config.audit.buffer,
+            spill_dir: (!config.audit.spill_dir.is_empty())
+                .then(|| std::path::PathBuf::from(&config.audit.spill_dir)),
+            spill_max_bytes: config.audit.spill_max_mb.saturating_mul(1 << 20),
+            edge: config.name.clone(),
+        })?;
+        if config.audit.enabled && config.audit.spill_dir.is_empty() {
+            tracing::info!(
+                "audit.spill_dir is not set: audit records the control plane has not taken when this edge stops (or is killed) are lost, and counted in tp_edge_audit_dropped_total"
+            );
+        }
+        let state = EdgeState::assemble_with(config, directory, shared, audit);
         let settings = WatchSettings {
             heartbeat_ms: state.config.watch.heartbeat_ms,
             dead_after: Duration::from_millis(state.config.watch.dead_after_ms),
@@ -101,11 +150,17 @@ impl EdgeState {
         // The fleet size the rate limits divide by while Redis is down.
         state.limiter.spawn_fleet_count(state.shutdown.clone());
         if state.config.audit.enabled {
-            tokio::spawn(Arc::clone(&state.audit).run(
-                control,
+            let stop = tokio_util::sync::CancellationToken::new();
+            let task = tokio::spawn(Arc::clone(&state.audit).run(
+                Arc::clone(&control),
                 Duration::from_millis(state.config.audit.flush_ms),
-                state.config.name.clone(),
+                stop.clone(),
             ));
+            *state.audit_sender.lock().unwrap_or_else(|e| e.into_inner()) = Some(AuditSender {
+                task,
+                stop,
+                control,
+            });
         }
         Ok(state)
     }
@@ -117,6 +172,16 @@ impl EdgeState {
         config: EdgeConfig,
         directory: Arc<dyn Directory>,
         shared: Option<Arc<Shared>>,
+    ) -> Arc<EdgeState> {
+        let audit = Audit::new(config.audit.buffer, config.audit.enabled);
+        EdgeState::assemble_with(config, directory, shared, audit)
+    }
+
+    fn assemble_with(
+        config: EdgeConfig,
+        directory: Arc<dyn Directory>,
+        shared: Option<Arc<Shared>>,
+        audit: Arc<Audit>,
     ) -> Arc<EdgeState> {
         let metrics = metrics_handle();
         let versions = Arc::new(Versions::default());
@@ -142,7 +207,6 @@ impl EdgeState {
             credential_env_prefix: config.executors.credential_env_prefix.clone(),
             key: config.executor_key.clone(),
         });
-        let audit = Audit::new(config.audit.buffer, config.audit.enabled);
         let (notices, _) = broadcast::channel(1024);
         let secret = if config.mcp.request_state_key.is_empty() {
             config.edge_token.as_bytes()
@@ -171,6 +235,8 @@ impl EdgeState {
             streams,
             seal,
             sessions,
+            unready: tokio_util::sync::CancellationToken::new(),
+            audit_sender: std::sync::Mutex::new(None),
             shutdown: tokio_util::sync::CancellationToken::new(),
             abort: tokio_util::sync::CancellationToken::new(),
             questions,

@@ -156,7 +156,14 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
             "edge_token",
             &control_plane.tokens.edge,
         ))
-        .merge(Serialized::default("name", "up"));
+        .merge(Serialized::default("name", "up"))
+        // One local edge, behind no balancer: Ctrl-C stops it at once; what its audit could
+        // not deliver waits under the data folder for the next `up`.
+        .merge(Serialized::default("shutdown.grace_ms", 0))
+        .merge(Serialized::default(
+            "audit.spill_dir",
+            args.data_dir.join("edge-audit"),
+        ));
     if let Some(url) = &args.redis_url {
         figment = figment.merge(Serialized::default("redis_url", url));
     }

@@ -386,6 +386,14 @@ impl EdgeProcess {
                 executor_key().0.clone(),
             ));
         }
+        // Tests stop edges often: no grace period unless a test asks for one.
+        if !envs
+            .iter()
+            .any(|(k, _)| *k == "TOOLPLANE_EDGE_SHUTDOWN__GRACE_MS")
+            && !extra_toml.contains("grace_ms")
+        {
+            envs.push(("TOOLPLANE_EDGE_SHUTDOWN__GRACE_MS", "0".to_owned()));
+        }
         let mut process = Process::spawn(
             &binary("tp-edge"),
             &args,

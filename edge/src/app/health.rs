@@ -12,10 +12,13 @@ pub(super) async fn readyz(State(state): State<Arc<EdgeState>>) -> Response {
     let redis = state.shared.as_ref().map(|s| s.healthy());
     let (registries, identities) = state.caches.sizes();
     // Ready when a registry can be served from somewhere: the control plane, or Redis.
-    let ready = control_plane || redis == Some(true) || registries > 0;
+    // Not when leaving the fleet (SIGTERM): balancers must stop sending first.
+    let stopping = state.unready.is_cancelled();
+    let ready = !stopping && (control_plane || redis == Some(true) || registries > 0);
     let degraded = !synced || redis == Some(false);
     let body = json!({
         "ready": ready,
+        "stopping": stopping,
         "degraded": degraded,
         "control_plane": { "reachable": control_plane, "watch_synced": synced, "revision": state.versions.head() },
         "redis": match redis { None => "not configured", Some(true) => "up", Some(false) => "down" },

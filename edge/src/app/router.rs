@@ -226,10 +226,20 @@ where
         // Outermost: every request is logged (crate::access), including refused ones and those
         // the warm path answers.
         Box::pin(async move {
-            Ok(crate::access::around(request, move |request| {
+            let unready = state.unready.clone();
+            let mut response = crate::access::around(request, move |request| {
                 serve(state, router, limits, request)
             })
-            .await)
+            .await;
+            // Leaving the fleet: the client (or the balancer) opens its next connection
+            // elsewhere instead of reusing one this edge is about to close.
+            if unready.is_cancelled() {
+                response.headers_mut().insert(
+                    header::CONNECTION,
+                    axum::http::HeaderValue::from_static("close"),
+                );
+            }
+            Ok(response)
         })
     }
 }
