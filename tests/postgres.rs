@@ -347,3 +347,162 @@ async fn export_and_import_move_a_sqlite_world_to_postgres_intact() {
         policy.ceiling
     );
 }
+
+/// Lifecycle: a sunset date already past is refused (and changes nothing); a tool whose sunset
+/// passed is retired by the control plane itself — once, though two replicas on one database
+/// both look at start — announced to the edges (it leaves their listing) and recorded under
+/// the author `system:sunset`.
+#[tokio::test]
+async fn a_past_sunset_is_refused_and_a_passed_one_retires_the_tool_once_across_replicas() {
+    let mut source = ControlPlaneProcess::start(true).await;
+    let mut admin = source.admin().await;
+    let tool = registry(&source).await[0].clone();
+    let day = |offset: i64| {
+        let days = (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            / 86_400) as i64
+            + offset;
+        let (y, m, d) = tp_telemetry::civil_from_days(days);
+        format!("{y:04}-{m:02}-{d:02}")
+    };
+    let refused = admin
+        .catalog
+        .deprecate_tool(pb::DeprecateToolRequest {
+            name: tool.clone(),
+            sunset_date: day(-1),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(
+        refused.message().contains("in the past") && refused.message().contains("retire"),
+        "{}",
+        refused.message()
+    );
+    let status = |admin: &mut tp_client::Admin, name: String| {
+        let mut admin = admin.clone();
+        async move {
+            admin
+                .catalog
+                .get_tool(pb::GetToolRequest { name })
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    assert_eq!(
+        status(&mut admin, tool.clone()).await.status,
+        pb::ToolStatus::Active as i32,
+        "a refused deprecation changes nothing"
+    );
+    // Today is the last day it may be given ("removed after").
+    admin
+        .catalog
+        .deprecate_tool(pb::DeprecateToolRequest {
+            name: tool.clone(),
+            sunset_date: day(0),
+        })
+        .await
+        .unwrap();
+    assert!(source.process.terminate().await.is_some());
+
+    // The same world, its sunset since passed, on PostgreSQL under two replicas.
+    let work = tempfile::tempdir().unwrap();
+    let doc = work.path().join("world.json");
+    let sqlite = format!(
+        "sqlite://{}",
+        source.data_dir.join("control-plane.db").display()
+    );
+    let out = ctl(&[
+        "export",
+        "--store-url",
+        &sqlite,
+        "--out",
+        doc.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut world: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&doc).unwrap()).unwrap();
+    let mut edited = 0;
+    for object in world["objects"].as_array_mut().unwrap() {
+        if object["kind"] == "tool" && object["object"]["name"] == tool.as_str() {
+            assert_eq!(object["object"]["status"]["sunset"], day(0).as_str());
+            object["object"]["status"]["sunset"] = json!(day(-3));
+            edited += 1;
+        }
+    }
+    assert_eq!(edited, 1);
+    std::fs::write(&doc, serde_json::to_string(&world).unwrap()).unwrap();
+    let db = PgDatabase::create();
+    let out = ctl(&["import", doc.to_str().unwrap(), "--store-url", &db.url]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = tokio::join!(
+        replica(&db, dir_a.path(), false),
+        replica(&db, dir_b.path(), false)
+    );
+    let mut admin = a.admin().await;
+    eventually("the tool retired", Duration::from_secs(15), || {
+        let mut admin = admin.clone();
+        let tool = tool.clone();
+        async move {
+            let info = status(&mut admin, tool).await;
+            (info.status == pb::ToolStatus::Retired as i32).then_some(())
+        }
+    })
+    .await;
+    // Both replicas agree, and the edge watching B no longer lists it.
+    let edge = EdgeProcess::start(&b, &[b.url()], None, "").await;
+    let key = b
+        .admin()
+        .await
+        .tenants
+        .issue_api_key(pb::IssueApiKeyRequest {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .key;
+    let listed = McpHttp::new(&edge.addr, Some(&key), "2025-11-25")
+        .list_names()
+        .await;
+    assert!(!listed.contains(&tool), "{tool} still listed: {listed:?}");
+    assert!(!registry(&b).await.contains(&tool));
+    // One change retired it, by the control plane.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let changes = admin
+        .admins
+        .list_changes(pb::ListChangesRequest {
+            since_revision: 0,
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .changes;
+    let retirements: Vec<&pb::Change> = changes
+        .iter()
+        .filter(|c| c.items.iter().any(|i| i.key == tool && i.verb == "retire"))
+        .collect();
+    assert_eq!(retirements.len(), 1, "{changes:#?}");
+    assert_eq!(retirements[0].author, "system:sunset");
+    println!(
+        "{tool}: deprecation with a past date refused; after its sunset passed, retired once (revision {}) by system:sunset with two replicas looking",
+        retirements[0].revision
+    );
+    drop(edge);
+}

@@ -22,13 +22,13 @@ use tp_test_support::{
 };
 
 /// A test CA and the files it signs.
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
     issuer: Issuer<'static, KeyPair>,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -49,13 +49,13 @@ impl Pki {
         }
     }
 
-    fn ca(&self) -> PathBuf {
+    pub(crate) fn ca(&self) -> PathBuf {
         self.dir.path().join("ca.pem")
     }
 
     /// A leaf for `name` (a server certificate for 127.0.0.1 and localhost, or a client one),
     /// written as `<name>.pem` and `<name>.key`.
-    fn leaf(&self, name: &str, server: bool) -> (PathBuf, PathBuf) {
+    pub(crate) fn leaf(&self, name: &str, server: bool) -> (PathBuf, PathBuf) {
         let key = KeyPair::generate().unwrap();
         let mut params =
             CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();

@@ -26,7 +26,7 @@ fn text_of(reply: &tp_test_support::HttpReply) -> String {
 }
 
 /// A new tenant that sees the testing provider's tools, and a collector key for it.
-async fn testing_tenant(fleet: &Fleet, id: &str) -> String {
+pub(crate) async fn testing_tenant(fleet: &Fleet, id: &str) -> String {
     let mut admin = fleet.cp.admin().await;
     admin
         .tenants

@@ -36,6 +36,8 @@ pub struct RawConfig {
     pub metrics_listen: String,
     /// The audit trail.
     pub audit: RawAudit,
+    /// Tool lifecycle work the control plane does by itself.
+    pub lifecycle: RawLifecycle,
     /// TLS for the gRPC listener (off unless `tls.cert_file` is set; `tls.client_ca_file`
     /// requires client certificates; files reloaded when they change).
     pub tls: tp_net::tls::TlsFiles,
@@ -56,6 +58,22 @@ pub struct RawAudit {
 impl Default for RawAudit {
     fn default() -> Self {
         Self { retention_days: 90 }
+    }
+}
+
+/// `[lifecycle]`: work on the catalogue the control plane does by itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLifecycle {
+    /// How often to retire deprecated tools whose sunset date has passed (also at start).
+    pub sunset_check_secs: u64,
+}
+
+impl Default for RawLifecycle {
+    fn default() -> Self {
+        Self {
+            sunset_check_secs: 300,
+        }
     }
 }
 
@@ -198,6 +216,8 @@ pub struct ControlPlaneConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// How long audit records are kept (`None`: forever).
     pub audit_retention: Option<std::time::Duration>,
+    /// How often tools past their sunset are looked for.
+    pub sunset_check: std::time::Duration,
     /// TLS files of the gRPC listener, if it serves TLS.
     pub tls: Option<tp_net::tls::TlsFiles>,
     /// Admin sign-in with an OpenID provider, when configured.
@@ -218,6 +238,7 @@ impl Default for RawConfig {
             grpc: RawGrpc::default(),
             metrics_listen: String::new(),
             audit: RawAudit::default(),
+            lifecycle: RawLifecycle::default(),
             tls: tp_net::tls::TlsFiles::default(),
             admin_oidc: crate::admin_oidc::RawAdminOidc::default(),
             log: RawLog::default(),
@@ -357,6 +378,9 @@ impl RawConfig {
         if self.audit.retention_days > 36_500 {
             bail!("audit.retention_days: must be between 0 (keep forever) and 36500");
         }
+        if !(1..=86_400).contains(&self.lifecycle.sunset_check_secs) {
+            bail!("lifecycle.sunset_check_secs: must be between 1 and 86400");
+        }
         let tls = match self.tls.enabled("tls") {
             Ok(true) => Some(self.tls),
             Ok(false) => None,
@@ -367,6 +391,7 @@ impl RawConfig {
             tls,
             admin_oidc,
             metrics_listen,
+            sunset_check: std::time::Duration::from_secs(self.lifecycle.sunset_check_secs),
             audit_retention: (self.audit.retention_days > 0).then(|| {
                 std::time::Duration::from_secs(u64::from(self.audit.retention_days) * 86_400)
             }),

@@ -11,6 +11,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod engine;
+pub mod lifecycle;
 pub mod oidc;
 pub mod purge;
 pub mod server;

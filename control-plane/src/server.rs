@@ -184,6 +184,11 @@ impl ControlPlane {
             }
             None => None,
         };
+        tokio::spawn(crate::lifecycle::run(
+            Arc::clone(&engine),
+            config.sunset_check,
+            stopping.clone(),
+        ));
         tokio::spawn(prune_audit(
             Arc::clone(&engine),
             config.audit_retention,

@@ -37,7 +37,9 @@ pub struct RawConfig {
     pub edge_token: String,
     /// A file holding the edge token (used when `edge_token` is empty).
     pub edge_token_file: String,
-    /// Redis URL for the shared L2 cache and fleet-wide rate limits; empty = none.
+    /// Redis URL for the shared L2 cache and fleet-wide rate limits (`redis://`, or
+    /// `rediss://` for TLS); with `cache.redis_cluster`, the seed nodes of a Redis Cluster,
+    /// comma-separated; empty = none.
     pub redis_url: String,
     /// Caches.
     pub cache: RawCache,
@@ -102,6 +104,15 @@ pub struct RawCache {
     /// saw counting in Redis; `closed` — every call of a rate-limited tenant is refused; `local`
     /// — each edge allows the whole limit (the fleet as a whole then allows up to N times it).
     pub rate_limits_when_redis_down: String,
+    /// `redis_url` names seed nodes of a Redis Cluster.
+    pub redis_cluster: bool,
+    /// PEM file of the CA that signs the Redis servers' certificates (`rediss://`); empty =
+    /// the system's roots.
+    pub redis_ca_file: String,
+    /// PEM client certificate for Redis servers that require one.
+    pub redis_cert_file: String,
+    /// The client certificate's key.
+    pub redis_key_file: String,
 }
 
 /// `[mcp]`.
@@ -184,6 +195,13 @@ pub struct RawExecutors {
     pub auth_key: String,
     /// A file holding `auth_key` (used when `auth_key` is empty and the file is set).
     pub auth_key_file: String,
+    /// PEM CA certificates MCP upstreams' certificates may also chain to (`https://` upstreams
+    /// signed by a private CA), besides the system's roots.
+    pub upstream_ca_file: String,
+    /// PEM client certificate presented to MCP upstreams that ask for one (mutual TLS).
+    pub upstream_cert_file: String,
+    /// Its key.
+    pub upstream_key_file: String,
 }
 
 /// `[watch]`.
@@ -276,6 +294,8 @@ pub struct EdgeConfig {
     pub executors: RawExecutors,
     /// The key signing calls to gRPC executors.
     pub executor_key: tp_proto::invoke_auth::ExecutorKey,
+    /// The HTTP client of MCP upstreams (their TLS settings applied).
+    pub upstream_http: reqwest::Client,
     /// Watch settings.
     pub watch: RawWatch,
     /// Audit settings.
@@ -330,6 +350,10 @@ impl Default for RawCache {
             redis_prefix: "tp".into(),
             redis_timeout_ms: 250,
             rate_limits_when_redis_down: "share".into(),
+            redis_cluster: false,
+            redis_ca_file: String::new(),
+            redis_cert_file: String::new(),
+            redis_key_file: String::new(),
         }
     }
 }
@@ -371,6 +395,9 @@ impl Default for RawExecutors {
             credential_env_prefix: DEFAULT_CREDENTIAL_ENV_PREFIX.into(),
             auth_key: String::new(),
             auth_key_file: String::new(),
+            upstream_ca_file: String::new(),
+            upstream_cert_file: String::new(),
+            upstream_key_file: String::new(),
         }
     }
 }
@@ -452,10 +479,31 @@ impl RawConfig {
             bail!("edge_token: must be at least 16 characters");
         }
         let redis_url = (!self.redis_url.is_empty()).then_some(self.redis_url);
-        if let Some(url) = &redis_url
-            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
-        {
-            bail!("redis_url: {url:?} must start with redis:// or rediss://");
+        if let Some(urls) = &redis_url {
+            let urls: Vec<&str> = urls.split(',').map(str::trim).collect();
+            for url in &urls {
+                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                    bail!("redis_url: {url:?} must start with redis:// or rediss://");
+                }
+            }
+            if urls.len() > 1 && !self.cache.redis_cluster {
+                bail!(
+                    "redis_url: several URLs are the seed nodes of a Redis Cluster; set cache.redis_cluster = true, or give one URL"
+                );
+            }
+            let tls = urls.iter().all(|u| u.starts_with("rediss://"));
+            let files = [
+                &self.cache.redis_ca_file,
+                &self.cache.redis_cert_file,
+                &self.cache.redis_key_file,
+            ];
+            if !tls && files.iter().any(|f| !f.is_empty()) {
+                bail!(
+                    "cache.redis_ca_file, redis_cert_file, redis_key_file: only for TLS; make redis_url rediss://"
+                );
+            }
+        } else if self.cache.redis_cluster {
+            bail!("cache.redis_cluster: set redis_url to the cluster's seed nodes");
         }
         if self.cache.l1_registries == 0 || self.cache.l1_identities == 0 {
             bail!("cache.l1_registries and cache.l1_identities: must be at least 1");
@@ -562,6 +610,11 @@ impl RawConfig {
                 "executors.credential_env_prefix: must be at least 3 characters of A-Z, 0-9 and _ (e.g. TOOLPLANE_CRED_)"
             );
         }
+        let upstream_http = crate::upstream::http_client(
+            &self.executors.upstream_ca_file,
+            &self.executors.upstream_cert_file,
+            &self.executors.upstream_key_file,
+        )?;
         let executor_key = {
             let explicit = if !self.executors.auth_key.is_empty() {
                 Some(self.executors.auth_key.clone())
@@ -643,6 +696,7 @@ impl RawConfig {
             admin_listen,
             http: self.http,
             executor_key,
+            upstream_http,
             name,
             control_plane: self.control_plane,
             edge_token,

@@ -57,6 +57,8 @@ pub struct BreakerSettings {
     pub credential_env_prefix: String,
     /// Signs every call to a gRPC executor.
     pub key: ExecutorKey,
+    /// The HTTP client of MCP upstreams.
+    pub upstream_http: reqwest::Client,
 }
 
 /// What an executor answered a call with.
@@ -201,6 +203,7 @@ impl Executors {
                 Some(Arc::new(crate::upstream::Upstream::new(
                     info.clone(),
                     &self.settings.credential_env_prefix,
+                    self.settings.upstream_http.clone(),
                 ))),
             ),
         };

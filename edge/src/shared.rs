@@ -21,14 +21,105 @@ pub struct Shared {
     prefix: String,
     timeout: Duration,
     healthy: AtomicBool,
+    /// Commands that failed, ever (a cluster connection is rebuilt when this moves).
+    failures: std::sync::atomic::AtomicU64,
+}
+
+/// Where the shared cache lives and how to reach it (`redis_url`, `cache.redis_*`).
+#[derive(Debug, Clone, Default)]
+pub struct RedisSettings {
+    /// `redis://` or `rediss://` (TLS) URLs: one server, or seed nodes of a cluster.
+    pub urls: Vec<String>,
+    /// A Redis Cluster: keys spread over its shards by slot, failovers followed.
+    pub cluster: bool,
+    /// PEM file of the CA that signs the servers' certificates (`rediss://`); empty = the
+    /// system's roots.
+    pub ca_file: String,
+    /// PEM client certificate and key for servers that require one (`tls-auth-clients yes`).
+    pub cert_file: String,
+    /// The client certificate's key.
+    pub key_file: String,
+    /// Key prefix.
+    pub prefix: String,
+    /// Command timeout.
+    pub timeout: Duration,
 }
 
 enum Backend {
     Redis {
-        client: redis::Client,
-        connection: RwLock<Option<ConnectionManager>>,
+        /// A client per seed URL (the pub/sub listener tries them in turn).
+        clients: Vec<redis::Client>,
+        connection: RwLock<Option<Conn>>,
+        cluster: bool,
     },
     Memory(Memory),
+}
+
+/// A connection to one Redis server, or to a cluster (routing each command by its key's slot
+/// and following failovers). Both reconnect by themselves.
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The TLS material in `settings`, read from its files.
+fn certificates(settings: &RedisSettings) -> anyhow::Result<Option<redis::TlsCertificates>> {
+    use anyhow::Context as _;
+    let read = |what: &str, path: &str| {
+        std::fs::read(path).with_context(|| format!("cache.redis_{what}: reading {path}"))
+    };
+    let root_cert = match settings.ca_file.as_str() {
+        "" => None,
+        path => Some(read("ca_file", path)?),
+    };
+    let client_tls = match (settings.cert_file.as_str(), settings.key_file.as_str()) {
+        ("", "") => None,
+        ("", _) | (_, "") => {
+            anyhow::bail!("cache.redis_cert_file and cache.redis_key_file: set both, or neither")
+        }
+        (cert, key) => Some(redis::ClientTlsConfig {
+            client_cert: read("cert_file", cert)?,
+            client_key: read("key_file", key)?,
+        }),
+    };
+    Ok(
+        (root_cert.is_some() || client_tls.is_some()).then_some(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        }),
+    )
 }
 
 /// The in-process stand-in ([`Shared::memory`]).
@@ -57,21 +148,48 @@ impl std::fmt::Debug for Shared {
 
 impl Shared {
     /// Starts connecting in the background; the edge serves without Redis until it is up.
-    pub fn connect(url: &str, prefix: &str, timeout: Duration) -> anyhow::Result<Arc<Shared>> {
+    pub fn connect(settings: &RedisSettings) -> anyhow::Result<Arc<Shared>> {
         // TCP_NODELAY: commands from concurrent requests share one multiplexed connection;
         // with Nagle's algorithm a small write waits for the previous one's ACK, which the
         // server delays (40 ms), and every lookup behind it stalls.
-        let info = redis::IntoConnectionInfo::into_connection_info(url)?
-            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-        let client = redis::Client::open(info)?;
+        let tcp = || redis::io::tcp::TcpSettings::default().set_nodelay(true);
+        let certificates = certificates(settings)?;
+        let mut clients = Vec::new();
+        for url in &settings.urls {
+            let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())?
+                .set_tcp_settings(tcp());
+            clients.push(match &certificates {
+                Some(certs) => redis::Client::build_with_tls(info, certs.clone())?,
+                None => redis::Client::open(info)?,
+            });
+        }
+        let cluster = if settings.cluster {
+            let mut builder = redis::cluster::ClusterClientBuilder::new(settings.urls.clone())
+                .tcp_settings(tcp())
+                .connection_timeout(Duration::from_secs(2))
+                .response_timeout(settings.timeout)
+                .retries(2)
+                .max_retry_wait(500);
+            if let Some(certs) = &certificates {
+                builder = builder.certs(certs.clone());
+            }
+            Some(builder.build()?)
+        } else {
+            None
+        };
+        let Some(client) = clients.first().cloned() else {
+            anyhow::bail!("redis_url: no URL");
+        };
         let shared = Arc::new(Shared {
             backend: Backend::Redis {
-                client: client.clone(),
+                clients,
                 connection: RwLock::new(None),
+                cluster: settings.cluster,
             },
-            prefix: prefix.to_owned(),
-            timeout,
+            prefix: settings.prefix.clone(),
+            timeout: settings.timeout,
             healthy: AtomicBool::new(false),
+            failures: std::sync::atomic::AtomicU64::new(0),
         });
         let background = Arc::clone(&shared);
         tokio::spawn(async move {
@@ -82,7 +200,14 @@ impl Shared {
                     .set_response_timeout(Some(background.timeout))
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_secs(2));
-                match client.get_connection_manager_with_config(config).await {
+                let connected = match &cluster {
+                    Some(cluster) => cluster.get_async_connection().await.map(Conn::Cluster),
+                    None => client
+                        .get_connection_manager_with_config(config)
+                        .await
+                        .map(Conn::Single),
+                };
+                match connected {
                     Ok(connection) => {
                         if let Backend::Redis {
                             connection: slot, ..
@@ -96,13 +221,36 @@ impl Shared {
                         // L1 hit: one PING a second (the connection manager reconnects).
                         let weak = Arc::downgrade(&background);
                         drop(background);
+                        let mut failures = 0;
                         loop {
                             tokio::time::sleep(Duration::from_secs(1)).await;
                             let Some(shared) = weak.upgrade() else { return };
+                            // A cluster connection that failed commands in the last second is
+                            // made again from the seeds: a fresh slot map finds the replica
+                            // that took over a dead primary's slots at once, where the old
+                            // connection can take many seconds to notice.
+                            let now = shared.failures.load(Ordering::Relaxed);
+                            if let Some(cluster) = &cluster
+                                && now != failures
+                            {
+                                failures = now;
+                                match cluster.get_async_connection().await {
+                                    Ok(fresh) => {
+                                        if let Backend::Redis { connection, .. } = &shared.backend {
+                                            *connection.write().await = Some(Conn::Cluster(fresh));
+                                        }
+                                        metrics::counter!("tp_edge_redis_reconnects_total")
+                                            .increment(1);
+                                    }
+                                    Err(error) => {
+                                        tracing::debug!(%error, "reconnecting to the redis cluster failed; retrying");
+                                    }
+                                }
+                            }
                             shared
                                 .run(
                                     "ping",
-                                    async |c: &mut ConnectionManager| {
+                                    async |c: &mut Conn| {
                                         redis::cmd("PING").query_async::<String>(c).await
                                     },
                                     |_| String::new(),
@@ -132,6 +280,7 @@ impl Shared {
             prefix: prefix.to_owned(),
             timeout: Duration::from_millis(100),
             healthy: AtomicBool::new(true),
+            failures: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -141,6 +290,12 @@ impl Shared {
         if let Backend::Memory(memory) = &self.backend {
             memory.down.store(down, Ordering::SeqCst);
         }
+    }
+
+    /// Whether the shared cache is a Redis Cluster (where a PUBLISH counts only the
+    /// subscribers of the node that took it).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.backend, Backend::Redis { cluster: true, .. })
     }
 
     /// Whether the last command succeeded.
@@ -162,7 +317,7 @@ impl Shared {
     async fn run<T>(
         &self,
         op: &'static str,
-        redis: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
+        redis: impl AsyncFnOnce(&mut Conn) -> redis::RedisResult<T>,
         memory: impl FnOnce(&Memory) -> T,
     ) -> Option<T> {
         let connection = match &self.backend {
@@ -196,6 +351,7 @@ impl Shared {
 
     /// Counts a failed command (and says so once, when the cache turns unhealthy).
     fn failed(&self, op: &'static str, error: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
         if self.healthy.swap(false, Ordering::Relaxed) {
             tracing::warn!(
                 op,
@@ -271,6 +427,17 @@ impl Shared {
             .run(
                 "set_many",
                 async |c| {
+                    if let Conn::Cluster(cluster) = c {
+                        // Keys of several slots: one command each, all at once.
+                        let sets = entries.iter().map(|(key, value)| {
+                            let mut cluster = cluster.clone();
+                            async move { cluster.set_ex::<_, _, ()>(key, value, seconds).await }
+                        });
+                        for set in futures::future::join_all(sets).await {
+                            set?;
+                        }
+                        return Ok(());
+                    }
                     let mut pipe = redis::pipe();
                     for (key, value) in entries {
                         pipe.set_ex(key, value, seconds).ignore();
@@ -328,11 +495,16 @@ impl Shared {
                 });
                 return;
             }
-            Backend::Redis { client, .. } => client.clone(),
+            Backend::Redis { clients, .. } => clients.clone(),
         };
+        // In a cluster a message published on any node reaches the subscribers of every node:
+        // one subscription, on the first seed node that answers (the next when it fails).
         tokio::spawn(async move {
             let mut delay = Duration::from_millis(100);
+            let mut turn = 0usize;
             loop {
+                let client = &client[turn % client.len()];
+                turn += 1;
                 match client.get_async_pubsub().await {
                     Ok(mut pubsub) => {
                         if pubsub.subscribe(&channel).await.is_ok() {

@@ -41,6 +41,8 @@ pub struct EdgeState {
     pub metrics: Option<PrometheusHandle>,
     /// Seals `requestState` of input-required results.
     pub seal: crate::transport::request_state::StateSeal,
+    /// Calls in flight a client may cancel (`notifications/cancelled`).
+    pub cancels: Arc<crate::transport::cancels::Cancels>,
     /// Questions put to 2025-xx clients mid-call, waiting for their answers.
     pub questions: Arc<crate::transport::questions::Questions>,
     /// Issues and opens the session ids of 2025-xx clients.
@@ -104,11 +106,15 @@ impl EdgeState {
         let resource = config.oauth.as_ref().map_or("", |o| o.resource.as_str());
         let control = ControlPlane::new(&config.control_plane, &config.edge_token, resource)?;
         let shared = match &config.redis_url {
-            Some(url) => Some(Shared::connect(
-                url,
-                &config.cache.redis_prefix,
-                Duration::from_millis(config.cache.redis_timeout_ms),
-            )?),
+            Some(urls) => Some(Shared::connect(&crate::shared::RedisSettings {
+                urls: urls.split(',').map(|u| u.trim().to_owned()).collect(),
+                cluster: config.cache.redis_cluster,
+                ca_file: config.cache.redis_ca_file.clone(),
+                cert_file: config.cache.redis_cert_file.clone(),
+                key_file: config.cache.redis_key_file.clone(),
+                prefix: config.cache.redis_prefix.clone(),
+                timeout: Duration::from_millis(config.cache.redis_timeout_ms),
+            })?),
             None => None,
         };
         let directory: Arc<dyn Directory> = control.clone();
@@ -206,6 +212,7 @@ impl EdgeState {
             tool_share_percent: config.executors.tool_share_percent,
             credential_env_prefix: config.executors.credential_env_prefix.clone(),
             key: config.executor_key.clone(),
+            upstream_http: config.upstream_http.clone(),
         });
         let (notices, _) = broadcast::channel(1024);
         let secret = if config.mcp.request_state_key.is_empty() {
@@ -218,6 +225,7 @@ impl EdgeState {
             Duration::from_secs(config.mcp.input_required_ttl_secs),
         );
         let questions = crate::transport::questions::Questions::new(shared.clone());
+        let cancels = crate::transport::cancels::Cancels::new(shared.clone());
         let sessions = crate::transport::session::SessionSeal::new(
             secret,
             Duration::from_secs(config.mcp.session_ttl_secs),
@@ -240,6 +248,7 @@ impl EdgeState {
             shutdown: tokio_util::sync::CancellationToken::new(),
             abort: tokio_util::sync::CancellationToken::new(),
             questions,
+            cancels,
             limiter: RateLimiter::with_policy(
                 shared.clone(),
                 crate::limits::WhenRedisDown::parse(&config.cache.rate_limits_when_redis_down),

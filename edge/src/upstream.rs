@@ -183,6 +183,8 @@ pub struct Upstream {
     info: Executor,
     /// `(header, value)` sent to the upstream, or why it is missing.
     credential: Result<Option<(String, String)>, String>,
+    /// The HTTP client (its TLS settings: [`http_client`]).
+    http: reqwest::Client,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
 }
 
@@ -222,10 +224,50 @@ pub fn credential(info: &Executor, prefix: &str) -> Result<Option<(String, Strin
     Ok(Some((header, value)))
 }
 
+/// The HTTP client for MCP upstreams: the system's roots plus `ca_file`'s certificates, and
+/// `cert_file` / `key_file` as the client certificate (all optional; `executors.upstream_*`).
+pub fn http_client(
+    ca_file: &str,
+    cert_file: &str,
+    key_file: &str,
+) -> anyhow::Result<reqwest::Client> {
+    use anyhow::Context as _;
+    let mut builder = reqwest::Client::builder();
+    if !ca_file.is_empty() {
+        let pem = std::fs::read(ca_file)
+            .with_context(|| format!("executors.upstream_ca_file: reading {ca_file}"))?;
+        let certificates = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| {
+            format!("executors.upstream_ca_file: {ca_file} holds no PEM certificate")
+        })?;
+        builder = builder.tls_certs_merge(certificates);
+    }
+    match (cert_file.is_empty(), key_file.is_empty()) {
+        (true, true) => {}
+        (false, false) => {
+            let mut pem = std::fs::read(cert_file)
+                .with_context(|| format!("executors.upstream_cert_file: reading {cert_file}"))?;
+            pem.push(b'\n');
+            pem.extend(
+                std::fs::read(key_file)
+                    .with_context(|| format!("executors.upstream_key_file: reading {key_file}"))?,
+            );
+            let identity = reqwest::Identity::from_pem(&pem).with_context(|| {
+                format!("executors.upstream_cert_file / upstream_key_file: {cert_file} and {key_file} are not a PEM certificate and its key")
+            })?;
+            builder = builder.identity(identity);
+        }
+        _ => anyhow::bail!(
+            "executors.upstream_cert_file and executors.upstream_key_file: set both, or neither"
+        ),
+    }
+    builder.build().context("the MCP upstreams' HTTP client")
+}
+
 /// Opens a session to an MCP server: 2026-07-28 when it speaks it, else 2025-11-25.
 async fn open(
     info: &Executor,
     credential: Result<Option<(String, String)>, String>,
+    http: reqwest::Client,
 ) -> Result<Session, UpstreamError> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(info.endpoint.clone());
     config.allow_stateless = true;
@@ -246,8 +288,7 @@ async fn open(
         }
         None => {}
     }
-    let transport =
-        StreamableHttpClientTransport::with_client(traced::TracedHttp::default(), config);
+    let transport = StreamableHttpClientTransport::with_client(traced::TracedHttp(http), config);
     let relay = Relay::default();
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -262,11 +303,12 @@ async fn open(
 impl Upstream {
     /// An upstream for `info`, its credential read from this process's environment (only
     /// variables named `prefix…`); nothing is opened yet.
-    pub fn new(info: Executor, prefix: &str) -> Upstream {
+    pub fn new(info: Executor, prefix: &str, http: reqwest::Client) -> Upstream {
         let credential = credential(&info, prefix);
         Upstream {
             info,
             credential,
+            http,
             session: tokio::sync::Mutex::new(None),
         }
     }
@@ -276,8 +318,14 @@ impl Upstream {
         Upstream {
             info,
             credential: Ok(credential),
+            http: reqwest::Client::default(),
             session: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// The same upstream through `http` (its TLS settings: [`http_client`]).
+    pub fn with_http(self, http: reqwest::Client) -> Upstream {
+        Upstream { http, ..self }
     }
 
     async fn session(&self) -> Result<Arc<Session>, UpstreamError> {
@@ -289,8 +337,12 @@ impl Upstream {
         }
         // Opened on a task of its own: rmcp's session tasks outlive the call that opens the
         // session, and must neither keep that call's spans open nor put their work in its trace.
-        let (info, credential) = (self.info.clone(), self.credential.clone());
-        let session = tokio::spawn(async move { open(&info, credential).await })
+        let (info, credential, http) = (
+            self.info.clone(),
+            self.credential.clone(),
+            self.http.clone(),
+        );
+        let session = tokio::spawn(async move { open(&info, credential, http).await })
             .await
             .map_err(|e| UpstreamError::Unreachable(format!("opening the MCP session: {e}")))??;
         let session = Arc::new(session);
@@ -558,6 +610,7 @@ mod tests {
                 credential_header: String::new(),
             },
             "TOOLPLANE_CRED_",
+            reqwest::Client::default(),
         );
         assert_eq!(upstream.upstream_name("everything_echo"), "echo");
         assert_eq!(upstream.upstream_name("echo"), "echo");

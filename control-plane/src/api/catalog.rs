@@ -88,6 +88,20 @@ impl Catalog for CatalogService {
     ) -> Result<Response<pb::Tool>, Status> {
         let request = request.into_inner();
         required("name", &request.name)?;
+        // A tool is removed after its sunset date: a date already past would retire it at
+        // once, which is what RetireTool is for.
+        let today = crate::engine::today();
+        if tp_registry::ident::check_date(&request.sunset_date).is_ok()
+            && request.sunset_date < today
+        {
+            return Err(domain(tp_registry::DomainError::invalid(
+                "sunset_date",
+                format!(
+                    "{} is in the past (today is {today}, UTC); a tool is removed after its sunset date, so give today or a later date, or retire it now (toolplanectl tools retire {})",
+                    request.sunset_date, request.name
+                ),
+            )));
+        }
         self.engine
             .write(|state| {
                 Ok((

@@ -52,11 +52,21 @@ async fn upstream(
     } else {
         executor.credential_header.to_ascii_lowercase()
     };
+    // The edges' TLS settings for MCP upstreams, from the same environment variables.
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let http = tp_edge::upstream::http_client(
+        &var("TOOLPLANE_EDGE_EXECUTORS__UPSTREAM_CA_FILE"),
+        &var("TOOLPLANE_EDGE_EXECUTORS__UPSTREAM_CERT_FILE"),
+        &var("TOOLPLANE_EDGE_EXECUTORS__UPSTREAM_KEY_FILE"),
+    )?;
     let client = match credential {
-        Some(value) => Upstream::with_credential(executor.clone(), Some((header, value))),
+        Some(value) => {
+            Upstream::with_credential(executor.clone(), Some((header, value))).with_http(http)
+        }
         None => Upstream::new(
             executor.clone(),
             tp_edge::config::DEFAULT_CREDENTIAL_ENV_PREFIX,
+            http,
         ),
     };
     Ok((executor, client))

@@ -275,9 +275,22 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
                 false,
             )
         }
+        // Stops as soon as the call is cancelled (the edge resets the stream when the caller
+        // cancels or its deadline passes): what an executor should do with long work.
         "sleep" => {
             let ms = arguments.get("ms").and_then(Value::as_u64).unwrap_or(100);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let started = std::time::Instant::now();
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                () = sender.closed() => {
+                    tracing::info!(
+                        request_id = %request.request_id,
+                        after_ms = started.elapsed().as_millis() as u64,
+                        "sleep cancelled by the caller; stopped"
+                    );
+                    return;
+                }
+            }
             done(vec![text(format!("slept {ms} ms"))], None, false)
         }
         // Fails with INTERNAL — unless asked to succeed: an executor whose failures depend on

@@ -10,6 +10,7 @@ fn settings() -> BreakerSettings {
         tool_share_percent: 100,
         credential_env_prefix: "TOOLPLANE_CRED_".into(),
         key: ExecutorKey::generate(),
+        upstream_http: reqwest::Client::default(),
     }
 }
 

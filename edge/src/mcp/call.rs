@@ -372,39 +372,62 @@ impl McpHandler {
             executor = %executor.name,
             request_id,
         );
-        let result = loop {
-            let result = self
-                .state
-                .executors
-                .invoke(
-                    executor,
-                    request,
-                    deadline,
-                    tool.idempotent(),
-                    &mut on_event,
-                )
-                .instrument(span.clone())
-                .await;
-            match result {
-                // A 2025-xx caller is asked on this call's stream, and the executor called
-                // again with the answers (2026-07-28 callers get an input-required result).
-                Ok(Reply::InputRequired(input))
-                    if !stateless(ctx) && rounds < input::MAX_ROUNDS =>
-                {
-                    rounds += 1;
-                    match self.ask_on_stream(identity, &input, deadline, ctx).await {
-                        Ok(responses) => request = make_request(Some(responses), input.state),
-                        Err(message) => {
-                            break Err(Outcome::error(
-                                format!("{}: {message}", tool.resolved.name),
-                                pb::CallOutcome::ToolError,
-                                "client_did_not_answer",
-                            ));
+        let invoking = async {
+            loop {
+                let result = self
+                    .state
+                    .executors
+                    .invoke(
+                        executor,
+                        request,
+                        deadline,
+                        tool.idempotent(),
+                        &mut on_event,
+                    )
+                    .instrument(span.clone())
+                    .await;
+                match result {
+                    // A 2025-xx caller is asked on this call's stream, and the executor called
+                    // again with the answers (2026-07-28 callers get an input-required result).
+                    Ok(Reply::InputRequired(input))
+                        if !stateless(ctx) && rounds < input::MAX_ROUNDS =>
+                    {
+                        rounds += 1;
+                        match self.ask_on_stream(identity, &input, deadline, ctx).await {
+                            Ok(responses) => request = make_request(Some(responses), input.state),
+                            Err(message) => {
+                                break Err(Outcome::error(
+                                    format!("{}: {message}", tool.resolved.name),
+                                    pb::CallOutcome::ToolError,
+                                    "client_did_not_answer",
+                                ));
+                            }
                         }
                     }
+                    other => break Ok(other),
                 }
-                other => break Ok(other),
             }
+        };
+        // The client may cancel the call (notifications/cancelled): the executor call is
+        // dropped, which resets a gRPC executor's stream and cancels an MCP upstream's call.
+        let cancel = ctx
+            .parts
+            .and_then(|parts| {
+                parts
+                    .extensions
+                    .get::<crate::transport::cancels::CallCancel>()
+            })
+            .map(|c| c.0.clone());
+        let result = match cancel {
+            None => invoking.await,
+            Some(cancel) => tokio::select! {
+                result = invoking => result,
+                () = cancel.cancelled() => Err(Outcome::error(
+                    format!("{} was cancelled by the client (reference {request_id})", tool.resolved.name),
+                    pb::CallOutcome::ToolError,
+                    "cancelled",
+                )),
+            },
         };
         relay.finish().await;
         match result {

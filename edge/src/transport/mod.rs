@@ -7,6 +7,7 @@
 //! the `Host` check: [`hosts`]), and the limits of long-lived streams ([`streams`]). None of it names the handlers, the
 //! edge's state or the registry, so the request path can depend on it without cycles.
 
+pub mod cancels;
 pub mod cursor;
 pub mod hosts;
 pub mod pages;

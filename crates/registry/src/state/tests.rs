@@ -164,6 +164,31 @@ fn retired_tools_free_a_slot_deprecated_ones_do_not() {
 }
 
 #[test]
+fn tools_are_retired_the_day_after_their_sunset_and_only_then() {
+    let mut state = demo();
+    commit(&mut state, |s| s.deprecate_tool("gemini", "2027-01-31"));
+    commit(&mut state, |s| s.deprecate_tool("claude", "2027-03-01"));
+    assert!(
+        state.retire_sunsets("2027-01-31").is_empty(),
+        "still its last day"
+    );
+    let changes = state.retire_sunsets("2027-02-01");
+    assert_eq!(changes.len(), 1);
+    let revision = state.revision + 1;
+    state.apply(revision, &changes);
+    assert_eq!(state.tools["gemini"].status, ToolStatus::Retired);
+    assert!(matches!(
+        state.tools["claude"].status,
+        ToolStatus::Deprecated { .. }
+    ));
+    assert!(
+        state.retire_sunsets("2027-02-02").is_empty(),
+        "a retired tool is not retired again"
+    );
+    assert_eq!(state.retire_sunsets("2028-01-01").len(), 1);
+}
+
+#[test]
 fn tool_lifecycle_errors() {
     let mut state = demo();
     assert_eq!(

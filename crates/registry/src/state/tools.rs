@@ -73,6 +73,20 @@ impl State {
         Ok(vec![Change::put(Object::Tool(tool))])
     }
 
+    /// Retires every deprecated tool whose sunset date is before `today` (`YYYY-MM-DD`, UTC): a
+    /// tool is "removed after" its sunset date. One change per tool; none when nothing is due.
+    pub fn retire_sunsets(&self, today: &str) -> Vec<Change> {
+        self.tools
+            .values()
+            .filter(|tool| matches!(&tool.status, ToolStatus::Deprecated { sunset } if sunset.as_str() < today))
+            .map(|tool| {
+                let mut tool = tool.clone();
+                tool.status = ToolStatus::Retired;
+                Change::put(Object::Tool(tool))
+            })
+            .collect()
+    }
+
     /// Retires a tool: it stops counting against the ceiling and disappears from registries.
     pub fn retire_tool(&self, name: &str) -> DomainResult<Vec<Change>> {
         let existing = self.tool(name)?;

@@ -13,7 +13,7 @@ pub(in crate::app) fn parse_call(
 /// Serves one `tools/call` (see the module).
 pub(in crate::app) async fn serve_call(
     state: Arc<EdgeState>,
-    parts: axum::http::request::Parts,
+    mut parts: axum::http::request::Parts,
     id: RequestId,
     mut params: CallToolRequestParams,
     generation: Generation,
@@ -22,6 +22,13 @@ pub(in crate::app) async fn serve_call(
     let meta = params.meta.take().unwrap_or_default();
     let (sink, mut messages) = tokio::sync::mpsc::unbounded_channel();
     let handler = McpHandler::new(Arc::clone(&state));
+    // Registered for notifications/cancelled while it runs; a cancelled call gets no answer.
+    let running = cancel_key(&parts, &id).map(|key| state.cancels.register(key));
+    if let Some(running) = &running {
+        parts
+            .extensions
+            .insert(crate::transport::cancels::CallCancel(running.token.clone()));
+    }
     let work = async move {
         let ctx = CallContext {
             parts: Some(&parts),
@@ -29,7 +36,9 @@ pub(in crate::app) async fn serve_call(
             sink: Sink::Stream(sink),
         };
         let result = handler.tools_call(params, &ctx).await;
-        shape(result.map(ServerResult::from), id, generation)
+        let cancelled = running.as_ref().is_some_and(|r| r.token.is_cancelled());
+        drop(running);
+        (!cancelled).then(|| shape(result.map(ServerResult::from), id, generation))
     };
     let mut work = Box::pin(work);
     // What the call sends first decides the answer's form: its answer (JSON), or a message
@@ -37,13 +46,13 @@ pub(in crate::app) async fn serve_call(
     let first = tokio::select! {
         biased;
         Some(message) = messages.recv() => message,
-        answer = &mut work => match messages.try_recv() {
-            Err(_) => return json(&answer, generation),
-            Ok(message) => {
+        answer = &mut work => match (answer, messages.try_recv()) {
+            (Some(answer), Err(_)) => return json(&answer, generation),
+            (answer, first) => {
                 let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(messages);
-                let stream = futures::stream::iter([message])
+                let stream = futures::stream::iter(first.ok())
                     .chain(rest)
-                    .chain(futures::stream::iter([answer]));
+                    .chain(futures::stream::iter(answer));
                 return crate::transport::sse::response(stream, None, state.abort.clone());
             }
         },
@@ -54,8 +63,29 @@ pub(in crate::app) async fn serve_call(
         let _ = last.send(work.await);
     });
     let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(messages);
-    let stream = futures::stream::iter([first])
-        .chain(rest)
-        .chain(futures::stream::once(answered).filter_map(|answer| async move { answer.ok() }));
+    let stream = futures::stream::iter([first]).chain(rest).chain(
+        futures::stream::once(answered).filter_map(|answer| async move { answer.ok().flatten() }),
+    );
     crate::transport::sse::response(stream, Some(task.abort_handle()), state.abort.clone())
+}
+
+/// The key a client's `notifications/cancelled` names this call by (see
+/// [`crate::transport::cancels`]); `None` without a caller.
+pub(in crate::app) fn cancel_key(
+    parts: &axum::http::request::Parts,
+    id: &RequestId,
+) -> Option<String> {
+    let caller = parts.extensions.get::<crate::mcp::Caller>()?;
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let id = serde_json::to_value(id).ok()?;
+    Some(crate::transport::cancels::key(
+        &caller.0.tenant,
+        &caller.0.key_id,
+        session,
+        &id,
+    ))
 }

@@ -50,7 +50,7 @@ pub(super) async fn dispatch(
         return one_way::stray_response(generation);
     };
     if id.is_null() {
-        return one_way::notification();
+        return one_way::notification(&state, &parts, &method, params.as_ref()).await;
     }
     let Some(request_id) = request_id(&id) else {
         return json(

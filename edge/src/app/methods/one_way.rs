@@ -15,10 +15,24 @@ pub(in crate::app) fn method_not_allowed() -> Response {
         .into_response()
 }
 
-/// A notification is accepted (202) and dropped: a stateless edge has no session for
-/// `notifications/initialized` or `notifications/cancelled` to act on.
-pub(super) fn notification() -> Response {
+/// A notification is accepted (202). `notifications/cancelled` cancels the caller's own call
+/// with that request id, on this edge or another ([`crate::transport::cancels`]); the others
+/// (`notifications/initialized`, ...) need nothing of a stateless edge.
+pub(super) async fn notification(
+    state: &EdgeState,
+    parts: &axum::http::request::Parts,
+    method: &str,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Response {
     direct_requests(Method::Notification).increment(1);
+    if method == "notifications/cancelled"
+        && let Some(request_id) = params
+            .and_then(|p| p.get("requestId"))
+            .and_then(super::request_id)
+        && let Some(key) = super::call::cancel_key(parts, &request_id)
+    {
+        state.cancels.cancel(&key).await;
+    }
     StatusCode::ACCEPTED.into_response()
 }
 

@@ -1,0 +1,555 @@
+//! The fleet's shared state beyond one plain Redis server, against real `redis-server`s the
+//! tests start: over TLS with a private CA and client certificates (`rediss://`), and on a
+//! Redis Cluster of three primaries and three replicas made with `redis-cli --cluster create`,
+//! through which two edges share their cache, their rate limits and their messages (a
+//! cancellation crossing edges) — also while a primary is killed under load and its replica
+//! takes over. The figures (calls, failed calls, Redis errors, failover time) are printed.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tp_proto::pb;
+use tp_test_support::process::Process;
+use tp_test_support::services::{free_port, which};
+use tp_test_support::{EdgeProcess, McpHttp, eventually};
+
+use crate::fleet::{Fleet, LEGACY};
+use crate::tls::Pki;
+use crate::trust_edge::testing_tenant;
+
+fn redis_server(dir: &Path, port: u16, extra: &[String]) -> Process {
+    let program = which("redis-server").expect("redis-server (scripts/prereqs.sh installs it)");
+    let mut args: Vec<String> = [
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        &dir.display().to_string(),
+        "--daemonize",
+        "no",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    args.extend_from_slice(extra);
+    if !extra.iter().any(|a| a == "--port") {
+        args.extend(["--port".to_owned(), port.to_string()]);
+    }
+    Process::spawn(&program, &args, &dir.join(format!("redis-{port}.log")), &[])
+}
+
+/// `redis-cli ARGS`: (success, stdout).
+fn cli(args: &[String]) -> (bool, String) {
+    let out = std::process::Command::new(which("redis-cli").expect("redis-cli"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Sets `tenant`'s rate limit.
+async fn limit(fleet: &Fleet, tenant: &str, per_minute: u32) {
+    let mut admin = fleet.cp.admin().await;
+    admin
+        .tenants
+        .update_tenant(pb::UpdateTenantRequest::changing(
+            pb::Tenant {
+                id: tenant.into(),
+                rate_limit_per_minute: per_minute,
+                ..Default::default()
+            },
+            &["rate_limit_per_minute"],
+        ))
+        .await
+        .unwrap();
+}
+
+/// `calls` calls of `echo` through each edge: how many were served on each (the others must
+/// be refused as rate-limited).
+async fn metered(edges: &[&EdgeProcess], key: &str, calls: usize) -> Vec<usize> {
+    let mut served = Vec::new();
+    for edge in edges {
+        let client = McpHttp::new(&edge.addr, Some(key), LEGACY);
+        let mut ok = 0;
+        for _ in 0..calls {
+            let reply = client.call("echo", json!({"text": "x"})).await;
+            if reply.status == 200 && reply.error().is_null() {
+                ok += 1;
+            } else {
+                assert_eq!(reply.error()["code"], -32029, "{}", reply.body);
+            }
+        }
+        served.push(ok);
+    }
+    served
+}
+
+async fn redis_state(edge: &EdgeProcess) -> String {
+    let (_, body) = edge.get("/readyz").await;
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    ready["redis"].as_str().unwrap_or_default().to_owned()
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn two_edges_share_rate_limits_over_tls_to_redis_with_client_certificates() {
+    let pki = Pki::new();
+    let (server_cert, server_key) = pki.leaf("redis", true);
+    let (client_cert, client_key) = pki.leaf("edge", false);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _redis = redis_server(
+        dir.path(),
+        port,
+        &[
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            server_cert.display().to_string(),
+            "--tls-key-file".into(),
+            server_key.display().to_string(),
+            "--tls-ca-cert-file".into(),
+            pki.ca().display().to_string(),
+            "--tls-auth-clients".into(),
+            "yes".into(),
+        ],
+    );
+    let tls_cli = |command: &[&str]| {
+        let mut args: Vec<String> = [
+            "--tls",
+            "--cacert",
+            &pki.ca().display().to_string(),
+            "--cert",
+            &client_cert.display().to_string(),
+            "--key",
+            &client_key.display().to_string(),
+            "-p",
+            &port.to_string(),
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(command.iter().map(|s| (*s).to_owned()));
+        cli(&args)
+    };
+    eventually("redis over TLS", Duration::from_secs(10), || async {
+        tls_cli(&["ping"]).1.contains("PONG").then_some(())
+    })
+    .await;
+
+    let fleet = Fleet::start(0, "").await;
+    let key = testing_tenant(&fleet, "metered").await;
+    limit(&fleet, "metered", 10).await;
+    let url = format!("rediss://127.0.0.1:{port}");
+    let with_certificate = format!(
+        "[cache]\nredis_ca_file = {:?}\nredis_cert_file = {:?}\nredis_key_file = {:?}\n",
+        pki.ca().display().to_string(),
+        client_cert.display().to_string(),
+        client_key.display().to_string()
+    );
+    let mut edges = Vec::new();
+    for _ in 0..2 {
+        edges.push(
+            EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], Some(&url), &with_certificate).await,
+        );
+    }
+    for edge in &edges {
+        eventually("the edge on TLS Redis", Duration::from_secs(10), || async {
+            (redis_state(edge).await == "up").then_some(())
+        })
+        .await;
+    }
+    // The fleet-wide limit: 10 a minute in all, whichever edge serves.
+    let served = metered(&[&edges[0], &edges[1]], &key, 8).await;
+    assert_eq!(
+        served.iter().sum::<usize>(),
+        10,
+        "served per edge: {served:?}"
+    );
+    let (_, size) = tls_cli(&["dbsize"]);
+    assert!(
+        size.trim().parse::<u64>().unwrap_or(0) > 0,
+        "nothing cached in Redis: {size}"
+    );
+    // Without a client certificate the server refuses the edge: it says Redis is down and
+    // still serves (from the control plane), and its log names the failure.
+    let without = EdgeProcess::start(
+        &fleet.cp,
+        &[fleet.cp.url()],
+        Some(&url),
+        &format!(
+            "[cache]\nredis_ca_file = {:?}\n",
+            pki.ca().display().to_string()
+        ),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(redis_state(&without).await, "down");
+    let other = testing_tenant(&fleet, "unmetered").await;
+    let reply = McpHttp::new(&without.addr, Some(&other), LEGACY)
+        .call("echo", json!({"text": "still served"}))
+        .await;
+    assert_eq!(reply.result()["isError"], false, "{}", reply.body);
+    assert!(
+        without.log().contains("redis unreachable"),
+        "{}",
+        without.log()
+    );
+    println!(
+        "TLS Redis with client certificates: two edges served {served:?} of 8 + 8 calls under a 10/min limit; an edge without a certificate refused by Redis and still serving"
+    );
+}
+
+/// Six `redis-server`s in cluster mode, made a cluster of three primaries with a replica each.
+struct Cluster {
+    nodes: Vec<(u16, Option<Process>)>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let mut nodes = Vec::new();
+        for _ in 0..6 {
+            let port = free_port();
+            let node_dir = dir.path().join(port.to_string());
+            std::fs::create_dir_all(&node_dir).unwrap();
+            let process = redis_server(
+                &node_dir,
+                port,
+                &[
+                    "--cluster-enabled".into(),
+                    "yes".into(),
+                    "--cluster-config-file".into(),
+                    "nodes.conf".into(),
+                    "--cluster-node-timeout".into(),
+                    "1000".into(),
+                    // The bus on a port of its own (port + 10000 may not exist).
+                    "--cluster-port".into(),
+                    free_port().to_string(),
+                    // Replicas sync at once (not after the default 5 s wait for others), and
+                    // may take over however long ago they last heard their primary.
+                    "--repl-diskless-sync-delay".into(),
+                    "0".into(),
+                    "--cluster-replica-validity-factor".into(),
+                    "0".into(),
+                ],
+            );
+            nodes.push((port, Some(process)));
+        }
+        for (port, _) in &nodes {
+            let port = *port;
+            eventually("a cluster node", Duration::from_secs(10), || async move {
+                cli(&["-p".into(), port.to_string(), "ping".into()])
+                    .1
+                    .contains("PONG")
+                    .then_some(())
+            })
+            .await;
+        }
+        let mut create: Vec<String> = vec!["--cluster".into(), "create".into()];
+        create.extend(nodes.iter().map(|(p, _)| format!("127.0.0.1:{p}")));
+        create.extend([
+            "--cluster-replicas".into(),
+            "1".into(),
+            "--cluster-yes".into(),
+        ]);
+        let (ok, out) = cli(&create);
+        assert!(ok, "redis-cli --cluster create: {out}");
+        let cluster = Cluster { nodes, _dir: dir };
+        cluster.until_ok().await;
+        // Every replica has its primary's data (else it could not take over).
+        for (port, _) in &cluster.nodes {
+            let port = *port;
+            eventually("replicas in sync", Duration::from_secs(30), || async move {
+                let (_, info) = cli(&[
+                    "-p".into(),
+                    port.to_string(),
+                    "info".into(),
+                    "replication".into(),
+                ]);
+                (info.contains("role:master") || info.contains("master_link_status:up"))
+                    .then_some(())
+            })
+            .await;
+        }
+        cluster
+    }
+
+    /// Waits until every live node says `cluster_state:ok`.
+    async fn until_ok(&self) {
+        for (port, process) in &self.nodes {
+            if process.is_none() {
+                continue;
+            }
+            let port = *port;
+            eventually("cluster_state:ok", Duration::from_secs(30), || async move {
+                cli(&[
+                    "-p".into(),
+                    port.to_string(),
+                    "cluster".into(),
+                    "info".into(),
+                ])
+                .1
+                .contains("cluster_state:ok")
+                .then_some(())
+            })
+            .await;
+        }
+    }
+
+    /// The ports of the primaries, as the cluster sees them now.
+    fn primaries(&self) -> Vec<u16> {
+        let live = self.nodes.iter().find(|(_, p)| p.is_some()).unwrap().0;
+        let (_, nodes) = cli(&[
+            "-p".into(),
+            live.to_string(),
+            "cluster".into(),
+            "nodes".into(),
+        ]);
+        nodes
+            .lines()
+            .filter(|l| l.contains("master") && !l.contains("fail"))
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .filter_map(|addr| addr.split('@').next()?.rsplit(':').next()?.parse().ok())
+            .collect()
+    }
+
+    fn seeds(&self) -> String {
+        self.nodes
+            .iter()
+            .take(3)
+            .map(|(p, _)| format!("redis://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    async fn kill9(&mut self, port: u16) {
+        let node = self.nodes.iter_mut().find(|(p, _)| *p == port).unwrap();
+        if let Some(mut process) = node.1.take() {
+            process.kill9().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_failover() {
+    let mut cluster = Cluster::start().await;
+    let fleet = Fleet::start(0, "").await;
+    let extra = "[cache]\nredis_cluster = true\n";
+    let mut edges = Vec::new();
+    for _ in 0..2 {
+        edges.push(
+            EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], Some(&cluster.seeds()), extra).await,
+        );
+    }
+    for edge in &edges {
+        eventually(
+            "the edge on the cluster",
+            Duration::from_secs(10),
+            || async { (redis_state(edge).await == "up").then_some(()) },
+        )
+        .await;
+    }
+    // Rate limits across the fleet, counted in the cluster.
+    let key = testing_tenant(&fleet, "metered").await;
+    limit(&fleet, "metered", 10).await;
+    let served = metered(&[&edges[0], &edges[1]], &key, 8).await;
+    assert_eq!(
+        served.iter().sum::<usize>(),
+        10,
+        "served per edge: {served:?}"
+    );
+    // The cache is spread over the shards.
+    let keys: Vec<u64> = cluster
+        .primaries()
+        .iter()
+        .map(|p| {
+            cli(&["-p".into(), p.to_string(), "dbsize".into()])
+                .1
+                .trim()
+                .parse()
+                .unwrap_or(0)
+        })
+        .collect();
+    assert!(keys.iter().sum::<u64>() > 0, "{keys:?}");
+    // A message crosses edges through the cluster: a call on edge 0 cancelled on edge 1.
+    let sleeper = fleet.key("qa", "collector").to_owned();
+    let call = tokio::spawn({
+        let addr = edges[0].addr.clone();
+        let key = sleeper.clone();
+        async move {
+            McpHttp::new(&addr, Some(&key), "2026-07-28")
+                .request(
+                    77,
+                    "tools/call",
+                    json!({"name": "sleep", "arguments": {"ms": 8000}}),
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let cancel = McpHttp::new(&edges[1].addr, Some(&sleeper), "2026-07-28")
+        .raw(
+            serde_json::to_vec(
+                &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": 77, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+            .unwrap(),
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "notifications/cancelled"),
+                ("authorization", &format!("Bearer {sleeper}")),
+            ],
+        )
+        .await;
+    assert_eq!(cancel.status, 202, "{}", cancel.body);
+    let answered = call.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "not cancelled across edges: {}",
+        answered.body
+    );
+
+    // A primary killed under load: calls go on (Redis failures never fail a request), the
+    // replica takes over, and the edges use the cluster again.
+    let victim = cluster.primaries()[0];
+    let before: Vec<f64> = {
+        let mut v = Vec::new();
+        for edge in &edges {
+            v.push(metric(
+                &edge.admin_get("/metrics").await.1,
+                "tp_edge_redis_errors_total",
+            ));
+        }
+        v
+    };
+    // A limit high enough never to refuse, so that every call counts in the cluster.
+    limit(&fleet, "qa", 1_000_000).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut workers = Vec::new();
+    for (i, role) in ["collector", "executor", "collector", "executor"]
+        .into_iter()
+        .enumerate()
+    {
+        let client = McpHttp::new(&edges[i % 2].addr, Some(fleet.key("qa", role)), LEGACY);
+        let (stop, ok, failed) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&failed));
+        workers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                // Listing goes through the caches; calls through the limits (in Redis).
+                let listed = client.request(1, "tools/list", json!({})).await;
+                let called = client.call("echo", json!({"text": "x"})).await;
+                if listed.status == 200 && called.status == 200 && called.error().is_null() {
+                    ok.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let killed = Instant::now();
+    cluster.kill9(victim).await;
+    // Failed over: the victim marked failed, three primaries again (a replica promoted), and
+    // every live node says the cluster is ok.
+    eventually("a replica promoted", Duration::from_secs(30), || async {
+        let primaries = cluster.primaries();
+        (primaries.len() == 3 && !primaries.contains(&victim)).then_some(())
+    })
+    .await;
+    cluster.until_ok().await;
+    let failover = killed.elapsed();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let mut errors = Vec::new();
+    for (edge, before) in edges.iter().zip(&before) {
+        errors.push(
+            metric(
+                &edge.admin_get("/metrics").await.1,
+                "tp_edge_redis_errors_total",
+            ) - before,
+        );
+    }
+    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    println!(
+        "Redis Cluster (3 primaries + 3 replicas): primary :{victim} killed under load; cluster ok again after {failover:?}; {ok} list+call rounds ok, {failed} failed; Redis errors seen by the edges: {errors:?}"
+    );
+    assert_eq!(failed, 0, "requests failed because a Redis node died");
+    assert!(ok > 20, "too little load to mean anything: {ok}");
+    // Back on the cluster: the edges' commands succeed again (no new Redis error for a
+    // second), and the limits count there again.
+    let mut last = f64::MAX;
+    let mut quiet_since = Instant::now();
+    let recovering = Instant::now();
+    loop {
+        let mut now = 0.0;
+        for edge in &edges {
+            now += metric(
+                &edge.admin_get("/metrics").await.1,
+                "tp_edge_redis_errors_total",
+            );
+            // One command each, so that an edge with nothing to do also finds out.
+            let _ = McpHttp::new(&edge.addr, Some(fleet.key("qa", "collector")), LEGACY)
+                .call("echo", json!({"text": "probe"}))
+                .await;
+        }
+        if now != last {
+            quiet_since = Instant::now();
+            last = now;
+        }
+        if quiet_since.elapsed() >= Duration::from_secs(1) {
+            break;
+        }
+        assert!(
+            recovering.elapsed() < Duration::from_secs(30),
+            "the edges still fail Redis commands 30 s after the failover ({now} errors)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "edges back on the cluster {:?} after the failover completed",
+        recovering.elapsed().saturating_sub(Duration::from_secs(1))
+    );
+    for edge in &edges {
+        assert_eq!(redis_state(edge).await, "up");
+    }
+    let key = testing_tenant(&fleet, "metered-after").await;
+    limit(&fleet, "metered-after", 10).await;
+    let served = metered(&[&edges[0], &edges[1]], &key, 8).await;
+    assert_eq!(
+        served.iter().sum::<usize>(),
+        10,
+        "after the failover: {served:?}"
+    );
+}
