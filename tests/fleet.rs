@@ -25,7 +25,7 @@ pub(crate) struct Fleet {
     pub(crate) keys: BTreeMap<(String, String), String>,
 }
 
-fn test_tool(name: &str, schema: serde_json::Value, idempotent: bool) -> pb::ToolSpec {
+pub(crate) fn test_tool(name: &str, schema: serde_json::Value, idempotent: bool) -> pb::ToolSpec {
     pb::ToolSpec {
         name: name.into(),
         description: format!("Test tool {name}"),

@@ -386,3 +386,96 @@ async fn a_call_to_an_mcp_upstream_carries_the_trace_in_meta_and_in_the_http_hea
         "{header} under {executor_call:?}"
     );
 }
+
+/// OTLP over TLS to a receiver that requires client certificates, configured only by the
+/// standard variables (`OTEL_EXPORTER_OTLP_CERTIFICATE`, `…_CLIENT_CERTIFICATE`,
+/// `…_CLIENT_KEY`): spans arrive; a process without the client certificate delivers none.
+#[tokio::test]
+async fn spans_reach_a_receiver_over_mutual_tls_with_the_standard_variables() {
+    let pki = crate::tls::Pki::new();
+    let (server_cert, server_key) = pki.leaf("collector", true);
+    let (client_cert, client_key) = pki.leaf("exporter", false);
+    let receiver = Receiver::default();
+    let port = free_port();
+    let tls = tonic::transport::ServerTlsConfig::new()
+        .identity(tonic::transport::Identity::from_pem(
+            std::fs::read(&server_cert).unwrap(),
+            std::fs::read(&server_key).unwrap(),
+        ))
+        .client_ca_root(tonic::transport::Certificate::from_pem(
+            std::fs::read(pki.ca()).unwrap(),
+        ));
+    let server = tonic::transport::Server::builder()
+        .tls_config(tls)
+        .unwrap()
+        .add_service(TraceServiceServer::new(receiver.clone()))
+        .serve(format!("127.0.0.1:{port}").parse().unwrap());
+    tokio::spawn(server);
+    let env = |service: &str, with_certificate: bool| {
+        let mut env = vec![
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("https://127.0.0.1:{port}"),
+            ),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+            ("OTEL_SERVICE_NAME", service.to_owned()),
+            (
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                pki.ca().display().to_string(),
+            ),
+        ];
+        if with_certificate {
+            env.push((
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+                client_cert.display().to_string(),
+            ));
+            env.push((
+                "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+                client_key.display().to_string(),
+            ));
+        }
+        env
+    };
+    let (with_dir, without_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let with = ControlPlaneProcess::start_with_env(
+        with_dir.path(),
+        vec!["--demo".into()],
+        env("cp-with-certificate", true),
+    )
+    .await;
+    let without = ControlPlaneProcess::start_with_env(
+        without_dir.path(),
+        vec!["--demo".into()],
+        env("cp-without-certificate", false),
+    )
+    .await;
+    for cp in [&with, &without] {
+        let mut admin = cp.admin().await;
+        admin
+            .policy
+            .get_policy(pb::GetPolicyRequest::default())
+            .await
+            .unwrap();
+    }
+    let services = |receiver: &Receiver| -> std::collections::BTreeSet<String> {
+        receiver
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.service.clone())
+            .collect()
+    };
+    eventually("spans over mutual TLS", Duration::from_secs(15), || async {
+        services(&receiver)
+            .contains("cp-with-certificate")
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        !services(&receiver).contains("cp-without-certificate"),
+        "the receiver took spans from a process without a client certificate"
+    );
+    println!("OTLP over mutual TLS: spans delivered with the client certificate, none without");
+}

@@ -531,9 +531,11 @@ async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_fai
         if quiet_since.elapsed() >= Duration::from_secs(1) {
             break;
         }
+        // (A connection left to find the new primary by itself took up to 22 s here; rebuilt
+        // from the seeds after failures, about 0.15 s.)
         assert!(
-            recovering.elapsed() < Duration::from_secs(30),
-            "the edges still fail Redis commands 30 s after the failover ({now} errors)"
+            recovering.elapsed() < Duration::from_secs(10),
+            "the edges still fail Redis commands 10 s after the failover ({now} errors)"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

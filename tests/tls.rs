@@ -400,3 +400,119 @@ async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
     .await;
     assert!(answer.contains(r#""isError":false"#), "{answer}");
 }
+
+/// An MCP upstream behind mutual TLS with a private CA (another Toolplane edge serving HTTPS
+/// that requires a client certificate): an edge given the CA and a client certificate
+/// (`executors.upstream_*`) calls through it; an edge without the certificate is refused by
+/// the upstream, and its caller gets "unavailable", not a hang.
+#[tokio::test]
+async fn an_mcp_upstream_behind_mutual_tls_is_reached_with_the_private_ca_and_a_client_certificate()
+{
+    let pki = Pki::new();
+    let (server_cert, server_key) = pki.leaf("upstream", true);
+    let (client_cert, client_key) = pki.leaf("edge-client", false);
+    let fleet = crate::fleet::Fleet::start(0, "").await;
+    let upstream = EdgeProcess::start(
+        &fleet.cp,
+        &[fleet.cp.url()],
+        None,
+        &format!(
+            "[tls]\ncert_file = {:?}\nkey_file = {:?}\nclient_ca_file = {:?}\n",
+            server_cert.display().to_string(),
+            server_key.display().to_string(),
+            pki.ca().display().to_string()
+        ),
+    )
+    .await;
+    let mut admin = fleet.cp.admin().await;
+    admin
+        .executors
+        .upsert_executor(pb::UpsertExecutorRequest {
+            update_mask: None,
+            executor: Some(pb::ExecutorInfo {
+                name: "secure".into(),
+                endpoint: format!("https://{}/mcp", upstream.addr),
+                protocol: pb::ExecutorProtocol::Mcp as i32,
+                timeout_ms: 10_000,
+                max_concurrency: 8,
+                tool_prefix: "secure_".into(),
+                credential_env: "TOOLPLANE_CRED_SECURE".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    let mut tool = crate::fleet::test_tool(
+        "secure_echo",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        true,
+    );
+    tool.executor = "secure".into();
+    admin
+        .catalog
+        .register_tool(pb::RegisterToolRequest { tool: Some(tool) })
+        .await
+        .unwrap();
+    let credential = (
+        "TOOLPLANE_CRED_SECURE",
+        format!("Bearer {}", fleet.key("qa", "collector")),
+    );
+    let with_certificate = EdgeProcess::start_with_env(
+        &fleet.cp,
+        &[fleet.cp.url()],
+        None,
+        &format!(
+            "[executors]\nupstream_ca_file = {:?}\nupstream_cert_file = {:?}\nupstream_key_file = {:?}\n",
+            pki.ca().display().to_string(),
+            client_cert.display().to_string(),
+            client_key.display().to_string()
+        ),
+        std::slice::from_ref(&credential),
+    )
+    .await;
+    let caller = fleet.key("qa", "executor").to_owned();
+    let client = tp_test_support::McpHttp::new(&with_certificate.addr, Some(&caller), "2025-11-25");
+    let reply = client
+        .call("secure_echo", json!({"text": "over mutual TLS"}))
+        .await;
+    assert_eq!(reply.result()["isError"], false, "{}", reply.body);
+    assert_eq!(
+        reply.result()["content"][0]["text"],
+        "[qa/collector] over mutual TLS",
+        "{}",
+        reply.body
+    );
+    // The CA but no client certificate: the upstream refuses the handshake.
+    let without = EdgeProcess::start_with_env(
+        &fleet.cp,
+        &[fleet.cp.url()],
+        None,
+        &format!(
+            "[executors]\nupstream_ca_file = {:?}\n",
+            pki.ca().display().to_string()
+        ),
+        std::slice::from_ref(&credential),
+    )
+    .await;
+    let refused = tp_test_support::McpHttp::new(&without.addr, Some(&caller), "2025-11-25")
+        .call("secure_echo", json!({"text": "x"}))
+        .await;
+    assert_eq!(refused.result()["isError"], true, "{}", refused.body);
+    assert!(refused.body.contains("unavailable"), "{}", refused.body);
+    // Neither the CA: the system's roots do not know the private CA.
+    let untrusting = EdgeProcess::start_with_env(
+        &fleet.cp,
+        &[fleet.cp.url()],
+        None,
+        "",
+        std::slice::from_ref(&credential),
+    )
+    .await;
+    let refused = tp_test_support::McpHttp::new(&untrusting.addr, Some(&caller), "2025-11-25")
+        .call("secure_echo", json!({"text": "x"}))
+        .await;
+    assert_eq!(refused.result()["isError"], true, "{}", refused.body);
+    println!(
+        "MCP upstream behind mutual TLS: reached with the private CA and a client certificate; refused without the certificate, and without the CA"
+    );
+}

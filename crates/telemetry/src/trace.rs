@@ -95,10 +95,17 @@ where
         eprintln!("OTEL_EXPORTER_OTLP_ENDPOINT is set but there is no runtime to export on");
         return None;
     }
-    let exporter = match opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .build()
-    {
+    use opentelemetry_otlp::WithTonicConfig as _;
+    let mut builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+    match otlp_tls() {
+        Ok(Some(tls)) => builder = builder.with_tls_config(tls),
+        Ok(None) => {}
+        Err(error) => {
+            eprintln!("OTLP trace export is off: {error}");
+            return None;
+        }
+    }
+    let exporter = match builder.build() {
         Ok(exporter) => exporter,
         Err(error) => {
             eprintln!("OTLP trace export is off: {error}");
@@ -117,6 +124,52 @@ where
     let tracer = provider.tracer("toolplane");
     let layer = tracing_opentelemetry::layer().with_tracer(tracer);
     Some((layer, Exporting(provider)))
+}
+
+/// TLS for an `https://` OTLP endpoint, from the standard variables: the CA in
+/// `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE` (else the system's roots), the client certificate
+/// and key in `OTEL_EXPORTER_OTLP_[TRACES_]CLIENT_CERTIFICATE` / `…_CLIENT_KEY` (mutual TLS).
+/// `None` for an `http://` endpoint.
+fn otlp_tls() -> Result<Option<tonic::transport::ClientTlsConfig>, String> {
+    let var = |name: &str| {
+        std::env::var(format!("OTEL_EXPORTER_OTLP_TRACES_{name}"))
+            .or_else(|_| std::env::var(format!("OTEL_EXPORTER_OTLP_{name}")))
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+    };
+    let Some(endpoint) = var("ENDPOINT") else {
+        return Ok(None);
+    };
+    if !endpoint.trim().to_ascii_lowercase().starts_with("https://") {
+        return Ok(None);
+    }
+    let read = |name: &str, path: &str| {
+        std::fs::read(path).map_err(|e| format!("OTEL_EXPORTER_OTLP_{name} {path}: {e}"))
+    };
+    let mut tls = tonic::transport::ClientTlsConfig::new();
+    tls = match var("CERTIFICATE") {
+        Some(path) => tls.ca_certificate(tonic::transport::Certificate::from_pem(read(
+            "CERTIFICATE",
+            &path,
+        )?)),
+        None => tls.with_native_roots(),
+    };
+    match (var("CLIENT_CERTIFICATE"), var("CLIENT_KEY")) {
+        (None, None) => {}
+        (Some(cert), Some(key)) => {
+            tls = tls.identity(tonic::transport::Identity::from_pem(
+                read("CLIENT_CERTIFICATE", &cert)?,
+                read("CLIENT_KEY", &key)?,
+            ));
+        }
+        _ => {
+            return Err(
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY: set both, or neither"
+                    .into(),
+            );
+        }
+    }
+    Ok(Some(tls))
 }
 
 struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
