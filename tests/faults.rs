@@ -743,3 +743,95 @@ async fn sigterm_finishes_calls_in_flight_and_accepts_nothing_new() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// A TCP front for an executor: drops the next `refuse` connections as soon as they are made
+/// (the executor never sees them), forwards the others, and closes every forwarded connection
+/// when `reset` is bumped.
+async fn flaky_front(
+    upstream: String,
+    refuse: Arc<AtomicU64>,
+    reset: tokio::sync::watch::Receiver<u64>,
+) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            if refuse
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                drop(client);
+                continue;
+            }
+            let upstream = upstream.clone();
+            let mut reset = reset.clone();
+            reset.borrow_and_update();
+            tokio::spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await {
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = reset.changed() => {}
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Retries: a call whose executor could not be reached at all is sent again once when the tool
+/// is idempotent (it cannot have run), and never when it is not (the caller hears that the tool
+/// is unavailable, and decides). Counted in `tp_edge_executor_retries_total`.
+#[tokio::test]
+async fn an_unreachable_executor_is_retried_once_for_idempotent_tools_only() {
+    let fleet = Fleet::start(0, "").await;
+    let refuse = Arc::new(AtomicU64::new(0));
+    let (reset, resets) = tokio::sync::watch::channel(0u64);
+    let front = flaky_front(fleet.executor.addr.clone(), Arc::clone(&refuse), resets).await;
+    let mut admin = fleet.cp.admin().await;
+    tp_test_support::admin::upsert_executor(
+        &mut admin,
+        tp_test_support::admin::NewExecutor {
+            timeout_ms: 5_000,
+            max_concurrency: 8,
+            ..tp_test_support::admin::NewExecutor::grpc("demo", format!("http://{front}"))
+        },
+    )
+    .await;
+    let edge = EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], None, "").await;
+    let client = McpHttp::new(&edge.addr, Some(fleet.key("qa", "collector")), LEGACY);
+    let retries = || async {
+        let (_, text) = edge.admin_get("/metrics").await;
+        text.lines()
+            .filter(|l| l.starts_with("tp_edge_executor_retries_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    // Warm: the edge knows the registry and the executor's channel.
+    let warm = client.call("echo", json!({"text": "warm"})).await;
+    assert_eq!(warm.result()["isError"], false, "{}", warm.body);
+    // The channel's connection is dropped and the next one refused: echo (idempotent) is
+    // retried and answered.
+    let before = retries().await;
+    reset.send_modify(|n| *n += 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    refuse.store(1, Ordering::SeqCst);
+    let echo = client.call("echo", json!({"text": "again"})).await;
+    assert_eq!(echo.result()["isError"], false, "{}", echo.body);
+    assert_eq!(retries().await - before, 1.0, "one retry");
+    // sleep is not idempotent: not retried; the caller is told it is unavailable.
+    reset.send_modify(|n| *n += 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    refuse.store(1, Ordering::SeqCst);
+    let sleep = client.call("sleep", json!({"ms": 10})).await;
+    assert_eq!(sleep.result()["isError"], true, "{}", sleep.body);
+    assert!(sleep.body.contains("unavailable"), "{}", sleep.body);
+    assert_eq!(
+        retries().await - before,
+        1.0,
+        "no retry of a non-idempotent call"
+    );
+    println!(
+        "retries: an idempotent call retried once after a refused connection and answered; a non-idempotent one not retried"
+    );
+}

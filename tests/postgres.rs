@@ -257,6 +257,55 @@ async fn export_and_import_move_a_sqlite_world_to_postgres_intact() {
         .key;
     set_apis(&source, &["google", "aws"]).await;
     let tools_before = registry(&source).await;
+    // History: calls through an edge (the demo's executors are not running: they fail, and
+    // are audited and counted all the same), one of a tool that does not exist.
+    let edge = EdgeProcess::start(&source, &[source.url()], None, "").await;
+    let client = McpHttp::new(&edge.addr, Some(&key), "2025-11-25");
+    for name in [
+        tools_before[0].as_str(),
+        tools_before[1].as_str(),
+        "no_such_tool",
+    ] {
+        client.call(name, json!({})).await;
+    }
+    let trail = |admin: &tp_client::Admin| {
+        let mut admin = admin.clone();
+        async move {
+            admin
+                .audit
+                .list_audit_records(pb::ListAuditRecordsRequest {
+                    page_size: 1000,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .records
+                .into_iter()
+                .map(|r| (r.request_id, r.tool, r.outcome))
+                .collect::<Vec<_>>()
+        }
+    };
+    let usage = |admin: &tp_client::Admin| {
+        let mut admin = admin.clone();
+        async move {
+            admin
+                .audit
+                .get_usage(pb::GetUsageRequest {
+                    tenant: "acme".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    let trail_before = eventually("three audit records", Duration::from_secs(10), || async {
+        let trail = trail(&admin).await;
+        (trail.len() == 3).then_some(trail)
+    })
+    .await;
+    let usage_before = usage(&admin).await;
+    drop(edge);
     let policy_before = admin
         .policy
         .get_policy(pb::GetPolicyRequest::default())
@@ -341,10 +390,17 @@ async fn export_and_import_move_a_sqlite_world_to_postgres_intact() {
         (identity.tenant.as_str(), identity.role.as_str()),
         ("acme", "collector")
     );
+    // The history came along: the same trail, and the same usage (so `usage --unused-days`
+    // does not call every tool unused after the move).
+    assert_eq!(trail(&admin).await, trail_before);
+    assert_eq!(usage(&admin).await, usage_before);
+    assert!(!usage_before.tools.is_empty(), "{usage_before:?}");
     println!(
-        "migrated SQLite → PostgreSQL: {} tools for acme, ceiling {}, keys intact",
+        "migrated SQLite → PostgreSQL: {} tools for acme, ceiling {}, keys intact, {} audit records and {} usage counters carried",
         tools_before.len(),
-        policy.ceiling
+        policy.ceiling,
+        trail_before.len(),
+        usage_before.tools.len()
     );
 }
 
@@ -505,4 +561,243 @@ async fn a_past_sunset_is_refused_and_a_passed_one_retires_the_tool_once_across_
         retirements[0].revision
     );
     drop(edge);
+}
+
+/// A PostgreSQL server of the test's own (Debian's binaries, run as the `postgres` user) that
+/// serves TLS with a certificate signed by the test's CA.
+struct TlsPostgres {
+    port: u16,
+    _server: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+fn postgres_user() -> (u32, u32) {
+    let id = |flag: &str| {
+        let out = std::process::Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .expect("id");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u32>()
+            .expect("a postgres user (Debian's postgresql package makes it)")
+    };
+    (id("-u"), id("-g"))
+}
+
+fn postgres_bin(name: &str) -> std::path::PathBuf {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .expect(
+            "PostgreSQL's server binaries under /usr/lib/postgresql (Debian's postgresql package)",
+        )
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin").join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no {name} under /usr/lib/postgresql/*/bin"))
+}
+
+impl TlsPostgres {
+    async fn start(cert: &std::path::Path, key: &std::path::Path) -> TlsPostgres {
+        use std::os::unix::fs::PermissionsExt as _;
+        use std::os::unix::process::CommandExt as _;
+        let (uid, gid) = postgres_user();
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
+        let status = std::process::Command::new(postgres_bin("initdb"))
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+            ])
+            .uid(uid)
+            .gid(gid)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "initdb failed");
+        for (from, to) in [(cert, "server.pem"), (key, "server.key")] {
+            let target = data.join(to);
+            std::fs::copy(from, &target).unwrap();
+            std::os::unix::fs::chown(&target, Some(uid), Some(gid)).unwrap();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let port = tp_test_support::free_port();
+        let server = tokio::process::Command::new(postgres_bin("postgres"))
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-p",
+                &port.to_string(),
+                "-k",
+                dir.path().to_str().unwrap(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "ssl=on",
+                "-c",
+                "ssl_cert_file=server.pem",
+                "-c",
+                "ssl_key_file=server.key",
+                "-c",
+                "fsync=off",
+            ])
+            .uid(uid)
+            .gid(gid)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        tp_test_support::wait_for_port(port, "the TLS PostgreSQL").await;
+        TlsPostgres {
+            port,
+            _server: server,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, ca: &std::path::Path) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres?sslmode=verify-full&sslrootcert={}",
+            self.port,
+            ca.display()
+        )
+    }
+}
+
+/// The store over TLS: a control plane reaches PostgreSQL with `sslmode=verify-full` and the
+/// CA that signed the server's certificate, keeps its world there across a restart; given a
+/// CA that did not sign it, it refuses to start and says why.
+#[tokio::test]
+async fn the_store_on_postgresql_over_tls_with_verify_full() {
+    let pki = crate::tls::Pki::new();
+    let (cert, key) = pki.leaf("postgres", true);
+    let pg = TlsPostgres::start(&cert, &key).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cp = ControlPlaneProcess::start_with_env(
+        dir.path(),
+        vec!["--demo".to_owned()],
+        vec![("TOOLPLANE_CP_STORE_URL", pg.url(&pki.ca()))],
+    )
+    .await;
+    let tools = registry(&cp).await;
+    assert!(!tools.is_empty());
+    cp.kill9_and_restart().await;
+    assert_eq!(
+        registry(&cp).await,
+        tools,
+        "the world is kept in the TLS store"
+    );
+    // Another CA: verify-full refuses the server's certificate; the control plane says so.
+    let stranger = crate::tls::Pki::new();
+    let other = tempfile::tempdir().unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new(tp_test_support::binary("tp-control-plane"))
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(other.path())
+            .env("TOOLPLANE_CP_STORE_URL", pg.url(&stranger.ca()))
+            .output(),
+    )
+    .await
+    .expect("the control plane gives up")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("certificate") || stderr.to_lowercase().contains("tls"),
+        "the error should name the certificate: {stderr}"
+    );
+    println!(
+        "PostgreSQL over TLS (verify-full): the store works and survives kill -9; a wrong CA is refused: {}",
+        stderr.lines().last().unwrap_or_default()
+    );
+}
+
+/// Purges outlive the replica that queued them: tenant data purges wait in the store, so when
+/// the replica that deleted the tenant dies before the executor answers, another replica
+/// finishes the purge.
+#[tokio::test]
+async fn a_purge_queued_by_a_replica_that_dies_is_finished_by_another() {
+    use tp_store::Store as _;
+    let db = PgDatabase::create();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a = replica(&db, dir_a.path(), true).await;
+    let b = replica(&db, dir_b.path(), false).await;
+    let mut wiki = tp_test_support::WikiProcess::start().await;
+    let mut admin = a.admin().await;
+    tp_test_support::admin::upsert_executor(
+        &mut admin,
+        tp_test_support::admin::NewExecutor::grpc("wiki", wiki.url()),
+    )
+    .await;
+    admin
+        .tenants
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(pb::Tenant {
+                id: "doomed".into(),
+                connected_apis: Some(pb::ConnectedApis {
+                    providers: vec!["google".into()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+    // The executor is away when the tenant is deleted: the purge waits, in the store.
+    wiki.process.kill9().await;
+    admin
+        .tenants
+        .delete_tenant(pb::DeleteTenantRequest {
+            id: "doomed".into(),
+        })
+        .await
+        .unwrap();
+    let store = tp_store::PostgresStore::connect(&db.url).await.unwrap();
+    let queued = eventually("the purge queued", Duration::from_secs(10), || async {
+        let pending = store.pending_purges().await.unwrap();
+        (pending
+            .iter()
+            .any(|p| p.tenant == "doomed" && p.executor == "wiki"))
+        .then_some(pending)
+    })
+    .await;
+    // The replica that queued it dies; the executor comes back; the other replica purges.
+    a.process.kill9().await;
+    wiki.kill9_and_restart().await;
+    let started = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pending = store.pending_purges().await.unwrap();
+        // (The demo world's other executor is not running here: its purge stays queued.)
+        if !pending
+            .iter()
+            .any(|p| p.tenant == "doomed" && p.executor == "wiki")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the other replica did not purge: {pending:?}\n{}",
+            b.process.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        b.process.log_text().contains("tenant data purged"),
+        "{}",
+        b.process.log_text()
+    );
+    println!(
+        "purge of {} queued by a replica that was then killed: finished by the other replica {:?} after the executor returned",
+        queued[0].tenant,
+        started.elapsed()
+    );
 }

@@ -250,11 +250,13 @@ async fn t10_a_deleted_tenants_wiki_is_gone_for_its_successor() {
         "the late purge to be delivered",
         Duration::from_secs(20),
         || async {
-            let mut admin = fleet.cp.admin().await;
-            let _ = &mut admin;
-            let pending =
-                std::fs::read_to_string(fleet.cp.data_dir.join("purges.json")).unwrap_or_default();
-            (!pending.contains("\"temp\"")).then_some(())
+            // The queue is in the store (shared by every replica).
+            use tp_store::Store as _;
+            let store = tp_store::SqliteStore::open(&fleet.cp.data_dir.join("control-plane.db"))
+                .await
+                .unwrap();
+            let pending = store.pending_purges().await.unwrap();
+            (!pending.iter().any(|p| p.tenant == "temp")).then_some(())
         },
     )
     .await;

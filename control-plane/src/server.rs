@@ -195,12 +195,14 @@ impl ControlPlane {
             stopping.clone(),
         ));
         let purges = crate::purge::Purges::start(
+            Arc::clone(engine.store()),
             config.data_dir.join("purges.json"),
             config
                 .executor_key
                 .clone()
                 .unwrap_or_else(|| tp_proto::invoke_auth::ExecutorKey::derive(&tokens.edge)),
-        );
+        )
+        .await;
         let router = router(&engine, &tokens, config, stopping, purges).await?;
         let limits = config.grpc.limits();
         let tls = match &config.tls {

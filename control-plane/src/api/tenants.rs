@@ -166,7 +166,7 @@ impl Tenants for TenantsService {
             .map_err(status)?;
         let (keys, uid, executors) = written.value;
         // What executors keep for the tenant goes too (retried until each has answered).
-        self.purges.enqueue(&request.id, &uid, executors);
+        self.purges.enqueue(&request.id, &uid, executors).await;
         Ok(Response::new(pb::DeleteTenantResponse {
             revision: written.revision,
             keys_deleted: u32::try_from(keys).unwrap_or(u32::MAX),

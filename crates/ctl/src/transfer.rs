@@ -3,9 +3,14 @@
 //! document, read from and written to a store directly. For moving from SQLite to PostgreSQL,
 //! backups you can read, and seeding test environments.
 //!
-//! Export reads one consistent snapshot (safe while the control plane runs). Import writes the
-//! document as the first revision of an empty store and refuses a store that has any history,
-//! so it can never merge two worlds by accident.
+//! The history goes with it: the audit trail (oldest first), the usage counters per tenant
+//! and tool (what `toolplanectl usage --unused-days` reads) and the records each edge shed, so
+//! that a store moved to PostgreSQL does not call every tool unused.
+//!
+//! Export reads one consistent snapshot of the objects (safe while the control plane runs; the
+//! history is read after it, so calls made meanwhile may or may not be in it). Import writes
+//! the document as the first revision of an empty store and refuses a store that has any
+//! history, so it can never merge two worlds by accident.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,8 +21,11 @@ use serde::{Deserialize, Serialize};
 use tp_registry::{Change, Object, State};
 use tp_store::{Commit, PostgresStore, SqliteStore, Store};
 
-/// The document's format tag.
-pub const FORMAT: &str = "toolplane-export/1";
+/// The document's format tag (`/1` documents, without history, are read too).
+pub const FORMAT: &str = "toolplane-export/2";
+
+/// The format before the history was exported.
+const FORMAT_1: &str = "toolplane-export/1";
 
 /// The exported document.
 #[derive(Debug, Serialize, Deserialize)]
@@ -30,6 +38,147 @@ pub struct Export {
     pub exported_at_ms: u64,
     /// Every object, in kind and key order.
     pub objects: Vec<Object>,
+    /// The audit trail, oldest first.
+    #[serde(default)]
+    pub audit: Vec<ExportedCall>,
+    /// Usage counters, per tenant and tool.
+    #[serde(default)]
+    pub usage: Vec<ExportedUsage>,
+    /// Audit records each edge shed before delivering them.
+    #[serde(default)]
+    pub audit_shed: Vec<ExportedShed>,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedCall {
+    /// Unix milliseconds.
+    pub at_ms: u64,
+    /// The request id.
+    pub request_id: String,
+    /// The edge.
+    pub edge: String,
+    /// Tenant.
+    pub tenant: String,
+    /// Principal.
+    pub principal: String,
+    /// Role.
+    pub role: String,
+    /// Tool.
+    pub tool: String,
+    /// Action.
+    pub action: String,
+    /// Outcome.
+    pub outcome: String,
+    /// Error code.
+    pub error_code: String,
+    /// Duration.
+    pub duration_ms: u32,
+}
+
+/// One usage counter.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedUsage {
+    /// Tenant.
+    pub tenant: String,
+    /// Tool.
+    pub tool: String,
+    /// Calls.
+    pub calls: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Unix milliseconds of the last call.
+    pub last_used_ms: u64,
+}
+
+/// Records one edge shed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedShed {
+    /// The edge.
+    pub edge: String,
+    /// Records.
+    pub records: u64,
+}
+
+impl From<tp_store::CallRecord> for ExportedCall {
+    fn from(r: tp_store::CallRecord) -> Self {
+        ExportedCall {
+            at_ms: r.at_ms,
+            request_id: r.request_id,
+            edge: r.edge,
+            tenant: r.tenant,
+            principal: r.principal,
+            role: r.role,
+            tool: r.tool,
+            action: r.action,
+            outcome: r.outcome,
+            error_code: r.error_code,
+            duration_ms: r.duration_ms,
+        }
+    }
+}
+
+impl From<ExportedCall> for tp_store::CallRecord {
+    fn from(r: ExportedCall) -> Self {
+        tp_store::CallRecord {
+            at_ms: r.at_ms,
+            request_id: r.request_id,
+            edge: r.edge,
+            tenant: r.tenant,
+            principal: r.principal,
+            role: r.role,
+            tool: r.tool,
+            action: r.action,
+            outcome: r.outcome,
+            error_code: r.error_code,
+            duration_ms: r.duration_ms,
+        }
+    }
+}
+
+/// The store's history: the whole audit trail (a page at a time), usage and shed counts.
+async fn history(
+    store: &dyn Store,
+) -> anyhow::Result<(Vec<ExportedCall>, Vec<ExportedUsage>, Vec<ExportedShed>)> {
+    let mut audit = Vec::new();
+    let mut after_seq = 0;
+    loop {
+        let page = store
+            .audit(&tp_store::AuditQuery {
+                after_seq,
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .context("reading the audit trail")?;
+        let Some(last) = page.last() else { break };
+        after_seq = last.seq;
+        audit.extend(page.into_iter().map(|e| ExportedCall::from(e.record)));
+    }
+    let usage = store
+        .usage_rows()
+        .await
+        .context("reading the usage counters")?
+        .into_iter()
+        .map(|(tenant, u)| ExportedUsage {
+            tenant,
+            tool: u.tool,
+            calls: u.calls,
+            errors: u.errors,
+            last_used_ms: u.last_used_ms,
+        })
+        .collect();
+    let audit_shed = store
+        .audit_shed()
+        .await
+        .context("reading the shed counts")?
+        .into_iter()
+        .map(|(edge, records)| ExportedShed { edge, records })
+        .collect();
+    Ok((audit, usage, audit_shed))
 }
 
 /// `export --store-url URL [--out FILE]`
@@ -85,11 +234,20 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<i32> {
         snapshot.revision,
         started.elapsed().as_secs_f64()
     );
+    let (audit, usage, audit_shed) = history(store.as_ref()).await?;
+    eprintln!(
+        "export: {} audit records, {} usage counters",
+        audit.len(),
+        usage.len()
+    );
     let document = Export {
         format: FORMAT.to_owned(),
         revision: snapshot.revision,
         exported_at_ms: crate::output::now_ms(),
         objects: snapshot.objects,
+        audit,
+        usage,
+        audit_shed,
     };
     let text = serde_json::to_string_pretty(&document)?;
     match &args.out {
@@ -137,7 +295,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
                     .map_err(anyhow::Error::msg)?;
         }
     }
-    if document.format != FORMAT {
+    if document.format != FORMAT && document.format != FORMAT_1 {
         bail!(
             "{} has format {:?}; this toolplanectl reads {FORMAT:?}",
             args.file.display(),
@@ -158,8 +316,14 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
     if head != 0 {
         bail!("the target store is at revision {head}, not empty; import only into a new store");
     }
-    let changes: Vec<Change> = document
-        .objects
+    let Export {
+        objects,
+        audit,
+        usage,
+        audit_shed,
+        ..
+    } = document;
+    let changes: Vec<Change> = objects
         .into_iter()
         .map(|object| Change::Put { object })
         .collect();
@@ -171,6 +335,34 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
     {
         Commit::Committed(revision) => {
             eprintln!("imported {count} objects as revision {revision}");
+            let audit: Vec<tp_store::CallRecord> = audit.into_iter().map(Into::into).collect();
+            let usage: Vec<(String, tp_store::ToolUsage)> = usage
+                .into_iter()
+                .map(|u| {
+                    (
+                        u.tenant,
+                        tp_store::ToolUsage {
+                            tool: u.tool,
+                            calls: u.calls,
+                            errors: u.errors,
+                            last_used_ms: u.last_used_ms,
+                        },
+                    )
+                })
+                .collect();
+            let shed: Vec<(String, u64)> = audit_shed
+                .into_iter()
+                .map(|s| (s.edge, s.records))
+                .collect();
+            store
+                .import_history(&audit, &usage, &shed)
+                .await
+                .context("writing the history (the objects are imported; import into a new store to try again)")?;
+            eprintln!(
+                "imported {} audit records and {} usage counters",
+                audit.len(),
+                usage.len()
+            );
             Ok(0)
         }
         Commit::Conflict { current } => {

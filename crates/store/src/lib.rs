@@ -93,6 +93,21 @@ pub struct ToolUsage {
     pub last_used_ms: u64,
 }
 
+/// A deleted tenant's data still to be purged from one executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingPurge {
+    /// The tenant.
+    pub tenant: String,
+    /// Its incarnation (`TenantContext.tenant_uid`).
+    pub uid: String,
+    /// The executor's name.
+    pub executor: String,
+    /// Where it was when the tenant was deleted.
+    pub endpoint: String,
+    /// Failed attempts so far.
+    pub attempts: u32,
+}
+
 /// Durable storage of the control plane.
 ///
 /// Contract: a `commit` that returns `Ok(Committed(r))` is durable (survives `kill -9`), its
@@ -139,6 +154,29 @@ pub trait Store: Send + Sync + 'static {
 
     /// Usage per tool, for one tenant or all (summed), in tool order.
     async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>>;
+
+    /// Queues purges of deleted tenants' data (one per executor); one already queued stays as
+    /// it is.
+    async fn queue_purges(&self, purges: &[PendingPurge], at_ms: u64) -> StoreResult<()>;
+
+    /// Purges not yet done, oldest first (every replica sees the same queue).
+    async fn pending_purges(&self) -> StoreResult<Vec<PendingPurge>>;
+
+    /// One attempt at `purge`: done (it leaves the queue), or failed (counted).
+    async fn purge_attempted(&self, purge: &PendingPurge, done: bool) -> StoreResult<()>;
+
+    /// Every usage counter, per (tenant, tool), in that order (for an export).
+    async fn usage_rows(&self) -> StoreResult<Vec<(String, ToolUsage)>>;
+
+    /// History carried over from another store (an import), in one transaction: `audit`
+    /// appended in the order given (with new positions), `usage` counters and `shed` counts
+    /// added to any already here.
+    async fn import_history(
+        &self,
+        audit: &[CallRecord],
+        usage: &[(String, ToolUsage)],
+        shed: &[(String, u64)],
+    ) -> StoreResult<()>;
 
     /// Revisions committed by any process sharing this store, as they commit, for stores that
     /// several processes write (`None`: poll [`Store::head`] instead).

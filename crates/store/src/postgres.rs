@@ -52,6 +52,9 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS tp_audit_batches (
          batch_id TEXT PRIMARY KEY, edge TEXT NOT NULL, received_ms BIGINT NOT NULL);
      CREATE INDEX IF NOT EXISTS tp_audit_batches_by_time ON tp_audit_batches (received_ms);",
+    "CREATE TABLE IF NOT EXISTS tp_purges (
+         tenant TEXT NOT NULL, uid TEXT NOT NULL, executor TEXT NOT NULL, endpoint TEXT NOT NULL,
+         attempts BIGINT NOT NULL, queued_ms BIGINT NOT NULL, PRIMARY KEY (tenant, uid, executor));",
 ];
 
 /// PostgreSQL-backed [`Store`].
@@ -378,6 +381,137 @@ impl Store for PostgresStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected())
+    }
+
+    async fn queue_purges(&self, purges: &[crate::PendingPurge], at_ms: u64) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        for purge in purges {
+            sqlx::query(
+                "INSERT INTO tp_purges (tenant, uid, executor, endpoint, attempts, queued_ms)
+                 VALUES ($1, $2, $3, $4, 0, $5)
+                 ON CONFLICT (tenant, uid, executor) DO NOTHING",
+            )
+            .bind(&purge.tenant)
+            .bind(&purge.uid)
+            .bind(&purge.executor)
+            .bind(&purge.endpoint)
+            .bind(to_i64(at_ms))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn pending_purges(&self) -> StoreResult<Vec<crate::PendingPurge>> {
+        let rows = sqlx::query(
+            "SELECT tenant, uid, executor, endpoint, attempts FROM tp_purges ORDER BY queued_ms, tenant, executor",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut purges = Vec::with_capacity(rows.len());
+        for row in rows {
+            purges.push(crate::PendingPurge {
+                tenant: row.try_get("tenant")?,
+                uid: row.try_get("uid")?,
+                executor: row.try_get("executor")?,
+                endpoint: row.try_get("endpoint")?,
+                attempts: u32::try_from(to_u64(row.try_get("attempts")?)).unwrap_or(u32::MAX),
+            });
+        }
+        Ok(purges)
+    }
+
+    async fn purge_attempted(&self, purge: &crate::PendingPurge, done: bool) -> StoreResult<()> {
+        let query = if done {
+            "DELETE FROM tp_purges WHERE tenant = $1 AND uid = $2 AND executor = $3"
+        } else {
+            "UPDATE tp_purges SET attempts = attempts + 1 WHERE tenant = $1 AND uid = $2 AND executor = $3"
+        };
+        sqlx::query(query)
+            .bind(&purge.tenant)
+            .bind(&purge.uid)
+            .bind(&purge.executor)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn usage_rows(&self) -> StoreResult<Vec<(String, ToolUsage)>> {
+        let rows = sqlx::query(
+            "SELECT tenant, tool, calls, errors, last_used_ms FROM tp_usage ORDER BY tenant, tool",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut usage = Vec::with_capacity(rows.len());
+        for row in rows {
+            usage.push((
+                row.try_get("tenant")?,
+                ToolUsage {
+                    tool: row.try_get("tool")?,
+                    calls: to_u64(row.try_get("calls")?),
+                    errors: to_u64(row.try_get("errors")?),
+                    last_used_ms: to_u64(row.try_get("last_used_ms")?),
+                },
+            ));
+        }
+        Ok(usage)
+    }
+
+    async fn import_history(
+        &self,
+        audit: &[crate::CallRecord],
+        usage: &[(String, ToolUsage)],
+        shed: &[(String, u64)],
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        for call in audit {
+            sqlx::query(
+                "INSERT INTO tp_audit (at_ms, request_id, edge, tenant, principal, role, tool,
+                 action, outcome, error_code, duration_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            )
+            .bind(to_i64(call.at_ms))
+            .bind(&call.request_id)
+            .bind(&call.edge)
+            .bind(&call.tenant)
+            .bind(&call.principal)
+            .bind(&call.role)
+            .bind(&call.tool)
+            .bind(&call.action)
+            .bind(&call.outcome)
+            .bind(&call.error_code)
+            .bind(i64::from(call.duration_ms))
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (tenant, row) in usage {
+            sqlx::query(
+                "INSERT INTO tp_usage (tenant, tool, calls, errors, last_used_ms) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (tenant, tool) DO UPDATE SET calls = tp_usage.calls + excluded.calls,
+                 errors = tp_usage.errors + excluded.errors,
+                 last_used_ms = GREATEST(tp_usage.last_used_ms, excluded.last_used_ms)",
+            )
+            .bind(tenant)
+            .bind(&row.tool)
+            .bind(to_i64(row.calls))
+            .bind(to_i64(row.errors))
+            .bind(to_i64(row.last_used_ms))
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (edge, records) in shed {
+            sqlx::query(
+                "INSERT INTO tp_audit_shed (edge, records) VALUES ($1, $2)
+                 ON CONFLICT (edge) DO UPDATE SET records = tp_audit_shed.records + excluded.records",
+            )
+            .bind(edge)
+            .bind(to_i64(*records))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn usage(&self, tenant: Option<&str>) -> StoreResult<Vec<ToolUsage>> {

@@ -178,6 +178,16 @@ pub(super) fn classify(
             executor: executor.to_owned(),
             message: status.message().to_owned(),
         },
+        // hyper cancels a request whose connection closed before it could be sent ("operation
+        // was canceled"): the executor never saw it. tonic's own deadline is Cancelled too,
+        // as "Timeout expired".
+        Code::Cancelled if !status.message().contains("Timeout expired") => {
+            ForwardError::Unreachable {
+                tool: tool.to_owned(),
+                executor: executor.to_owned(),
+                message: status.message().to_owned(),
+            }
+        }
         Code::DeadlineExceeded | Code::Cancelled => ForwardError::Timeout {
             tool: tool.to_owned(),
             timeout_ms,
