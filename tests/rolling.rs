@@ -544,8 +544,8 @@ async fn a_stopping_edge_is_unready_and_closes_connections_for_its_grace_period(
         )],
     )
     .await;
-    let (status, body) = edge.get("/readyz").await;
-    assert_eq!(status, 200, "{body}");
+    // Ready once it has synced with the control plane.
+    until_ready(&edge).await;
     // A keep-alive connection open before the stop.
     let http = reqwest::Client::new();
     let url = format!("http://{}/mcp", edge.addr);

@@ -286,6 +286,12 @@ impl Executors {
             .await
             .map_err(|()| timeout_error())?;
         let mut attempt = 0;
+        // Whether any event of the call reached the caller (then it is never sent again).
+        let relayed = std::sync::atomic::AtomicBool::new(false);
+        let mut relay = |event: CallEvent| {
+            relayed.store(true, std::sync::atomic::Ordering::Relaxed);
+            on_event(event);
+        };
         // Only an idempotent call may be sent twice; the others are not copied.
         let mut request = Some(request);
         let result = loop {
@@ -305,14 +311,25 @@ impl Executors {
                     &self.settings.key,
                     this_attempt,
                     deadline,
-                    on_event,
+                    &mut relay,
                 ),
             )
             .await
             .unwrap_or_else(|_| Err(timeout_error()));
             match outcome {
+                // Never reached: safe to send again when a repeat is harmless. Lost under the
+                // call: only when the tool is idempotent and nothing of it was relayed yet.
                 Err(ForwardError::Unreachable { .. })
                     if idempotent && attempt == 1 && Instant::now() < deadline =>
+                {
+                    metrics::counter!("tp_edge_executor_retries_total", "executor" => info.name.clone()).increment(1);
+                    continue;
+                }
+                Err(ForwardError::ConnectionLost { .. })
+                    if idempotent
+                        && attempt == 1
+                        && !relayed.load(std::sync::atomic::Ordering::Relaxed)
+                        && Instant::now() < deadline =>
                 {
                     metrics::counter!("tp_edge_executor_retries_total", "executor" => info.name.clone()).increment(1);
                     continue;

@@ -32,6 +32,17 @@ pub enum ForwardError {
         /// Details (logged, never shown to callers).
         message: String,
     },
+    /// The connection to the executor broke while the call was on it: the executor may or
+    /// may not have run it.
+    #[error("connection to executor {executor:?} lost during {tool}: {}", tp_telemetry::redact::urls(.message))]
+    ConnectionLost {
+        /// Tool.
+        tool: String,
+        /// Executor.
+        executor: String,
+        /// Details (logged, never shown to callers).
+        message: String,
+    },
     /// The executor refused or failed the call.
     #[error("executor {executor:?} failed {tool} ({code:?}): {}", tp_telemetry::redact::urls(.message))]
     Failed {
@@ -82,9 +93,9 @@ impl tp_registry::HasErrorCode for ForwardError {
     fn code(&self) -> tp_registry::ErrorCode {
         use tp_registry::ErrorCode;
         match self {
-            ForwardError::BreakerOpen { .. } | ForwardError::Unreachable { .. } => {
-                ErrorCode::Unavailable
-            }
+            ForwardError::BreakerOpen { .. }
+            | ForwardError::Unreachable { .. }
+            | ForwardError::ConnectionLost { .. } => ErrorCode::Unavailable,
             ForwardError::Timeout { .. } => ErrorCode::Timeout,
             ForwardError::Failed { code, .. } => {
                 tp_proto::status::code_from_status(&tonic::Status::new(*code, ""))
@@ -102,6 +113,7 @@ impl ForwardError {
             ForwardError::BreakerOpen { .. } => "breaker_open".into(),
             ForwardError::Timeout { .. } => "timeout".into(),
             ForwardError::Unreachable { .. } => "unreachable".into(),
+            ForwardError::ConnectionLost { .. } => "connection_lost".into(),
             ForwardError::Unsupported { .. } => "unsupported".into(),
             ForwardError::Failed { code, .. } => {
                 let mut name = String::from("executor");
@@ -120,7 +132,9 @@ impl ForwardError {
     /// call's input).
     pub fn counts_against_executor(&self) -> bool {
         match self {
-            ForwardError::Timeout { .. } | ForwardError::Unreachable { .. } => true,
+            ForwardError::Timeout { .. }
+            | ForwardError::Unreachable { .. }
+            | ForwardError::ConnectionLost { .. } => true,
             ForwardError::Failed { code, .. } => !caused_by_caller(*code),
             ForwardError::BreakerOpen { .. } | ForwardError::Unsupported { .. } => false,
         }
@@ -139,6 +153,9 @@ impl ForwardError {
             ForwardError::Unreachable { tool, .. } => {
                 format!("{tool} is unavailable right now; retry shortly (reference {reference})")
             }
+            ForwardError::ConnectionLost { tool, .. } => format!(
+                "{tool} lost its executor's connection during the call; it may or may not have run, so check before you retry (reference {reference})"
+            ),
             ForwardError::Failed {
                 tool,
                 code,
@@ -158,6 +175,7 @@ impl ForwardError {
         match self {
             ForwardError::Timeout { .. } => "timeout",
             ForwardError::Unreachable { .. } => "unreachable",
+            ForwardError::ConnectionLost { .. } => "connection_lost",
             ForwardError::BreakerOpen { .. } => "breaker_open",
             ForwardError::Failed { code, .. } if caused_by_caller(*code) => "refused",
             ForwardError::Failed { .. } | ForwardError::Unsupported { .. } => "failed",
@@ -188,6 +206,13 @@ pub(super) fn classify(
                 message: status.message().to_owned(),
             }
         }
+        // The connection failed under the call (tonic says Unknown "transport error"): whether
+        // the executor saw the call cannot be known.
+        Code::Unknown if transport_failed(&status) => ForwardError::ConnectionLost {
+            tool: tool.to_owned(),
+            executor: executor.to_owned(),
+            message: source_chain(&status),
+        },
         Code::DeadlineExceeded | Code::Cancelled => ForwardError::Timeout {
             tool: tool.to_owned(),
             timeout_ms,
@@ -199,4 +224,29 @@ pub(super) fn classify(
             message: status.message().to_owned(),
         },
     }
+}
+
+/// Whether the status was made from the channel's own transport error (not sent by the
+/// executor).
+fn transport_failed(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.is::<tonic::transport::Error>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
+/// The status's message and the errors under it, for the log.
+fn source_chain(status: &tonic::Status) -> String {
+    let mut text = status.message().to_owned();
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        text.push_str(": ");
+        text.push_str(&error.to_string());
+        source = error.source();
+    }
+    text
 }
