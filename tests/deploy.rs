@@ -174,9 +174,11 @@ fn dockerfile_target(stages: &BTreeMap<String, Stage>, name: &str) -> Target {
         .unwrap()
         .to_owned();
     assert!(
-        stage.lines.iter().any(
-            |l| l.starts_with("COPY --from=build") && l.contains(&format!("/out/bin/{binary}"))
-        ),
+        stage
+            .lines
+            .iter()
+            .any(|l| l.starts_with("COPY --from=binaries")
+                && l.contains(&format!("/out/bin/{binary}"))),
         "{name}: {binary} is not copied into the stage"
     );
     let mut args = entrypoint[1..].to_vec();
@@ -236,6 +238,16 @@ fn dockerfile_builds_every_service_into_a_small_non_root_stage_whose_defaults_lo
         "the image builds every workspace binary"
     );
 
+    // The binaries come from the build stage, or (BINARIES=prebuilt) from the host's build,
+    // laid out the same way.
+    assert_eq!(stages["binaries"].base, "${BINARIES}");
+    assert_eq!(stages["prebuilt"].base, "scratch");
+    assert!(
+        read("deploy/docker/Dockerfile")
+            .lines()
+            .any(|l| l == "ARG BINARIES=build"),
+        "the default compiles in the image"
+    );
     let runtime = &stages["runtime"];
     assert!(
         runtime.base.starts_with("gcr.io/distroless/cc-debian12")
@@ -379,11 +391,13 @@ fn compose_runs_two_edges_behind_a_balancer_and_every_service_configuration_load
     assert_eq!(
         names,
         BTreeSet::from([
-            "control-plane",
+            "control-plane-1",
+            "control-plane-2",
             "demo-executor",
             "edge-1",
             "edge-2",
             "edge-lb",
+            "postgres",
             "redis",
             "wiki"
         ])
@@ -423,14 +437,29 @@ fn compose_runs_two_edges_behind_a_balancer_and_every_service_configuration_load
         summaries.push(format!("{name}: {}", summary.trim()));
         if target.binary == "tp-edge" {
             assert!(
-                summary.contains("control plane http://control-plane:50051")
+                summary.contains("control plane http://control-plane-1:50051")
+                    && summary.contains("http://control-plane-2:50051")
                     && summary.contains("redis on"),
                 "{summary}"
             );
         }
     }
     // The seeded world's executor endpoints are services of this file, on the ports they use.
-    let cp = string_map(&services["control-plane"]["environment"]);
+    let cp = string_map(&services["control-plane-1"]["environment"]);
+    // Both replicas share one PostgreSQL database (the one the postgres service creates), and
+    // only the first seeds the demo world.
+    let cp2 = string_map(&services["control-plane-2"]["environment"]);
+    let pg = string_map(&services["postgres"]["environment"]);
+    assert_eq!(cp["TOOLPLANE_CP_STORE_URL"], cp2["TOOLPLANE_CP_STORE_URL"]);
+    assert_eq!(
+        cp["TOOLPLANE_CP_STORE_URL"],
+        format!(
+            "postgres://{}:{}@postgres:5432/{}",
+            pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"]
+        )
+    );
+    assert_eq!(cp["TOOLPLANE_CP_BOOTSTRAP__DEMO"], "true");
+    assert_eq!(cp2["TOOLPLANE_CP_BOOTSTRAP__DEMO"], "false");
     for (key, service) in [
         ("TOOLPLANE_CP_BOOTSTRAP__DEMO_EXECUTOR", "demo-executor"),
         ("TOOLPLANE_CP_BOOTSTRAP__WIKI_EXECUTOR", "wiki"),
@@ -490,7 +519,7 @@ fn compose_runs_two_edges_behind_a_balancer_and_every_service_configuration_load
     }
     // Named volumes are declared; the secrets have no default.
     for (service, volume) in [
-        ("control-plane", "control-plane-data"),
+        ("postgres", "postgres-data"),
         ("wiki", "wiki-data"),
         ("edge-1", "edge-1-audit"),
         ("edge-2", "edge-2-audit"),
@@ -503,11 +532,21 @@ fn compose_runs_two_edges_behind_a_balancer_and_every_service_configuration_load
                 .starts_with(volume)
         );
     }
-    assert_eq!(
-        interpolate(&raw, &BTreeMap::new()),
-        Err("${TOOLPLANE_ADMIN_TOKEN} is not set".to_owned()),
-        "the tokens have no default"
-    );
+    // The secrets have no default: without any one of them, Compose refuses the file.
+    for secret in [
+        "TOOLPLANE_ADMIN_TOKEN",
+        "TOOLPLANE_EDGE_TOKEN",
+        "TOOLPLANE_EXECUTOR_KEY",
+        "TOOLPLANE_PG_PASSWORD",
+    ] {
+        let mut without = env_file.clone();
+        assert!(without.remove(secret).is_some(), "{secret} in .env.example");
+        assert_eq!(
+            interpolate(&raw, &without),
+            Err(format!("${{{secret}}} is not set")),
+            "{secret} has no default"
+        );
+    }
     println!("compose services load:\n  {}", summaries.join("\n  "));
 }
 

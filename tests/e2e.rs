@@ -13,6 +13,7 @@ mod audit;
 mod claude_code;
 mod clients;
 mod conformance;
+mod containers;
 mod control_plane;
 mod control_plane_errors;
 mod deploy;

@@ -32,7 +32,7 @@ const GRACE_MS: u64 = 1000;
 /// The audit period of the tests' edges (`[audit] flush_ms` in test-support).
 const FLUSH_MS: u64 = 200;
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -118,7 +118,7 @@ impl Balancer {
 
 /// What the clients saw of one call.
 #[derive(Debug, Clone)]
-struct Seen {
+pub(crate) struct Seen {
     ok: bool,
     /// When the answer arrived (Unix ms).
     at_ms: u64,
@@ -126,13 +126,13 @@ struct Seen {
 }
 
 #[derive(Default)]
-struct Ledger {
+pub(crate) struct Ledger {
     calls: Mutex<BTreeMap<String, Seen>>,
     next: AtomicU64,
 }
 
 impl Ledger {
-    fn failed(&self) -> Vec<(String, Seen)> {
+    pub(crate) fn failed(&self) -> Vec<(String, Seen)> {
         let calls = self.calls.lock().unwrap();
         calls
             .iter()
@@ -141,7 +141,7 @@ impl Ledger {
             .collect()
     }
 
-    fn succeeded(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn succeeded(&self) -> BTreeMap<String, u64> {
         let calls = self.calls.lock().unwrap();
         calls
             .iter()
@@ -151,11 +151,19 @@ impl Ledger {
     }
 }
 
-/// A keep-alive client of one protocol generation calling `echo` until `stop`, each call with
+/// The tool the load calls and the string argument that carries each call's id: `echo`'s `text`
+/// (the tests' world), `gmail`'s `query` (the demo world).
+pub(crate) type Probe = (&'static str, &'static str);
+
+/// `echo` with the id as its text.
+pub(crate) const ECHO: Probe = ("echo", "text");
+
+/// A keep-alive client of one protocol generation calling `probe` until `stop`, each call with
 /// its own request id (prefixed `prefix`).
 async fn client(
     addr: String,
     key: String,
+    probe: Probe,
     version: &'static str,
     prefix: String,
     ledger: Arc<Ledger>,
@@ -205,7 +213,8 @@ async fn client(
     while !stop.load(Ordering::Relaxed) {
         let n = ledger.next.fetch_add(1, Ordering::Relaxed);
         let id = format!("{prefix}-{n}");
-        let mut params = json!({"name": "echo", "arguments": {"text": id}});
+        let (tool, field) = probe;
+        let mut params = json!({"name": tool, "arguments": {field: id}});
         let mut request = base(http.post(&url)).header("x-request-id", &id);
         if stateless {
             params["_meta"] = json!({
@@ -215,7 +224,7 @@ async fn client(
             });
             request = request
                 .header("mcp-method", "tools/call")
-                .header("mcp-name", "echo");
+                .header("mcp-name", tool);
         } else {
             request = request.header("mcp-session-id", session.clone().unwrap());
         }
@@ -258,9 +267,10 @@ async fn client(
 }
 
 /// Runs four clients (two per protocol generation) through `addr` while `during` runs.
-async fn under_load<F: std::future::Future<Output = ()>>(
+pub(crate) async fn under_load<F: std::future::Future<Output = ()>>(
     addr: &str,
     key: &str,
+    probe: Probe,
     prefix: &str,
     during: F,
 ) -> Arc<Ledger> {
@@ -274,6 +284,7 @@ async fn under_load<F: std::future::Future<Output = ()>>(
         clients.push(tokio::spawn(client(
             addr.to_owned(),
             key.to_owned(),
+            probe,
             version,
             format!("{prefix}{i}"),
             Arc::clone(&ledger),
@@ -293,7 +304,15 @@ async fn under_load<F: std::future::Future<Output = ()>>(
 
 /// Every audit record of `tenant` since `since_ms`: request id → how many times stored.
 async fn trail(fleet: &Fleet, tenant: &str, since_ms: u64) -> BTreeMap<String, u32> {
-    let mut admin = fleet.cp.admin().await;
+    trail_of(&mut fleet.cp.admin().await, tenant, since_ms).await
+}
+
+/// [`trail`] from any control plane.
+pub(crate) async fn trail_of(
+    admin: &mut tp_client::Admin,
+    tenant: &str,
+    since_ms: u64,
+) -> BTreeMap<String, u32> {
     let mut counts = BTreeMap::new();
     let mut page_token = String::new();
     loop {
@@ -321,12 +340,21 @@ async fn trail(fleet: &Fleet, tenant: &str, since_ms: u64) -> BTreeMap<String, u
 
 /// The trail once it stops growing (no new record for two seconds).
 async fn settled_trail(fleet: &Fleet, tenant: &str, since_ms: u64) -> BTreeMap<String, u32> {
-    let mut last = trail(fleet, tenant, since_ms).await;
+    settled_trail_of(&mut fleet.cp.admin().await, tenant, since_ms).await
+}
+
+/// [`settled_trail`] from any control plane.
+pub(crate) async fn settled_trail_of(
+    admin: &mut tp_client::Admin,
+    tenant: &str,
+    since_ms: u64,
+) -> BTreeMap<String, u32> {
+    let mut last = trail_of(admin, tenant, since_ms).await;
     let mut stable_since = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(30);
     while stable_since.elapsed() < Duration::from_secs(2) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let now = trail(fleet, tenant, since_ms).await;
+        let now = trail_of(admin, tenant, since_ms).await;
         if now.values().sum::<u32>() != last.values().sum::<u32>() {
             stable_since = Instant::now();
         }
@@ -365,7 +393,7 @@ async fn until_ready(edge: &EdgeProcess) {
 }
 
 /// Compares what the clients saw with the trail: (lost, duplicated, extra) request ids.
-fn compare(
+pub(crate) fn compare(
     seen: &BTreeMap<String, u64>,
     trail: &BTreeMap<String, u32>,
     prefix: &str,
@@ -433,7 +461,7 @@ async fn rolling_restarts_behind_haproxy_fail_nothing_and_lose_no_audit_record()
             }
         }
     };
-    let ledger = under_load(&balancer.addr(), &key, "roll", rolling).await;
+    let ledger = under_load(&balancer.addr(), &key, ECHO, "roll", rolling).await;
     let failed = ledger.failed();
     let seen = ledger.succeeded();
     let trail_after = settled_trail(&fleet, "qa", since).await;
@@ -484,7 +512,7 @@ async fn rolling_restarts_behind_haproxy_fail_nothing_and_lose_no_audit_record()
             until_ready(&edges[0]).await;
         }
     };
-    let ledger = under_load(&balancer.addr(), &key, "kill", crash).await;
+    let ledger = under_load(&balancer.addr(), &key, ECHO, "kill", crash).await;
     let failed = ledger.failed();
     let seen = ledger.succeeded();
     let trail_after = settled_trail(&fleet, "qa", since).await;

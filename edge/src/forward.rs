@@ -323,6 +323,7 @@ impl Executors {
                     if idempotent && attempt == 1 && Instant::now() < deadline =>
                 {
                     metrics::counter!("tp_edge_executor_retries_total", "executor" => info.name.clone()).increment(1);
+                    retry_pause(deadline).await;
                     continue;
                 }
                 Err(ForwardError::ConnectionLost { .. })
@@ -332,6 +333,7 @@ impl Executors {
                         && Instant::now() < deadline =>
                 {
                     metrics::counter!("tp_edge_executor_retries_total", "executor" => info.name.clone()).increment(1);
+                    retry_pause(deadline).await;
                     continue;
                 }
                 other => break other,
@@ -386,6 +388,14 @@ impl Executors {
         }
         metrics::counter!("tp_edge_executor_calls_total", "executor" => info.name.clone(), "outcome" => outcome).increment(1);
     }
+}
+
+/// A short pause before a retry, within the deadline: long enough for the channel to see that
+/// the connection the first attempt died on is closed (a retry sent at once can be handed the
+/// same dead connection and fail the same way), short enough not to matter to the caller.
+async fn retry_pause(deadline: Instant) {
+    let pause = Instant::now() + Duration::from_millis(50);
+    tokio::time::sleep_until(pause.min(deadline).into()).await;
 }
 
 async fn call(
