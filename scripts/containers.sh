@@ -10,7 +10,8 @@
 #     postgres:15                             with the entry points and defaults of the official
 #                                             images that the Compose file relies on
 #   These are stand-ins for tests only; deploy with the real images.
-# - toolplane/{control-plane,edge,wiki,demo-executor}:dev from deploy/docker/Dockerfile, with
+# - toolplane/{control-plane,edge,wiki,demo-executor}:dev (and the chart's
+#   localhost/toolplane/…:<appVersion>) from deploy/docker/Dockerfile, with
 #   BINARIES=prebuilt: the runtime stages take the binaries `cargo build --workspace --bins` made
 #   (debug, same glibc as this host) instead of compiling them again in the build stage.
 #
@@ -107,9 +108,24 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 fi
 exec setpriv --reuid=postgres --regid=postgres --init-groups "$bin/postgres" -D "$PGDATA" "$@"
 EOF
+  redis_entry="$cache/redis-entrypoint.sh"
+  cat >"$redis_entry" <<'EOF'
+#!/bin/sh
+# Stand-in for the official redis image's entry point: arguments starting with "-" are
+# redis-server's (a chart's `args`), and protected mode is off (the official image builds it
+# off: only its network reaches it).
+set -eu
+case "${1:-}" in -*) set -- redis-server "$@" ;; esac
+if [ "${1:-}" = redis-server ]; then
+  shift
+  set -- redis-server --protected-mode no "$@"
+fi
+exec "$@"
+EOF
   mmdebstrap --quiet --variant=minbase --include=ca-certificates,haproxy,redis-server,postgresql-15 \
     --customize-hook="copy-in $entry /usr/local/bin" \
-    --customize-hook='chmod 755 "$1/usr/local/bin/postgres-entrypoint.sh"' \
+    --customize-hook="copy-in $redis_entry /usr/local/bin" \
+    --customize-hook='chmod 755 "$1/usr/local/bin/postgres-entrypoint.sh" "$1/usr/local/bin/redis-entrypoint.sh"' \
     --customize-hook='mkdir -p "$1/usr/local/etc/haproxy"' \
     bookworm "$cache/services.tar"
   podman import --quiet \
@@ -118,6 +134,7 @@ EOF
     --change 'STOPSIGNAL=SIGUSR1' \
     "$cache/services.tar" haproxy:2.6 >/dev/null
   podman import --quiet \
+    --change 'ENTRYPOINT ["/usr/local/bin/redis-entrypoint.sh"]' \
     --change 'CMD ["redis-server"]' \
     "$cache/services.tar" redis:7.2-alpine >/dev/null
   podman import --quiet \
@@ -149,4 +166,10 @@ for service in control-plane edge wiki demo-executor; do
     -t "toolplane/$service:dev" "$root" >/dev/null
   echo "built toolplane/$service:dev"
 done
+# The chart's names for the same images (image.registry `localhost/`, the tag its appVersion).
+version="$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' deploy/helm/toolplane/Chart.yaml)"
+for service in control-plane edge wiki demo-executor; do
+  podman tag "toolplane/$service:dev" "localhost/toolplane/$service:$version"
+done
+podman tag redis:7.2-alpine docker.io/library/redis:7.2-alpine
 podman image prune --force >/dev/null

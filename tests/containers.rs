@@ -445,3 +445,288 @@ async fn the_compose_file_runs_in_podman_and_the_python_sdk_uses_it_through_the_
         "control-plane-1 killed: a key issued by control-plane-2 was served through the balancer"
     );
 }
+
+/// The chart's rendered objects, in a podman of this machine, in a network namespace of the
+/// test's own, removed when dropped.
+struct KubePlay {
+    release: String,
+    netns: String,
+    env: Vec<(String, String)>,
+    dir: tempfile::TempDir,
+}
+
+impl KubePlay {
+    /// `podman …` inside the namespace (only its network: the host's cgroups stay visible).
+    fn podman(&self, args: &[&str]) -> String {
+        let netns = format!("--net=/run/netns/{}", self.netns);
+        let mut all = vec![netns.as_str(), "podman"];
+        all.extend_from_slice(args);
+        let out = run(Path::new("nsenter"), &all, &self.env, self.dir.path());
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// `podman kube play` of some of the chart's documents, the pod reachable under the name
+    /// of the Service in front of it (what a cluster's DNS gives; podman 4.3 plays no Service).
+    fn play(&self, name: &str, documents: &[&serde_yaml_ng::Value], alias: Option<&str>) {
+        let file = self.dir.path().join(format!("{name}.yaml"));
+        let text: Vec<String> = documents
+            .iter()
+            .map(|d| serde_yaml_ng::to_string(d).unwrap())
+            .collect();
+        std::fs::write(&file, text.join("---\n")).unwrap();
+        let network = match alias {
+            Some(alias) => format!("{}:alias={alias}", self.release),
+            None => self.release.clone(),
+        };
+        self.podman(&[
+            "kube",
+            "play",
+            "--network",
+            &network,
+            file.to_str().unwrap(),
+        ]);
+    }
+
+    /// The chart's Secret as a podman secret, in the form podman 4.3 reads it: for environment
+    /// variables (`secretKeyRef`) a JSON map of base64 values; for volumes a whole Secret whose
+    /// `data` holds the values as they are (podman writes them to the files undecoded).
+    fn secret(&self, secret: &serde_yaml_ng::Value, for_volumes: bool) {
+        use base64::Engine as _;
+        let name = secret["metadata"]["name"].as_str().unwrap();
+        let data: serde_json::Map<String, Value> = secret["stringData"]
+            .as_mapping()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let value = v.as_str().unwrap();
+                let value = if for_volumes {
+                    value.to_owned()
+                } else {
+                    base64::engine::general_purpose::STANDARD.encode(value)
+                };
+                (k.as_str().unwrap().to_owned(), Value::from(value))
+            })
+            .collect();
+        let content = if for_volumes {
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": data})
+        } else {
+            Value::Object(data)
+        };
+        let file = self.dir.path().join("secret.json");
+        std::fs::write(&file, content.to_string()).unwrap();
+        let _ = Command::new("podman")
+            .args(["secret", "rm", name])
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output();
+        self.podman(&["secret", "create", name, file.to_str().unwrap()]);
+    }
+
+    /// GET inside the namespace (the pods' ports are published there, not on the host).
+    fn get(&self, url: &str) -> String {
+        let netns = format!("--net=/run/netns/{}", self.netns);
+        let out = Command::new("nsenter")
+            .args([netns.as_str(), "curl", "-s", "-m", "5", url])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for KubePlay {
+    fn drop(&mut self) {
+        let podman = |args: &[&str]| {
+            let _ = Command::new("podman")
+                .args(args)
+                .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .output();
+        };
+        let pods = Command::new("podman")
+            .args(["pod", "ls", "--format", "{{.Name}}"])
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pod in pods.lines().filter(|p| p.starts_with(&self.release)) {
+            podman(&["pod", "rm", "-f", "-t", "2", pod]);
+        }
+        let volumes = Command::new("podman")
+            .args(["volume", "ls", "--format", "{{.Name}}"])
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for volume in volumes.lines().filter(|v| v.starts_with(&self.release)) {
+            podman(&["volume", "rm", "-f", volume]);
+        }
+        podman(&["secret", "rm", &format!("{}-toolplane-auth", self.release)]);
+        podman(&["network", "rm", "-f", &self.release]);
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .output();
+    }
+}
+
+/// The Helm chart's Deployments as podman runs them (`podman kube play`), as far as podman 4.3
+/// goes: the control plane (seeding the demo world), Redis, the edge, the demo executor and the
+/// wiki start from the rendered manifests unchanged, and the official Python SDK lists and calls
+/// through the edge. What podman 4.3 cannot do, and the test does for it: it plays no Service
+/// (each pod gets its Service's name on the network instead), it publishes every containerPort
+/// on the host's addresses (the pods run in a network namespace of the test's own), it reads a
+/// Secret in one form for environment variables and another for volumes (the test writes the
+/// podman secret in each form before the pods that need it), it crashes on a secret volume that
+/// does not say `optional` (the chart says `optional: false`, the cluster's default), and HPA,
+/// PDB and NetworkPolicy objects are not played.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_charts_deployments_run_in_podman_and_the_python_sdk_uses_the_edge() {
+    let root = repo();
+    let env = podman_settings();
+    run(
+        Path::new("bash"),
+        &["scripts/containers.sh", "images"],
+        &env,
+        &root,
+    );
+    let release = format!("tk{}", std::process::id());
+    let chart = root.join("deploy/helm/toolplane");
+    let key = format!("auth.executorKey=tpx_{}", "cd".repeat(32));
+    let (ok, manifests, stderr) = crate::deploy::helm(&[
+        "template",
+        &release,
+        chart.to_str().unwrap(),
+        "--set",
+        "auth.adminToken=admin-token-0123456789",
+        "--set",
+        "auth.edgeToken=edge-token-0123456789",
+        "--set",
+        &key,
+        "--set",
+        "controlPlane.demo=true",
+        "--set",
+        "demoExecutor.enabled=true",
+        // The client reaches the edge's published port, as through `kubectl port-forward`.
+        "--set",
+        "edge.allowedHosts[0]=127.0.0.1",
+    ]);
+    assert!(ok, "helm template: {stderr}");
+    let documents: Vec<serde_yaml_ng::Value> = manifests
+        .split("\n---")
+        .filter_map(|d| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(d).ok())
+        .filter(serde_yaml_ng::Value::is_mapping)
+        .collect();
+    let of_kind = |kind: &str| -> Vec<&serde_yaml_ng::Value> {
+        documents.iter().filter(|d| d["kind"] == kind).collect()
+    };
+    let deployment = |component: &str| -> &serde_yaml_ng::Value {
+        let name = format!("{release}-toolplane-{component}");
+        of_kind("Deployment")
+            .into_iter()
+            .find(|d| d["metadata"]["name"].as_str() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("no Deployment {name}"))
+    };
+    let secret = of_kind("Secret")[0];
+    let config_maps = of_kind("ConfigMap");
+    let netns = release.clone();
+    run(Path::new("ip"), &["netns", "add", &netns], &[], &root);
+    let play = KubePlay {
+        release: release.clone(),
+        netns: netns.clone(),
+        env,
+        dir: tempfile::tempdir().unwrap(),
+    };
+    run(
+        Path::new("ip"),
+        &["netns", "exec", &netns, "ip", "link", "set", "lo", "up"],
+        &[],
+        &root,
+    );
+    play.podman(&["network", "create", &release]);
+    let claims = of_kind("PersistentVolumeClaim");
+    play.play("claims", &claims, None);
+    play.secret(secret, false);
+    let with_config = |component: &str| -> Vec<&serde_yaml_ng::Value> {
+        let mut docs = config_maps.clone();
+        docs.push(deployment(component));
+        docs
+    };
+    let began = Instant::now();
+    for component in ["control-plane", "redis", "edge"] {
+        let name = format!("{release}-toolplane-{component}");
+        play.play(component, &with_config(component), Some(&name));
+    }
+    play.secret(secret, true);
+    for component in ["demo-executor", "wiki"] {
+        let name = format!("{release}-toolplane-{component}");
+        play.play(component, &with_config(component), Some(&name));
+    }
+    let readyz = eventually("the edge ready", Duration::from_secs(60), || {
+        let body = play.get("http://127.0.0.1:8080/readyz");
+        async move { body.contains("\"ready\":true").then_some(body) }
+    })
+    .await;
+    assert!(readyz.contains("\"redis\":\"up\""), "{readyz}");
+    println!(
+        "chart: five Deployments running in {:.1} s; edge: {readyz}",
+        began.elapsed().as_secs_f64()
+    );
+
+    // A key from toolplanectl in the control plane's pod; the Python SDK in the namespace.
+    let cp = format!("{release}-toolplane-control-plane-pod-0-control-plane");
+    let issued = play.podman(&[
+        "exec",
+        &cp,
+        "toolplanectl",
+        "--token",
+        "admin-token-0123456789",
+        "--json",
+        "keys",
+        "issue",
+        "--tenant",
+        "acme",
+        "--role",
+        "collector",
+    ]);
+    let issued: Value = serde_json::from_str(&issued).unwrap_or_else(|e| panic!("{issued}: {e}"));
+    let script = std::fs::canonicalize("clients/python_client.py").expect("python_client.py");
+    let calls = json!([
+        ["gmail", {"query": "from:cfo"}],
+        ["client_wiki", {"action": "ingest", "source": {"type": "text",
+            "text": "Acme Corp opened an office in Porto in 2025.", "source_label": "Porto office"}}],
+        ["client_wiki", {"action": "query", "question": "Where did Acme Corp open an office?"}],
+    ]);
+    let python = python();
+    let netns_arg = format!("--net=/run/netns/{netns}");
+    let out = crate::clients::run_client(
+        Path::new("nsenter"),
+        &[
+            netns_arg,
+            python.display().to_string(),
+            script.display().to_string(),
+            "http://127.0.0.1:8080/mcp".to_owned(),
+            issued["key"].as_str().unwrap().to_owned(),
+            "auto".to_owned(),
+            calls.to_string(),
+        ],
+        Path::new("."),
+    )
+    .await;
+    assert_eq!(out["protocol_version"], "2026-07-28", "{out}");
+    assert!(
+        out["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() > 10 && t.contains(&json!("client_wiki"))),
+        "{out}"
+    );
+    for (i, call) in out["calls"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(call["is_error"], false, "call {i}: {call}");
+    }
+    assert!(
+        out["calls"][2]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Porto")),
+        "{out}"
+    );
+    println!(
+        "chart in podman: the Python SDK listed {} tools and called gmail (demo executor) and client_wiki (wiki) through the edge",
+        out["tools"].as_array().unwrap().len()
+    );
+}

@@ -908,7 +908,7 @@ pub(crate) fn render_default_chart() -> String {
 }
 
 /// Runs helm with `args`; (success, stdout, stderr).
-fn helm(args: &[&str]) -> (bool, String, String) {
+pub(crate) fn helm(args: &[&str]) -> (bool, String, String) {
     let output = Command::new(tp_test_support::helm())
         .args(args)
         .env(
