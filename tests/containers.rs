@@ -248,15 +248,20 @@ impl Stack {
             .expect("admin client")
     }
 
-    /// Waits until an edge container answers /readyz 200 on its own address (the host reaches
-    /// rootful podman's bridge), then for the balancer to have seen two good checks.
-    async fn until_ready(&self, service: &str) {
-        let ip = self.podman(&[
+    /// A container's address on the Compose network (the host reaches rootful podman's bridge).
+    fn address(&self, service: &str) -> String {
+        self.podman(&[
             "inspect",
             "-f",
             "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
             &self.container(service),
-        ]);
+        ])
+    }
+
+    /// Waits until an edge container answers /readyz 200 on its own address, then until the
+    /// balancer has it UP again (its stats page): only then may the other edge stop.
+    async fn until_ready(&self, service: &str) {
+        let ip = self.address(service);
         let url = format!("http://{ip}:8080/readyz");
         eventually(
             &format!("{service} ready at {url}"),
@@ -270,7 +275,22 @@ impl Stack {
             },
         )
         .await;
-        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        let stats = format!("http://{}:8404/stats;csv", self.address("edge-lb"));
+        let row = format!("edges,{service},");
+        eventually(
+            &format!("{service} UP in haproxy ({stats})"),
+            Duration::from_secs(60),
+            || {
+                let (stats, row) = (stats.clone(), row.clone());
+                async move {
+                    let csv = reqwest::get(&stats).await.ok()?.text().await.ok()?;
+                    let line = csv.lines().find(|l| l.starts_with(&row))?;
+                    // The 18th field is the server's status: UP, DOWN, "UP 1/2" while rising…
+                    (line.split(',').nth(17) == Some("UP")).then_some(())
+                }
+            },
+        )
+        .await;
     }
 
     /// Issues an API key the way the Compose file's header says: `toolplanectl` inside the

@@ -64,8 +64,11 @@ impl Balancer {
             let trimmed = line.trim();
             if trimmed.starts_with("server ") {
                 continue;
-            } else if trimmed.starts_with("bind ") {
+            } else if trimmed == "bind :8080" {
                 config.push_str(&format!("  bind 127.0.0.1:{port}\n"));
+            } else if trimmed.starts_with("bind ") {
+                // The stats page.
+                config.push_str(&format!("  bind 127.0.0.1:{}\n", free_port()));
             } else if trimmed.starts_with("default-server ") {
                 config.push_str(&line.replace("inter 1s", "inter 100ms"));
                 config.push('\n');
