@@ -3,7 +3,9 @@
 //! Redis Cluster of three primaries and three replicas made with `redis-cli --cluster create`,
 //! through which two edges share their cache, their rate limits and their messages (a
 //! cancellation crossing edges) — also while a primary is killed under load and its replica
-//! takes over. The figures (calls, failed calls, Redis errors, failover time) are printed.
+//! takes over; and behind Redis Sentinel, whose primary is killed under load while the edges
+//! know only the sentinels. The figures (calls, failed calls, Redis errors, failover time) are
+//! printed.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -554,4 +556,189 @@ async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_fai
         10,
         "after the failover: {served:?}"
     );
+}
+
+/// A primary, its replica and three sentinels (quorum 2), all on loopback; two edges that know
+/// only the sentinels. The primary is killed under load: no request fails, the sentinels
+/// promote the replica, and the edges follow it (Redis up again, errors stop, rate limits
+/// counted there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_edges_follow_a_sentinel_failover_under_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary_port, replica_port) = (free_port(), free_port());
+    let quick_sync = ["--repl-diskless-sync-delay".to_owned(), "0".to_owned()];
+    let mut primary = redis_server(dir.path(), primary_port, &quick_sync);
+    let mut replica_args = quick_sync.to_vec();
+    replica_args.extend([
+        "--replicaof".to_owned(),
+        "127.0.0.1".to_owned(),
+        primary_port.to_string(),
+    ]);
+    let _replica = redis_server(dir.path(), replica_port, &replica_args);
+    for port in [primary_port, replica_port] {
+        tp_test_support::services::wait_for_port(port, "redis-server").await;
+    }
+    eventually("the replica in sync", Duration::from_secs(20), || async {
+        let (_, info) = cli(&[
+            "-p".into(),
+            replica_port.to_string(),
+            "info".into(),
+            "replication".into(),
+        ]);
+        info.contains("master_link_status:up").then_some(())
+    })
+    .await;
+    let program = which("redis-server").unwrap();
+    let mut sentinels = Vec::new();
+    let mut urls = Vec::new();
+    for i in 0..3 {
+        let port = free_port();
+        let conf = dir.path().join(format!("sentinel-{i}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor tp 127.0.0.1 {primary_port} 2\nsentinel down-after-milliseconds tp 1000\nsentinel failover-timeout tp 5000\nsentinel parallel-syncs tp 1\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        sentinels.push(Process::spawn(
+            &program,
+            &[conf.display().to_string(), "--sentinel".to_owned()],
+            &dir.path().join(format!("sentinel-{i}.log")),
+            &[],
+        ));
+        tp_test_support::services::wait_for_port(port, "redis-sentinel").await;
+        urls.push((port, format!("redis://127.0.0.1:{port}")));
+    }
+    let master = |port: u16| {
+        let (_, out) = cli(&[
+            "-p".into(),
+            port.to_string(),
+            "sentinel".into(),
+            "get-master-addr-by-name".into(),
+            "tp".into(),
+        ]);
+        out.lines()
+            .nth(1)
+            .and_then(|p| p.trim().parse::<u16>().ok())
+    };
+    eventually(
+        "the sentinels agree on the primary and see each other",
+        Duration::from_secs(20),
+        || async {
+            let (_, quorum) = cli(&[
+                "-p".into(),
+                urls[0].0.to_string(),
+                "sentinel".into(),
+                "ckquorum".into(),
+                "tp".into(),
+            ]);
+            (quorum.starts_with("OK") && urls.iter().all(|(p, _)| master(*p) == Some(primary_port)))
+                .then_some(())
+        },
+    )
+    .await;
+
+    let fleet = Fleet::start(0, "").await;
+    let seeds: Vec<String> = urls.iter().map(|(_, u)| u.clone()).collect();
+    let extra = "[cache]\nredis_sentinel_master = \"tp\"\n";
+    let mut edges = Vec::new();
+    for _ in 0..2 {
+        edges.push(
+            EdgeProcess::start(&fleet.cp, &[fleet.cp.url()], Some(&seeds.join(",")), extra).await,
+        );
+    }
+    for edge in &edges {
+        eventually(
+            "the edge on the primary",
+            Duration::from_secs(10),
+            || async { (redis_state(edge).await == "up").then_some(()) },
+        )
+        .await;
+    }
+    let key = testing_tenant(&fleet, "metered").await;
+    limit(&fleet, "metered", 10).await;
+    let served = metered(&[&edges[0], &edges[1]], &key, 8).await;
+    assert_eq!(served.iter().sum::<usize>(), 10, "before: {served:?}");
+
+    // The primary killed under load.
+    limit(&fleet, "qa", 1_000_000).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut workers = Vec::new();
+    for (i, role) in ["collector", "executor", "collector", "executor"]
+        .into_iter()
+        .enumerate()
+    {
+        let client = McpHttp::new(&edges[i % 2].addr, Some(fleet.key("qa", role)), LEGACY);
+        let (stop, ok, failed) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&failed));
+        workers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let listed = client.request(1, "tools/list", json!({})).await;
+                let called = client.call("echo", json!({"text": "x"})).await;
+                if listed.status == 200 && called.status == 200 && called.error().is_null() {
+                    ok.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let killed = Instant::now();
+    primary.kill9().await;
+    eventually("the replica promoted", Duration::from_secs(30), || async {
+        urls.iter()
+            .all(|(p, _)| master(*p) == Some(replica_port))
+            .then_some(())
+    })
+    .await;
+    let failover = killed.elapsed();
+    // The edges on the new primary: Redis up on both, no new Redis error for a second.
+    let recovering = Instant::now();
+    let mut last = f64::MAX;
+    let mut quiet_since = Instant::now();
+    loop {
+        let mut errors = 0.0;
+        let mut up = true;
+        for edge in &edges {
+            errors += metric(
+                &edge.admin_get("/metrics").await.1,
+                "tp_edge_redis_errors_total",
+            );
+            up &= redis_state(edge).await == "up";
+        }
+        if errors != last || !up {
+            quiet_since = Instant::now();
+        }
+        last = errors;
+        if quiet_since.elapsed() >= Duration::from_secs(1) {
+            break;
+        }
+        assert!(
+            recovering.elapsed() < Duration::from_secs(20),
+            "the edges did not follow the failover: {}",
+            edges[0].log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let back = recovering.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    println!(
+        "Redis Sentinel (primary + replica, 3 sentinels): primary killed under load; replica promoted after {failover:?}; edges quiet on it {back:?} later; {ok} list+call rounds ok, {failed} failed"
+    );
+    assert_eq!(failed, 0, "requests failed because the primary died");
+    assert!(ok > 20, "too little load to mean anything: {ok}");
+    // Rate limits count on the new primary again (a fresh window for another tenant).
+    let key = testing_tenant(&fleet, "metered-after").await;
+    limit(&fleet, "metered-after", 10).await;
+    let served = metered(&[&edges[0], &edges[1]], &key, 8).await;
+    assert_eq!(served.iter().sum::<usize>(), 10, "after: {served:?}");
+    let (_, keys) = cli(&["-p".into(), replica_port.to_string(), "dbsize".into()]);
+    assert!(keys.trim().parse::<u64>().unwrap_or(0) > 0, "{keys}");
 }

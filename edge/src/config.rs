@@ -106,6 +106,9 @@ pub struct RawCache {
     pub rate_limits_when_redis_down: String,
     /// `redis_url` names seed nodes of a Redis Cluster.
     pub redis_cluster: bool,
+    /// The name of the primary that Redis Sentinels watch: `redis_url` then names the
+    /// sentinels, which the edge asks where the primary is (again after a failover).
+    pub redis_sentinel_master: String,
     /// PEM file of the CA that signs the Redis servers' certificates (`rediss://`); empty =
     /// the system's roots.
     pub redis_ca_file: String,
@@ -351,6 +354,7 @@ impl Default for RawCache {
             redis_timeout_ms: 250,
             rate_limits_when_redis_down: "share".into(),
             redis_cluster: false,
+            redis_sentinel_master: String::new(),
             redis_ca_file: String::new(),
             redis_cert_file: String::new(),
             redis_key_file: String::new(),
@@ -486,9 +490,20 @@ impl RawConfig {
                     bail!("redis_url: {url:?} must start with redis:// or rediss://");
                 }
             }
-            if urls.len() > 1 && !self.cache.redis_cluster {
+            let sentinel = !self.cache.redis_sentinel_master.is_empty();
+            if sentinel && self.cache.redis_cluster {
                 bail!(
-                    "redis_url: several URLs are the seed nodes of a Redis Cluster; set cache.redis_cluster = true, or give one URL"
+                    "cache.redis_sentinel_master and cache.redis_cluster: a Redis Cluster has no sentinels; set one of them"
+                );
+            }
+            if urls.len() > 1 && !self.cache.redis_cluster && !sentinel {
+                bail!(
+                    "redis_url: several URLs are the seed nodes of a Redis Cluster or the sentinels of a primary; set cache.redis_cluster = true or cache.redis_sentinel_master, or give one URL"
+                );
+            }
+            if sentinel && urls.iter().any(|u| u.starts_with("rediss://")) {
+                bail!(
+                    "cache.redis_sentinel_master: sentinels over TLS are not supported; use redis:// URLs"
                 );
             }
             let tls = urls.iter().all(|u| u.starts_with("rediss://"));
@@ -504,6 +519,8 @@ impl RawConfig {
             }
         } else if self.cache.redis_cluster {
             bail!("cache.redis_cluster: set redis_url to the cluster's seed nodes");
+        } else if !self.cache.redis_sentinel_master.is_empty() {
+            bail!("cache.redis_sentinel_master: set redis_url to the sentinels' addresses");
         }
         if self.cache.l1_registries == 0 || self.cache.l1_identities == 0 {
             bail!("cache.l1_registries and cache.l1_identities: must be at least 1");

@@ -32,6 +32,9 @@ pub struct RedisSettings {
     pub urls: Vec<String>,
     /// A Redis Cluster: keys spread over its shards by slot, failovers followed.
     pub cluster: bool,
+    /// Non-empty: `urls` are Redis Sentinels, asked where this primary is (again after every
+    /// failure, so that a failover is followed).
+    pub sentinel_master: String,
     /// PEM file of the CA that signs the servers' certificates (`rediss://`); empty = the
     /// system's roots.
     pub ca_file: String,
@@ -51,6 +54,8 @@ enum Backend {
         clients: Vec<redis::Client>,
         connection: RwLock<Option<Conn>>,
         cluster: bool,
+        /// The sentinels that say where the primary is (`cache.redis_sentinel_master`).
+        sentinel: Option<Arc<Sentinels>>,
     },
     Memory(Memory),
 }
@@ -91,6 +96,16 @@ impl redis::aio::ConnectionLike for Conn {
             Conn::Single(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
+    }
+}
+
+/// Redis Sentinels, asked where the primary is.
+struct Sentinels(tokio::sync::Mutex<redis::sentinel::SentinelClient>);
+
+impl Sentinels {
+    /// A client of the primary the sentinels name now.
+    async fn primary(&self) -> redis::RedisResult<redis::Client> {
+        self.0.lock().await.async_get_client().await
     }
 }
 
@@ -177,6 +192,20 @@ impl Shared {
         } else {
             None
         };
+        let sentinel = if settings.sentinel_master.is_empty() {
+            None
+        } else {
+            let nodes =
+                redis::sentinel::SentinelNodeConnectionInfo::default().set_tcp_settings(tcp());
+            Some(Arc::new(Sentinels(tokio::sync::Mutex::new(
+                redis::sentinel::SentinelClient::build(
+                    settings.urls.clone(),
+                    settings.sentinel_master.clone(),
+                    Some(nodes),
+                    redis::sentinel::SentinelServerType::Master,
+                )?,
+            ))))
+        };
         let Some(client) = clients.first().cloned() else {
             anyhow::bail!("redis_url: no URL");
         };
@@ -185,6 +214,7 @@ impl Shared {
                 clients,
                 connection: RwLock::new(None),
                 cluster: settings.cluster,
+                sentinel: sentinel.clone(),
             },
             prefix: settings.prefix.clone(),
             timeout: settings.timeout,
@@ -200,10 +230,17 @@ impl Shared {
                     .set_response_timeout(Some(background.timeout))
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_secs(2));
-                let connected = match &cluster {
-                    Some(cluster) => cluster.get_async_connection().await.map(Conn::Cluster),
-                    None => client
-                        .get_connection_manager_with_config(config)
+                let connected = match (&cluster, &sentinel) {
+                    (Some(cluster), _) => cluster.get_async_connection().await.map(Conn::Cluster),
+                    (None, Some(sentinel)) => match sentinel.primary().await {
+                        Ok(primary) => primary
+                            .get_connection_manager_with_config(config.clone())
+                            .await
+                            .map(Conn::Single),
+                        Err(error) => Err(error),
+                    },
+                    (None, None) => client
+                        .get_connection_manager_with_config(config.clone())
                         .await
                         .map(Conn::Single),
                 };
@@ -244,6 +281,35 @@ impl Shared {
                                     }
                                     Err(error) => {
                                         tracing::debug!(%error, "reconnecting to the redis cluster failed; retrying");
+                                    }
+                                }
+                            }
+                            // Behind sentinels, commands that failed in the last second mean
+                            // the primary may have moved: ask where it is now and connect
+                            // there (a connection manager would keep redialling the old one,
+                            // or stay on it after it came back as a read-only replica).
+                            if let Some(sentinel) = &sentinel
+                                && now != failures
+                            {
+                                failures = now;
+                                let fresh = match sentinel.primary().await {
+                                    Ok(primary) => {
+                                        primary
+                                            .get_connection_manager_with_config(config.clone())
+                                            .await
+                                    }
+                                    Err(error) => Err(error),
+                                };
+                                match fresh {
+                                    Ok(fresh) => {
+                                        if let Backend::Redis { connection, .. } = &shared.backend {
+                                            *connection.write().await = Some(Conn::Single(fresh));
+                                        }
+                                        metrics::counter!("tp_edge_redis_reconnects_total")
+                                            .increment(1);
+                                    }
+                                    Err(error) => {
+                                        tracing::debug!(%error, "asking the sentinels for the primary failed; retrying");
                                     }
                                 }
                             }
@@ -495,15 +561,31 @@ impl Shared {
                 });
                 return;
             }
-            Backend::Redis { clients, .. } => clients.clone(),
+            Backend::Redis {
+                clients, sentinel, ..
+            } => (clients.clone(), sentinel.clone()),
         };
+        let (client, sentinel) = client;
         // In a cluster a message published on any node reaches the subscribers of every node:
         // one subscription, on the first seed node that answers (the next when it fails).
         tokio::spawn(async move {
             let mut delay = Duration::from_millis(100);
             let mut turn = 0usize;
             loop {
-                let client = &client[turn % client.len()];
+                // Behind sentinels: on the primary they name now (a message published there
+                // reaches its replicas' subscribers too).
+                let client = match &sentinel {
+                    Some(sentinel) => match sentinel.primary().await {
+                        Ok(primary) => primary,
+                        Err(error) => {
+                            tracing::debug!(%error, "asking the sentinels for the primary failed; retrying");
+                            tokio::time::sleep(delay).await;
+                            delay = (delay * 2).min(Duration::from_secs(5));
+                            continue;
+                        }
+                    },
+                    None => client[turn % client.len()].clone(),
+                };
                 turn += 1;
                 match client.get_async_pubsub().await {
                     Ok(mut pubsub) => {

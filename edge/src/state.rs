@@ -109,6 +109,7 @@ impl EdgeState {
             Some(urls) => Some(Shared::connect(&crate::shared::RedisSettings {
                 urls: urls.split(',').map(|u| u.trim().to_owned()).collect(),
                 cluster: config.cache.redis_cluster,
+                sentinel_master: config.cache.redis_sentinel_master.clone(),
                 ca_file: config.cache.redis_ca_file.clone(),
                 cert_file: config.cache.redis_cert_file.clone(),
                 key_file: config.cache.redis_key_file.clone(),

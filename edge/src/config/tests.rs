@@ -65,3 +65,49 @@ fn the_example_config_in_deploy_loads() {
     assert_eq!(config.mcp.page_size, defaults.mcp.page_size);
     assert_eq!(config.cache.l1_ttl_secs, defaults.cache.l1_ttl_secs);
 }
+
+#[test]
+fn redis_topologies_are_said_once_and_consistently() {
+    let with = |pairs: &[(&str, serde_json::Value)]| {
+        let mut figment = base();
+        for (key, value) in pairs {
+            figment = figment.merge(Serialized::default(key, value.clone()));
+        }
+        load(figment)
+    };
+    let sentinels = serde_json::json!("redis://127.0.0.1:26379,redis://127.0.0.1:26380");
+    let config = with(&[
+        ("redis_url", sentinels.clone()),
+        ("cache.redis_sentinel_master", serde_json::json!("tp")),
+    ])
+    .unwrap();
+    assert_eq!(config.cache.redis_sentinel_master, "tp");
+    for (pairs, needle) in [
+        (
+            vec![("redis_url", sentinels.clone())],
+            "cache.redis_sentinel_master",
+        ),
+        (
+            vec![
+                ("redis_url", sentinels.clone()),
+                ("cache.redis_sentinel_master", serde_json::json!("tp")),
+                ("cache.redis_cluster", serde_json::json!(true)),
+            ],
+            "a Redis Cluster has no sentinels",
+        ),
+        (
+            vec![("cache.redis_sentinel_master", serde_json::json!("tp"))],
+            "set redis_url to the sentinels",
+        ),
+        (
+            vec![
+                ("redis_url", serde_json::json!("rediss://127.0.0.1:26379")),
+                ("cache.redis_sentinel_master", serde_json::json!("tp")),
+            ],
+            "sentinels over TLS",
+        ),
+    ] {
+        let err = with(&pairs).unwrap_err();
+        assert!(format!("{err:#}").contains(needle), "{pairs:?}: {err:#}");
+    }
+}
