@@ -355,6 +355,59 @@ impl Cluster {
     }
 }
 
+/// Four clients of `qa` (two per edge) listing and calling `echo` until [`Load::finish`]:
+/// listing goes through the caches, calls through the rate limits (in Redis).
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(fleet: &Fleet, edges: &[EdgeProcess]) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut workers = Vec::new();
+        for (i, role) in ["collector", "executor", "collector", "executor"]
+            .into_iter()
+            .enumerate()
+        {
+            let client = McpHttp::new(&edges[i % 2].addr, Some(fleet.key("qa", role)), LEGACY);
+            let (stop, ok, failed) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&failed));
+            workers.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let listed = client.request(1, "tools/list", json!({})).await;
+                    let called = client.call("echo", json!({"text": "x"})).await;
+                    if listed.status == 200 && called.status == 200 && called.error().is_null() {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        Load {
+            stop,
+            ok,
+            failed,
+            workers,
+        }
+    }
+
+    /// Stops the clients: (rounds that succeeded, rounds that failed).
+    async fn finish(self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        for worker in self.workers {
+            worker.await.unwrap();
+        }
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_failover() {
     let mut cluster = Cluster::start().await;
@@ -455,28 +508,7 @@ async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_fai
     };
     // A limit high enough never to refuse, so that every call counts in the cluster.
     limit(&fleet, "qa", 1_000_000).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let mut workers = Vec::new();
-    for (i, role) in ["collector", "executor", "collector", "executor"]
-        .into_iter()
-        .enumerate()
-    {
-        let client = McpHttp::new(&edges[i % 2].addr, Some(fleet.key("qa", role)), LEGACY);
-        let (stop, ok, failed) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&failed));
-        workers.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                // Listing goes through the caches; calls through the limits (in Redis).
-                let listed = client.request(1, "tools/list", json!({})).await;
-                let called = client.call("echo", json!({"text": "x"})).await;
-                if listed.status == 200 && called.status == 200 && called.error().is_null() {
-                    ok.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
-    }
+    let load = Load::start(&fleet, &edges);
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let killed = Instant::now();
     cluster.kill9(victim).await;
@@ -490,10 +522,7 @@ async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_fai
     cluster.until_ok().await;
     let failover = killed.elapsed();
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    stop.store(true, Ordering::Relaxed);
-    for worker in workers {
-        worker.await.unwrap();
-    }
+    let (ok, failed) = load.finish().await;
     let mut errors = Vec::new();
     for (edge, before) in edges.iter().zip(&before) {
         errors.push(
@@ -503,7 +532,6 @@ async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_fai
             ) - before,
         );
     }
-    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     println!(
         "Redis Cluster (3 primaries + 3 replicas): primary :{victim} killed under load; cluster ok again after {failover:?}; {ok} list+call rounds ok, {failed} failed; Redis errors seen by the edges: {errors:?}"
     );
@@ -664,27 +692,7 @@ async fn the_edges_follow_a_sentinel_failover_under_load() {
 
     // The primary killed under load.
     limit(&fleet, "qa", 1_000_000).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let mut workers = Vec::new();
-    for (i, role) in ["collector", "executor", "collector", "executor"]
-        .into_iter()
-        .enumerate()
-    {
-        let client = McpHttp::new(&edges[i % 2].addr, Some(fleet.key("qa", role)), LEGACY);
-        let (stop, ok, failed) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&failed));
-        workers.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let listed = client.request(1, "tools/list", json!({})).await;
-                let called = client.call("echo", json!({"text": "x"})).await;
-                if listed.status == 200 && called.status == 200 && called.error().is_null() {
-                    ok.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
-    }
+    let load = Load::start(&fleet, &edges);
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let killed = Instant::now();
     primary.kill9().await;
@@ -724,11 +732,7 @@ async fn the_edges_follow_a_sentinel_failover_under_load() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let back = recovering.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for worker in workers {
-        worker.await.unwrap();
-    }
-    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    let (ok, failed) = load.finish().await;
     println!(
         "Redis Sentinel (primary + replica, 3 sentinels): primary killed under load; replica promoted after {failover:?}; edges quiet on it {back:?} later; {ok} list+call rounds ok, {failed} failed"
     );
