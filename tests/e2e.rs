@@ -43,3 +43,4 @@ mod trust_wiki;
 mod up;
 mod upstream;
 mod wiki;
+mod wiki_eval;
