@@ -59,7 +59,15 @@ fn str_arg<'a>(arguments: &'a Value, key: &str) -> Option<&'a str> {
 const ALLOWED: &[(&str, &[&str])] = &[
     (
         "ingest",
-        &["action", "source", "doc_type", "cost_cap_usd", "model"],
+        &[
+            "action",
+            "source",
+            "as_of",
+            "subjects",
+            "doc_type",
+            "cost_cap_usd",
+            "model",
+        ],
     ),
     (
         "query",
@@ -413,7 +421,9 @@ impl WikiService {
             },
         };
         let model = str_arg(arguments, "model").map(str::to_owned);
-        match str_arg(source, "type") {
+        let as_of = as_of_arg(arguments)?;
+        let subjects = subjects_arg(arguments)?;
+        let source = match str_arg(source, "type") {
             Some("text") => Ok(Source {
                 text: str_arg(source, "text").unwrap_or_default().to_owned(),
                 label: str_arg(source, "source_label")
@@ -423,6 +433,7 @@ impl WikiService {
                 doc_type,
                 cost_cap_usd,
                 model: model.clone(),
+                ..Source::default()
             }),
             Some("url") => {
                 let url = str_arg(source, "url").unwrap_or_default();
@@ -438,6 +449,7 @@ impl WikiService {
                     doc_type,
                     cost_cap_usd,
                     model: model.clone(),
+                    ..Source::default()
                 })
             }
             Some("r2") => {
@@ -458,13 +470,63 @@ impl WikiService {
                     doc_type,
                     cost_cap_usd,
                     model: model.clone(),
+                    ..Source::default()
                 })
             }
             other => Err(Status::invalid_argument(format!(
                 "source.type must be url, text or r2 (got {other:?})"
             ))),
-        }
+        }?;
+        Ok(Source {
+            as_of,
+            subjects,
+            ..source
+        })
     }
+}
+
+/// The `as_of` argument: a calendar date `YYYY-MM-DD`.
+fn as_of_arg(arguments: &Value) -> Result<Option<u32>, Status> {
+    let Some(value) = arguments.get("as_of") else {
+        return Ok(None);
+    };
+    value
+        .as_str()
+        .and_then(crate::text::dates::parse_iso)
+        .map(Some)
+        .ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "as_of must be a calendar date written YYYY-MM-DD (got {value})"
+            ))
+        })
+}
+
+/// Most names in the `subjects` argument.
+const MAX_SUBJECTS: usize = 10;
+
+/// The `subjects` argument: up to ten names of 1 to 200 characters.
+fn subjects_arg(arguments: &Value) -> Result<Vec<String>, Status> {
+    let Some(value) = arguments.get("subjects") else {
+        return Ok(Vec::new());
+    };
+    let names = value.as_array().ok_or_else(|| {
+        Status::invalid_argument("subjects must be a list of names")
+    })?;
+    if names.len() > MAX_SUBJECTS {
+        return Err(Status::invalid_argument(format!(
+            "subjects may name at most {MAX_SUBJECTS} subjects (got {})",
+            names.len()
+        )));
+    }
+    names
+        .iter()
+        .map(|name| match name.as_str().map(str::trim) {
+            Some(name) if !name.is_empty() && name.chars().count() <= 200 => Ok(name.to_owned()),
+            _ => Err(Status::invalid_argument(format!(
+                "every subject must be a name of 1 to 200 characters (got {name})"
+            ))),
+        })
+        .collect()
 }
 
 #[tonic::async_trait]

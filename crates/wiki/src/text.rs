@@ -454,9 +454,11 @@ pub fn term_set(text: &str) -> BTreeSet<String> {
     terms(text).into_iter().collect()
 }
 
+pub mod dates;
+pub mod document;
 mod names;
 
-pub use self::names::{aliases, entities, is_calendar};
+pub use self::names::{aliases, entities, is_calendar, is_version};
 
 #[cfg(test)]
 mod tests;

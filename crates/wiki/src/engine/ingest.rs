@@ -32,6 +32,8 @@ pub(crate) struct Analysis {
     pub concepts: Vec<String>,
     pub claims: Vec<Claim>,
     pub date: u32,
+    /// The date the document speaks as of, when it says (or the caller does).
+    pub as_of: Option<u32>,
     /// The entity the document is about, when it has one (its passages concern it even
     /// where they say "the company" or "the country").
     pub subject: Option<String>,
@@ -76,7 +78,18 @@ fn subject(label: &str, entities: &[String], sentences: &[String]) -> Option<Str
         .map(|(_, e)| e.clone())
 }
 
-pub(crate) fn analyse(text: &str, label: &str, doc_type: &str, max_entities: usize) -> Analysis {
+pub(crate) fn analyse(
+    source_text: &str,
+    label: &str,
+    doc_type: &str,
+    max_entities: usize,
+    as_of: Option<u32>,
+    declared: &[String],
+) -> Analysis {
+    // Structure first: markup, front matter, headers and quoted mail out; the as-of date and
+    // the declared subjects read.
+    let prepared = text::document::prepare(source_text, as_of, declared);
+    let text = prepared.text.as_str();
     let doc_type = if doc_type.is_empty() || doc_type == "auto" {
         text::classify(text).to_owned()
     } else {
@@ -92,16 +105,29 @@ pub(crate) fn analyse(text: &str, label: &str, doc_type: &str, max_entities: usi
             entities.push(name);
         }
     }
+    // Subjects the caller or the front matter declares are entities, whatever the text says.
+    for name in &prepared.subjects {
+        if !entities.contains(name) {
+            entities.push(name.clone());
+        }
+    }
     let aliases = text::aliases(&entities);
     // Acronyms of another name are aliases, not entities of their own.
     entities.retain(|e| !aliases.iter().any(|(alias, _)| alias == e));
-    let subject = subject(label, &entities, &sentences);
-    // The date of the document: the latest it states for its figures.
-    let date = sentences
-        .iter()
-        .map(|s| claims::stated_date(s))
-        .max()
-        .unwrap_or(0);
+    let subject = prepared
+        .subjects
+        .first()
+        .cloned()
+        .or_else(|| subject(label, &entities, &sentences));
+    // The date of the document: the date it speaks as of, else the latest it states for its
+    // figures.
+    let date = prepared.as_of.unwrap_or_else(|| {
+        sentences
+            .iter()
+            .map(|s| claims::stated_date(s))
+            .max()
+            .unwrap_or(0)
+    });
     let mut found: Vec<Claim> = Vec::new();
     let names: Vec<String> = entities
         .iter()
@@ -208,6 +234,7 @@ pub(crate) fn analyse(text: &str, label: &str, doc_type: &str, max_entities: usi
         concepts,
         claims: found,
         date,
+        as_of: prepared.as_of,
         subject: subject.filter(|s| kept.contains(s)),
     }
 }
@@ -251,13 +278,18 @@ impl Wiki {
             _ => None,
         };
         let analysis = {
-            let (text, label, doc_type) = (
+            let (text, label, doc_type, as_of, subjects) = (
                 source.text.clone(),
                 source.label.clone(),
                 source.doc_type.clone(),
+                source.as_of,
+                source.subjects.clone(),
             );
             let max_entities = self.quotas.max_entities_per_ingest;
-            crate::work::cpu(move || analyse(&text, &label, &doc_type, max_entities)).await?
+            crate::work::cpu(move || {
+                analyse(&text, &label, &doc_type, max_entities, as_of, &subjects)
+            })
+            .await?
         };
         progress(1.0, 4.0, "analysed: writing pages");
         let lease = self.storage.lock(tenant).await?;
@@ -348,6 +380,10 @@ impl Wiki {
                 .insert("concepts".into(), json!(analysis.concepts));
             page.meta.insert("claims".into(), json!(analysis.claims));
             page.meta.insert("date".into(), json!(analysis.date));
+            if let Some(as_of) = analysis.as_of {
+                page.meta
+                    .insert("as_of".into(), json!(text::dates::show(as_of)));
+            }
             match &analysis.subject {
                 Some(subject) => page.meta.insert("subject".into(), json!(subject)),
                 None => page.meta.remove("subject"),
@@ -523,6 +559,7 @@ impl Wiki {
             "claims": claims.len(),
             "entities_mentioned": keys_mentioned,
             "date": super::pages::show_date(super::pages::page_date(&page)),
+            "as_of": page.meta.get("as_of").cloned().unwrap_or(Value::Null),
             "pages": receipts,
             "idempotent_replay": all_unchanged,
             "engine": if matches!(llm, Some(crate::llm::LlmOutcome::Summary { .. })) { "llm" } else { "deterministic" },
@@ -550,7 +587,7 @@ mod tests {
     fn a_memo_gives_its_entities_and_the_claims_of_its_sentences() {
         let memo = "The board of Acme Corp met in Berlin on 3 October. Jane Smith presented the Q3 results. \
 Acme Corp was founded in 1999 by Jane Smith. Hiring will focus on data engineering in the Berlin office.";
-        let analysis = analyse(memo, "Q3 board memo", "auto", 40);
+        let analysis = analyse(memo, "Q3 board memo", "auto", 40, None, &[]);
         assert_eq!(
             analysis.entities,
             ["Acme Corp", "Berlin", "Jane Smith"],

@@ -110,6 +110,10 @@ pub struct Source {
     pub cost_cap_usd: f64,
     /// Model to use instead of the configured one.
     pub model: Option<String>,
+    /// The date the source speaks as of (`YYYYMMDD`), when the caller says it.
+    pub as_of: Option<u32>,
+    /// What the source is about, when the caller says it.
+    pub subjects: Vec<String>,
 }
 
 /// The wiki of every tenant over one storage.

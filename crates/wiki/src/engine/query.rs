@@ -193,7 +193,9 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
             .any(|p| super::pages::mentions(&p.text, &name.text));
         if mentioned {
             written.push(name.text.clone());
-        } else if keys.is_empty() {
+        } else {
+            // Every name must resolve: "the budget of <a client never ingested>" is not
+            // answered from the clients the wiki knows.
             return Ok(Outcome::Refused(format!(
                 "The wiki has no page about {} and no source that mentions it, so it cannot answer this question. Ingest a source about it, then ask again.",
                 name.text

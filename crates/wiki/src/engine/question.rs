@@ -176,6 +176,10 @@ pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
         {
             j += 1;
         }
+        // A version ends a product's name: "Django 9.9.1" is not "Django".
+        if j < cleaned.len() && !taken[j] && crate::text::is_version(cleaned[j]) {
+            j += 1;
+        }
         let phrase = cleaned[i..j].join(" ");
         // An acronym of an attribute (GDP) or a calendar word is not a name.
         let upper = phrase

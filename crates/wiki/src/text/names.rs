@@ -87,6 +87,13 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
                     if previous_ends {
                         break;
                     }
+                    // A version ends a product's name: "Django 4.2.3", "Python 3.12".
+                    let version = tokens[j].trim_end_matches([',', '.', ';', ':', ')', '!', '?']);
+                    if is_version(version) {
+                        parts.push(version.to_owned());
+                        j += 1;
+                        break;
+                    }
                     let next = clean(tokens[j]);
                     // "Trinidad and Tobago" on a line of its own is one name.
                     let joiner = matches!(next.as_str(), "&" | "of" | "de" | "van" | "von")
@@ -128,6 +135,15 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
         })
         .map(|(name, _)| name)
         .collect()
+}
+
+/// A version number: digits with at least one dot between them (`4.2`, `3.2.19`).
+pub fn is_version(word: &str) -> bool {
+    let parts: Vec<&str> = word.split('.').collect();
+    parts.len() >= 2
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Whether a word is a month or day name (capitalised, but not a name of its own).
