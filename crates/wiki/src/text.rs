@@ -210,6 +210,11 @@ pub fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for paragraph in text.split("\n\n").flat_map(blocks) {
         let paragraph = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+        // A table row is one sentence, whatever its cells hold ("Conv. rate", "Avg. CPC").
+        if paragraph.starts_with('|') {
+            push_sentence(&mut out, &paragraph);
+            continue;
+        }
         let mut current = String::new();
         let chars: Vec<char> = paragraph.chars().collect();
         for (i, &c) in chars.iter().enumerate() {
@@ -458,7 +463,7 @@ pub mod dates;
 pub mod document;
 mod names;
 
-pub use self::names::{aliases, entities, is_calendar, is_version};
+pub use self::names::{aliases, entities, is_calendar, is_version, strip_markers};
 
 #[cfg(test)]
 mod tests;

@@ -132,12 +132,26 @@ fn from_passages(
     let newest = passages.iter().map(|p| p.date).max().unwrap_or(0);
     let mut scored: Vec<(f64, Passage)> = Vec::new();
     let mut covered: BTreeSet<String> = BTreeSet::new();
+    // A "when" question is answered by sentences that carry a date.
+    let asks_when = question
+        .split_whitespace()
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case("when"));
     for passage in passages {
+        // A sentence is read with its document's title ("*May 6, 2021*" under "Django
+        // 3.2.2 release notes" says when it was released).
         let sentence_terms = stems(&passage.text);
-        let shared: Vec<String> = terms.intersection(&sentence_terms).cloned().collect();
+        let in_context: BTreeSet<String> = sentence_terms
+            .union(&stems(&passage.title))
+            .cloned()
+            .collect();
+        let shared: Vec<String> = terms.intersection(&in_context).cloned().collect();
         if shared.len() < needed {
             continue;
         }
+        let dated = asks_when
+            && (crate::text::dates::find(&passage.text).is_some()
+                || crate::claims::stated_date(&passage.text) > 0);
         covered.extend(shared.iter().cloned());
         let length = sentence_terms.len().max(1) as f64;
         // Newer sources first among equally good sentences.
@@ -146,7 +160,9 @@ fn from_passages(
         } else {
             0.0
         };
-        let score = shared.len() as f64 / length.sqrt() + f64::from(passage.score) * 0.01 + recency;
+        let when = if dated { 1.0 } else { 0.0 };
+        let score =
+            shared.len() as f64 / length.sqrt() + f64::from(passage.score) * 0.01 + recency + when;
         scored.push((score, passage));
     }
     if scored.is_empty() || covered.len() < terms.len().div_ceil(2) {
@@ -202,23 +218,34 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
             )));
         }
     }
-    // One attribute of one entity: the newest claim.
-    if let (Some(attribute), [key]) = (&question.attribute, keys.as_slice()) {
-        let claims = claims_for(index, key, attribute)?;
-        if let Some((chosen, fact)) = from_claims(&claims, attribute) {
-            let ranked = chosen
-                .iter()
-                .map(|c| (c.3.clone(), 1.0))
-                .collect::<Vec<_>>();
-            return Ok(Outcome::Answer {
-                chosen,
-                fact: Some(fact),
-                ranked,
-            });
+    // Claims are a precision layer: the newest value of the asked attribute (and of the
+    // attributes written with the same words) of a named entity comes first.
+    let mut from_facts: Option<(Vec<Chosen>, Value)> = None;
+    if let Some(attribute) = &question.attribute {
+        for key in &keys {
+            let claims = claims_for(index, key, attribute)?;
+            if let Some(found) = from_claims(&claims, attribute) {
+                from_facts = Some(found);
+                break;
+            }
         }
     }
+    // Passages are the backbone: among those concerning every named entity (else any of
+    // them), the best for the question's words.
     let tokens = index.tokens(&question.text);
-    let mut passages = index.passages(&tokens, &keys, CANDIDATES)?;
+    let limit = if keys.is_empty() {
+        CANDIDATES
+    } else {
+        CANDIDATES * 2
+    };
+    let mut passages = if keys.len() > 1 {
+        index.passages_of_all(&tokens, &keys, limit)?
+    } else {
+        Vec::new()
+    };
+    if passages.is_empty() {
+        passages = index.passages(&tokens, &keys, limit)?;
+    }
     if !written.is_empty() {
         passages.retain(|p| {
             written.iter().any(|w| super::pages::mentions(&p.text, w))
@@ -226,7 +253,36 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
         });
     }
     let names: Vec<String> = question.names.iter().map(|n| n.text.clone()).collect();
-    Ok(from_passages(index, &question.text, passages, &names))
+    let found = from_passages(index, &question.text, passages, &names);
+    let Some((mut chosen, fact)) = from_facts else {
+        return Ok(found);
+    };
+    let mut ranked: Vec<(String, f64)> = chosen.iter().map(|c| (c.3.clone(), 1.0)).collect();
+    if let Outcome::Answer {
+        chosen: more,
+        ranked: more_ranked,
+        ..
+    } = found
+    {
+        for c in more {
+            if chosen.len() >= ANSWER_SENTENCES {
+                break;
+            }
+            if !chosen.iter().any(|have| have.0 == c.0) {
+                chosen.push(c);
+            }
+        }
+        for (page, score) in more_ranked {
+            if !ranked.iter().any(|(p, _)| *p == page) {
+                ranked.push((page, score));
+            }
+        }
+    }
+    Ok(Outcome::Answer {
+        chosen,
+        fact: Some(fact),
+        ranked,
+    })
 }
 
 fn render(format: &str, chosen: &[Chosen]) -> String {

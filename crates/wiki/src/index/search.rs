@@ -70,14 +70,45 @@ impl TenantIndex {
         keys: &[String],
         limit: usize,
     ) -> IndexResult<Vec<Passage>> {
+        self.passages_where(tokens, keys, false, limit)
+    }
+
+    /// The best passages for `tokens` among those concerning every one of `keys`.
+    pub fn passages_of_all(
+        &self,
+        tokens: &[String],
+        keys: &[String],
+        limit: usize,
+    ) -> IndexResult<Vec<Passage>> {
+        self.passages_where(tokens, keys, true, limit)
+    }
+
+    fn passages_where(
+        &self,
+        tokens: &[String],
+        keys: &[String],
+        all: bool,
+        limit: usize,
+    ) -> IndexResult<Vec<Passage>> {
         if tokens.is_empty() && keys.is_empty() {
             return Ok(Vec::new());
         }
         let mut clauses = vec![(Occur::Must, self.kind("passage"))];
         if !tokens.is_empty() {
-            clauses.push((Occur::Must, self.words_query(tokens, false)));
+            // With keys, a passage of the subject that shares no word still counts (its
+            // document's title may carry the question's words); without, words must match.
+            let occur = if keys.is_empty() {
+                Occur::Must
+            } else {
+                Occur::Should
+            };
+            clauses.push((occur, self.words_query(tokens, false)));
         }
-        if !keys.is_empty() {
+        if all {
+            for key in keys {
+                clauses.push((Occur::Must, self.any_key(std::slice::from_ref(key))));
+            }
+        } else if !keys.is_empty() {
             clauses.push((Occur::Must, self.any_key(keys)));
         }
         let searcher = self.reader.searcher();

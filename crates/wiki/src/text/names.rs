@@ -30,6 +30,32 @@ pub(super) const CALENDAR: &[&str] = &[
     "Q4",
 ];
 
+/// Words that open a greeting or a sign-off.
+const GREETINGS: &[&str] = &[
+    "hi", "hello", "hey", "dear", "thanks", "best", "regards", "cheers", "greetings",
+];
+
+/// A line without its list or heading marker (`- `, `* `, `• `, `1. `, `## `).
+pub fn strip_markers(line: &str) -> &str {
+    let line = line.trim_start();
+    let line = line.trim_start_matches('#').trim_start();
+    if let Some(rest) = line
+        .strip_prefix("- ")
+        .or_else(|| line.strip_prefix("* "))
+        .or_else(|| line.strip_prefix("• "))
+    {
+        return rest.trim_start();
+    }
+    if let Some((number, rest)) = line.split_once(". ")
+        && !number.is_empty()
+        && number.len() <= 3
+        && number.bytes().all(|b| b.is_ascii_digit())
+    {
+        return rest.trim_start();
+    }
+    line
+}
+
 /// Named entities: runs of capitalised words (with `&`, `of`, `de`, `van` inside), not at
 /// the start of a sentence unless they recur elsewhere; at least two characters.
 pub fn entities(sentences: &[String]) -> Vec<String> {
@@ -42,7 +68,20 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
         .filter(|w| w.chars().next().is_some_and(char::is_lowercase))
         .collect();
     for sentence in sentences {
-        let tokens: Vec<&str> = sentence.split_whitespace().collect();
+        // Table cells are labels and values, never names of their own; list and heading
+        // markers are not words.
+        if sentence.starts_with('|') {
+            continue;
+        }
+        let sentence = strip_markers(sentence);
+        let mut tokens: Vec<&str> = sentence.split_whitespace().collect();
+        // "Hi Tom," / "Dear Ms Smith": a greeting names its addressee, not "Hi Tom".
+        if tokens
+            .first()
+            .is_some_and(|t| GREETINGS.contains(&t.trim_end_matches(',').to_lowercase().as_str()))
+        {
+            tokens.remove(0);
+        }
         let mut i = 0;
         while i < tokens.len() {
             let clean = |t: &str| {
