@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One fact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Claim {
     /// The entity as written (display form).
     pub entity: String,
@@ -33,6 +33,14 @@ pub struct Claim {
     pub date: u32,
     /// Index of the source sentence (its `^sN` block id).
     pub sentence: usize,
+    /// What narrows the fact beyond its subject and attribute, normalised and sorted: a
+    /// table's row or column label (`meta`), a period (`q1 2026`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qualifiers: Vec<String>,
+    /// The value this claim says replaced an earlier one ("down to 58k from 83k", "not 91k
+    /// but 86k"): the earlier value as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 /// The normalised key of an entity name: lower case, no leading article, no possessive, no
@@ -316,6 +324,8 @@ pub fn extract(
             unit: value.2,
             date,
             sentence: index,
+            qualifiers: Vec::new(),
+            replaces: None,
         });
     };
     for (start, end, n) in find_names(&lower, entities) {
@@ -465,9 +475,49 @@ fn phrase_then_value(lower: &str, original: &str) -> Option<(String, Written)> {
     None
 }
 
-/// The claims of a Markdown table whose first column names entities and whose header names
-/// attributes: `| Country | Population | Area (sq km) |`.
-pub fn from_table(lines: &[&str], first_index: usize, fallback_date: u32) -> Vec<Claim> {
+/// The periods a text names (`Q1 2026`, `H2 2025`, `FY2024`, `March 2026`), lower case:
+/// they qualify the figures they head.
+pub fn periods(text: &str) -> Vec<String> {
+    let words: Vec<String> = text
+        .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',' | ':' | '|' | ';'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let year = |w: &str| w.len() == 4 && w.bytes().all(|b| b.is_ascii_digit());
+    let mut out = Vec::new();
+    for (i, word) in words.iter().enumerate() {
+        let next = words.get(i + 1).map(String::as_str).unwrap_or_default();
+        let marker = matches!(word.as_str(), "q1" | "q2" | "q3" | "q4" | "h1" | "h2")
+            || crate::text::dates::month_number(word).is_some();
+        if marker && year(next) {
+            out.push(format!("{word} {next}"));
+        } else if let Some(rest) = word.strip_prefix("fy")
+            && !rest.is_empty()
+            && rest.bytes().all(|b| b.is_ascii_digit())
+        {
+            out.push(word.clone());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The claims of a Markdown table (`rows`, the separator row included or not).
+///
+/// In a document about `subject`, the table is about it: a two-column table is a list of
+/// fields (`| Population | 10,194,277 |`); a wider one gives figures whose attribute is the
+/// column's header and whose qualifier is the row's label (`| Meta | $86,000 | 2.4 |` under
+/// `| Channel | Spend | ROAS |`), plus the period the header or `context` (the document's
+/// title) names. Without a subject, the first column names the entities
+/// (`| Country | Population | Area (sq km) |`).
+pub fn from_table(
+    lines: &[&str],
+    first_index: usize,
+    fallback_date: u32,
+    subject: Option<&str>,
+    context: &str,
+) -> Vec<Claim> {
     let rows: Vec<Vec<String>> = lines
         .iter()
         .filter(|l| l.trim_start().starts_with('|'))
@@ -486,6 +536,10 @@ pub fn from_table(lines: &[&str], first_index: usize, fallback_date: u32) -> Vec
         0 => fallback_date,
         d => d,
     };
+    let mut period = periods(&header.join(" | "));
+    if period.is_empty() {
+        period = periods(context);
+    }
     let mut out = Vec::new();
     for (r, row) in rows.iter().enumerate().skip(1) {
         if row
@@ -494,43 +548,97 @@ pub fn from_table(lines: &[&str], first_index: usize, fallback_date: u32) -> Vec
         {
             continue;
         }
-        let Some(entity) = row.first().filter(|e| !e.is_empty()) else {
+        let Some(label) = row.first().filter(|e| !e.is_empty()) else {
             continue;
         };
+        let sentence = first_index + r;
+        if let Some(subject) = subject
+            && header.len() == 2
+        {
+            // A list of fields about the subject.
+            let (name, unit_hint) = split_unit(label);
+            if let Some(attribute) = attribute(name)
+                && let Some(cell) = row.get(1)
+                && let Some(value) = cell_value(cell, unit_hint)
+            {
+                out.push(Claim {
+                    entity: subject.to_owned(),
+                    key: key(subject),
+                    attribute,
+                    value: value.0,
+                    number: value.1,
+                    unit: value.2,
+                    date,
+                    sentence,
+                    qualifiers: period.clone(),
+                    replaces: None,
+                });
+            }
+            continue;
+        }
         for (column, cell) in row.iter().enumerate().skip(1) {
             let Some(head) = header.get(column) else {
                 continue;
             };
-            // "Area (sq km)": the unit in parentheses.
-            let (name, unit_hint) = match head.split_once('(') {
-                Some((name, rest)) => (name.trim(), rest.trim_end_matches(')').trim()),
-                None => (head.as_str(), ""),
-            };
+            let (name, unit_hint) = split_unit(head);
             let Some(attribute) = attribute(name) else {
                 continue;
             };
-            if let Some((written, number, mut unit, _)) = number(cell) {
-                if unit.is_empty() {
-                    unit = UNITS
-                        .iter()
-                        .find(|(w, _)| unit_hint.eq_ignore_ascii_case(w))
-                        .map(|(_, n)| (*n).to_owned())
-                        .unwrap_or_default();
-                }
-                out.push(Claim {
-                    entity: entity.clone(),
-                    key: key(entity),
-                    attribute,
-                    value: written,
-                    number: Some(number),
-                    unit,
-                    date,
-                    sentence: first_index + r,
-                });
+            let Some((written, number, unit)) = cell_value(cell, unit_hint) else {
+                continue;
+            };
+            if number.is_none() && subject.is_none() {
+                continue;
             }
+            let (entity, mut qualifiers) = match subject {
+                Some(subject) => (subject.to_owned(), vec![label.to_lowercase()]),
+                None => (label.clone(), Vec::new()),
+            };
+            qualifiers.extend(period.iter().cloned());
+            qualifiers.retain(|q| !q.is_empty());
+            qualifiers.sort();
+            qualifiers.dedup();
+            out.push(Claim {
+                entity: entity.clone(),
+                key: key(&entity),
+                attribute,
+                value: written,
+                number,
+                unit,
+                date,
+                sentence,
+                qualifiers,
+                replaces: None,
+            });
         }
     }
     out
+}
+
+/// "Area (sq km)": the name and the unit in parentheses (a period there is no unit).
+fn split_unit(head: &str) -> (&str, &str) {
+    match head.split_once('(') {
+        Some((name, rest)) => (name.trim(), rest.trim_end_matches(')').trim()),
+        None => (head.trim(), ""),
+    }
+}
+
+/// A table cell as a value: a figure (with the header's unit when it states none), or a
+/// short text.
+fn cell_value(cell: &str, unit_hint: &str) -> Option<(String, Option<f64>, String)> {
+    if let Some((written, number, mut unit, _)) = number(cell) {
+        if unit.is_empty() {
+            unit = UNITS
+                .iter()
+                .find(|(w, _)| unit_hint.eq_ignore_ascii_case(w))
+                .map(|(_, n)| (*n).to_owned())
+                .unwrap_or_default();
+        }
+        return Some((written, Some(number), unit));
+    }
+    let text = cell.trim();
+    (!text.is_empty() && text.split_whitespace().count() <= 8)
+        .then(|| (text.to_owned(), None, String::new()))
 }
 
 /// Whether two values of one attribute disagree beyond tolerance: numbers more than 0.5 %

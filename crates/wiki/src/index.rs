@@ -101,6 +101,8 @@ struct Fields {
     unit: Field,
     date: Field,
     entity: Field,
+    /// A claim's qualifiers and replaced value (JSON).
+    extra: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -128,6 +130,7 @@ fn schema() -> (Schema, Fields) {
         unit: builder.add_text_field("unit", STORED),
         date: builder.add_u64_field("date", STORED | FAST),
         entity: builder.add_text_field("entity", STORED),
+        extra: builder.add_text_field("extra", STORED),
     };
     (builder.build(), fields)
 }
@@ -374,6 +377,11 @@ impl TenantIndex {
                 }
                 out.add_text(f.unit, &claim.unit);
                 out.add_u64(f.date, u64::from(claim.date));
+                out.add_text(
+                    f.extra,
+                    serde_json::json!({"qualifiers": claim.qualifiers, "replaces": claim.replaces})
+                        .to_string(),
+                );
             }
         }
         out

@@ -346,7 +346,7 @@ impl WikiService {
                 let staleness = arguments
                     .get("staleness_days")
                     .and_then(Value::as_u64)
-                    .unwrap_or(90);
+                    .unwrap_or(0);
                 let mut report = self
                     .wiki
                     .lint_with(

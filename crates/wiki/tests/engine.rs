@@ -350,7 +350,8 @@ async fn lint_finds_planted_defects() {
         f["page"].as_str().unwrap().starts_with("wiki/entities/") || f["page"] == "wiki/index.md"
     }));
     assert!(wiki.lint("acme", "everything", false, 90).await.is_err());
-    assert!(wiki.lint("acme", "full", false, 0).await.is_err());
+    assert!(wiki.lint("acme", "full", false, 366).await.is_err());
+    assert!(wiki.lint("acme", "full", false, 0).await.is_ok());
 }
 
 #[tokio::test]

@@ -84,7 +84,7 @@ fn fact_lines_belong_to_the_subject_and_tables_to_their_rows() {
         "| Portugal | 10,467,366 | 92,090 |",
         "| Spain | 47.5 million | 505,370 |",
     ];
-    let claims = from_table(&table, 10, 20_240_000);
+    let claims = from_table(&table, 10, 20_240_000, None, "");
     assert_eq!(claims.len(), 4);
     let spain = claims
         .iter()
@@ -96,6 +96,34 @@ fn fact_lines_belong_to_the_subject_and_tables_to_their_rows() {
         .find(|c| c.entity == "Portugal" && c.attribute == "area")
         .unwrap();
     assert_eq!(area.unit, "km²");
+}
+
+#[test]
+fn a_documents_tables_are_about_its_subject_with_labels_and_periods_as_qualifiers() {
+    // Two columns: fields of the subject.
+    let fields = ["| Indicator | Value |", "|---|---|", "| Population | 10,194,277 |", "| Capital | Lisbon |"];
+    let claims = from_table(&fields, 3, 20_250_701, Some("Portugal"), "Portugal profile");
+    assert_eq!(claims.len(), 2, "{claims:?}");
+    assert!(claims.iter().all(|c| c.entity == "Portugal" && c.qualifiers.is_empty()));
+    assert_eq!(claims[1].attribute, "capital");
+    assert_eq!(claims[1].value, "Lisbon");
+    // Wider: the header names attributes, the row label qualifies, the period comes from the
+    // header or the document's title.
+    let kpis = ["| Channel | Spend (Q1 2026) | ROAS |", "|---|---|---|", "| Meta | $86,000 | 2.4 |", "| Conv. rate | 3% | 1.1 |"];
+    let claims = from_table(&kpis, 3, 20_260_406, Some("Acme"), "Acme report");
+    let meta = claims.iter().find(|c| c.attribute == "spend" && c.qualifiers.contains(&"meta".to_owned())).unwrap();
+    assert_eq!(meta.number, Some(86_000.0));
+    assert_eq!(meta.qualifiers, ["meta", "q1 2026"]);
+    assert!(claims.iter().any(|c| c.qualifiers.contains(&"conv. rate".to_owned())), "{claims:?}");
+    let html = ["| Channel | Spend | ROAS |", "|---|---|---|", "| Meta | $86,000 | 2.4 |"];
+    let claims = from_table(&html, 3, 20_260_406, Some("Acme"), "Acme: Q2 2026 performance report");
+    assert!(claims.iter().all(|c| c.qualifiers == ["meta", "q2 2026"]), "{claims:?}");
+}
+
+#[test]
+fn periods_are_quarters_halves_fiscal_years_and_months_with_a_year() {
+    assert_eq!(periods("Spend (Q1 2026) vs H2 2025, FY2024 and March 2026"), ["fy2024", "h2 2025", "march 2026", "q1 2026"]);
+    assert!(periods("founded in 1999, 300 staff").is_empty());
 }
 
 #[test]
@@ -143,6 +171,7 @@ fn disagreement_has_a_tolerance() {
         unit: String::new(),
         date: 0,
         sentence: 0,
+        ..Claim::default()
     };
     assert!(!disagree(&claim(10_000_000.0), &claim(10_010_000.0)));
     assert!(disagree(&claim(10_000_000.0), &claim(11_000_000.0)));

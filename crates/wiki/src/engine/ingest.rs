@@ -149,7 +149,14 @@ pub(crate) fn analyse(
                 .take_while(|s| s.trim_start().starts_with('|'))
                 .flat_map(|s| s.lines())
                 .collect();
-            found.extend(claims::from_table(&rows, i, date));
+            let fields_of = subject.as_deref();
+            found.extend(claims::from_table(
+                &rows,
+                i,
+                date,
+                fields_of,
+                prepared.title.as_deref().unwrap_or(label),
+            ));
             i += sentences[i..]
                 .iter()
                 .take_while(|s| s.trim_start().starts_with('|'))

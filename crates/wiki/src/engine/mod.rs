@@ -434,9 +434,9 @@ impl Wiki {
             "concepts" | "entities" | "sources" | "syntheses" => Some(scope),
             other => return Err(WikiError::Invalid(format!("unknown scope {other:?}"))),
         };
-        if !(1..=365).contains(&staleness_days) {
+        if !(0..=365).contains(&staleness_days) {
             return Err(WikiError::Invalid(
-                "staleness_days must be between 1 and 365".into(),
+                "staleness_days must be between 0 and 365".into(),
             ));
         }
         let index = self.fresh_index(tenant).await?;

@@ -17,6 +17,8 @@ use crate::text;
 
 /// Sentences in an answer.
 const ANSWER_SENTENCES: usize = 5;
+/// An answer keeps sentences scoring at least this share of the best one.
+const KEEP_RATIO: f64 = 0.5;
 /// Passages considered for a general answer.
 const CANDIDATES: usize = 40;
 
@@ -83,28 +85,48 @@ fn from_claims(claims: &[FoundClaim], attribute: &str) -> Option<(Vec<Chosen>, V
     Some((chosen, fact))
 }
 
-/// The claims of `attribute` (or the closest attribute the wiki holds) for entity `key`.
-fn claims_for(index: &TenantIndex, key: &str, attribute: &str) -> WikiResult<Vec<FoundClaim>> {
-    let found = index.claims(key, attribute)?;
-    if !found.is_empty() {
-        return Ok(found);
+/// The claims of entity `key` a question asks for: those whose attribute and qualifiers are
+/// all words of the question (or of the attribute it asks by its shape: "how many people" asks
+/// for the population). The most specific group wins; within it, newest first.
+fn claims_asked(
+    index: &TenantIndex,
+    key: &str,
+    question: &Question,
+) -> WikiResult<Vec<FoundClaim>> {
+    let words = |text: &str| -> BTreeSet<String> { index.tokens(text).into_iter().collect() };
+    let mut asked = words(&question.text);
+    if let Some(attribute) = &question.attribute {
+        asked.extend(words(attribute));
     }
-    // "total population" asked, "population" held (or the reverse): the closest by words.
-    let wanted: BTreeSet<String> = text::term_set(attribute);
-    let closest = index
-        .attributes_of(key)?
+    let mut best: Option<(usize, String, Vec<String>)> = None;
+    let all = index.claims_of(key)?;
+    for found in &all {
+        let mut wanted = words(&found.claim.attribute);
+        if wanted.is_empty() {
+            continue;
+        }
+        for qualifier in &found.claim.qualifiers {
+            wanted.extend(words(qualifier));
+        }
+        if !wanted.is_subset(&asked) {
+            continue;
+        }
+        let group = (
+            wanted.len(),
+            found.claim.attribute.clone(),
+            found.claim.qualifiers.clone(),
+        );
+        if best.as_ref().is_none_or(|b| group.0 > b.0) {
+            best = Some(group);
+        }
+    }
+    let Some((_, attribute, qualifiers)) = best else {
+        return Ok(Vec::new());
+    };
+    Ok(all
         .into_iter()
-        .map(|a| {
-            let have = text::term_set(&a);
-            let shared = wanted.intersection(&have).count();
-            (shared, a)
-        })
-        .filter(|(shared, _)| *shared > 0)
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.len().cmp(&a.1.len())));
-    match closest {
-        Some((_, attribute)) => Ok(index.claims(key, &attribute)?),
-        None => Ok(Vec::new()),
-    }
+        .filter(|c| c.claim.attribute == attribute && c.claim.qualifiers == qualifiers)
+        .collect())
 }
 
 /// The best sentences among `passages` for the question's terms.
@@ -115,11 +137,15 @@ fn from_passages(
     names: &[String],
 ) -> Outcome {
     // Content terms, stemmed as the index stems them ("investing" meets "investment").
+    // Content words, stemmed once, by the index's own stemmer.
     let stems = |text: &str| -> BTreeSet<String> {
-        index
-            .tokens(&text::terms(text).join(" "))
+        let content: Vec<String> = text::words(text)
             .into_iter()
-            .collect()
+            .filter(|w| {
+                w.len() > 2 && !text::is_stopword(w) && !w.chars().all(|c| c.is_ascii_digit())
+            })
+            .collect();
+        index.tokens(&content.join(" ")).into_iter().collect()
     };
     // The terms that must be supported: the question's content terms other than the names'
     // (those are what the passages were chosen by).
@@ -161,8 +187,13 @@ fn from_passages(
             0.0
         };
         let when = if dated { 1.0 } else { 0.0 };
-        let score =
-            shared.len() as f64 / length.sqrt() + f64::from(passage.score) * 0.01 + recency + when;
+        // Words the sentence itself shares count fully; those only its title shares, half.
+        let own = terms.intersection(&sentence_terms).count() as f64;
+        let from_title = shared.len() as f64 - own;
+        let score = (own + from_title * 0.5) / length.sqrt()
+            + f64::from(passage.score) * 0.01
+            + recency
+            + when;
         scored.push((score, passage));
     }
     if scored.is_empty() || covered.len() < terms.len().div_ceil(2) {
@@ -177,8 +208,11 @@ fn from_passages(
         }
     }
     let mut seen = BTreeSet::new();
+    // Sentences far below the best do not pad the answer.
+    let best = scored.first().map_or(0.0, |(score, _)| *score);
     let chosen: Vec<Chosen> = scored
         .into_iter()
+        .filter(|(score, _)| *score >= best * KEEP_RATIO)
         .filter(|(_, p)| seen.insert(p.text.clone()))
         .take(ANSWER_SENTENCES)
         .map(|(_, p)| {
@@ -221,13 +255,12 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
     // Claims are a precision layer: the newest value of the asked attribute (and of the
     // attributes written with the same words) of a named entity comes first.
     let mut from_facts: Option<(Vec<Chosen>, Value)> = None;
-    if let Some(attribute) = &question.attribute {
-        for key in &keys {
-            let claims = claims_for(index, key, attribute)?;
-            if let Some(found) = from_claims(&claims, attribute) {
-                from_facts = Some(found);
-                break;
-            }
+    for key in &keys {
+        let claims = claims_asked(index, key, question)?;
+        if let Some(first) = claims.first() {
+            let attribute = first.claim.attribute.clone();
+            from_facts = from_claims(&claims, &attribute);
+            break;
         }
     }
     // Passages are the backbone: among those concerning every named entity (else any of

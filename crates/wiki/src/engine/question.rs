@@ -125,6 +125,13 @@ pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
                 // "the united states": the name starts after the article.
                 continue;
             }
+            // "Django 9.9.1" is not "Django": a version after the words names another thing.
+            if cleaned
+                .get(start + len)
+                .is_some_and(|next| crate::text::is_version(next))
+            {
+                continue;
+            }
             let phrase = cleaned[start..start + len].join(" ");
             let phrase_key = key(&phrase);
             // An acronym ("U.S.", "US") may spell a stopword; a written stopword is not a name.
@@ -211,9 +218,11 @@ pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
                         })
                         .max_by_key(|k| k.len())
                         .cloned();
+                    // Only a name some entity's name holds whole resolves: "Django 9.9.1"
+                    // is not "Django 3.2".
                     names.push(Name {
                         text: phrase.clone(),
-                        key: holding.or_else(|| keys.first().cloned()),
+                        key: holding,
                     });
                 }
             }

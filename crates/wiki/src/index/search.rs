@@ -147,6 +147,8 @@ impl TenantIndex {
         let mut out = Vec::with_capacity(top.len());
         for (_, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
+            let extra: serde_json::Value =
+                serde_json::from_str(&str_of(&doc, f.extra)).unwrap_or_default();
             out.push(FoundClaim {
                 path: str_of(&doc, f.path),
                 cite: str_of(&doc, f.cite),
@@ -164,6 +166,9 @@ impl TenantIndex {
                         .and_then(|d| u32::try_from(d).ok())
                         .unwrap_or(0),
                     sentence: 0,
+                    qualifiers: serde_json::from_value(extra["qualifiers"].clone())
+                        .unwrap_or_default(),
+                    replaces: extra["replaces"].as_str().map(str::to_owned),
                 },
             });
         }
@@ -185,6 +190,20 @@ impl TenantIndex {
                 (Occur::Must, term(self.fields.attribute, attribute)),
             ],
             200,
+        )?;
+        found.sort_by(|a, b| b.claim.date.cmp(&a.claim.date).then(a.cite.cmp(&b.cite)));
+        Ok(found)
+    }
+
+    /// Every claim about an entity, newest first.
+    pub fn claims_of(&self, key: &str) -> IndexResult<Vec<FoundClaim>> {
+        let term: Box<dyn Query> = Box::new(TermQuery::new(
+            Term::from_field_text(self.fields.key, key),
+            IndexRecordOption::Basic,
+        ));
+        let mut found = self.claims_where(
+            vec![(Occur::Must, self.kind("claim")), (Occur::Must, term)],
+            2000,
         )?;
         found.sort_by(|a, b| b.claim.date.cmp(&a.claim.date).then(a.cite.cmp(&b.cite)));
         Ok(found)

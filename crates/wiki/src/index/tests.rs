@@ -11,6 +11,7 @@ fn claim(value: f64, date: u32) -> Claim {
         unit: String::new(),
         date,
         sentence: 0,
+        ..Claim::default()
     }
 }
 

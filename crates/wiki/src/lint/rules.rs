@@ -57,12 +57,19 @@ fn show(claim: &FoundClaim) -> String {
     }
 }
 
-/// Claims grouped by (entity key, attribute), each group oldest first.
-fn by_attribute(claims: &[FoundClaim]) -> BTreeMap<(String, String), Vec<&FoundClaim>> {
-    let mut groups: BTreeMap<(String, String), Vec<&FoundClaim>> = BTreeMap::new();
+/// A claim's group: subject, attribute, qualifiers.
+type Group = (String, String, Vec<String>);
+
+/// Claims grouped by (entity key, attribute, qualifiers), each group oldest first.
+fn by_attribute(claims: &[FoundClaim]) -> BTreeMap<Group, Vec<&FoundClaim>> {
+    let mut groups: BTreeMap<Group, Vec<&FoundClaim>> = BTreeMap::new();
     for claim in claims {
         groups
-            .entry((claim.claim.key.clone(), claim.claim.attribute.clone()))
+            .entry((
+                claim.claim.key.clone(),
+                claim.claim.attribute.clone(),
+                claim.claim.qualifiers.clone(),
+            ))
             .or_default()
             .push(claim);
     }
@@ -72,18 +79,45 @@ fn by_attribute(claims: &[FoundClaim]) -> BTreeMap<(String, String), Vec<&FoundC
     groups
 }
 
-/// Two sources, one attribute of one entity, one year (or both undated), values apart beyond
-/// tolerance.
+/// Whether two dates (`YYYYMMDD`; `YYYYMM00` or `YYYY0000` when less is known) can be the
+/// same day: equal, or equal as far as the less precise one goes.
+fn same_as_of(a: u32, b: u32) -> bool {
+    let precision = |d: u32| {
+        if d % 10_000 == 0 {
+            10_000
+        } else if d % 100 == 0 {
+            100
+        } else {
+            1
+        }
+    };
+    let unit = precision(a).max(precision(b));
+    a / unit == b / unit
+}
+
+/// An attribute with its qualifiers, as findings name it.
+fn qualified(attribute: &str, qualifiers: &[String]) -> String {
+    if qualifiers.is_empty() {
+        attribute.to_owned()
+    } else {
+        format!("{attribute} ({})", qualifiers.join(", "))
+    }
+}
+
+/// Two sources of the same as-of date disagreeing on one attribute (with the same qualifiers)
+/// of one subject, values apart beyond tolerance. A value one source says replaced another is
+/// not a disagreement.
 pub fn contradictions(input: &Input<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
-    for ((_, attribute), group) in by_attribute(input.claims) {
+    for ((_, attribute, qualifiers), group) in by_attribute(input.claims) {
+        let attribute = qualified(&attribute, &qualifiers);
         let mut reported: BTreeSet<(String, String)> = BTreeSet::new();
         for (i, a) in group.iter().enumerate() {
             for b in &group[i + 1..] {
-                // Same vintage: the same year, or neither dated (a timeless fact such as a
-                // founding year, or two sources that give no date to tell them apart).
-                let same_year = a.claim.date / 10_000 == b.claim.date / 10_000;
-                if !same_year || a.path == b.path || !disagree(&a.claim, &b.claim) {
+                if !same_as_of(a.claim.date, b.claim.date)
+                    || a.path == b.path
+                    || !disagree(&a.claim, &b.claim)
+                {
                     continue;
                 }
                 if !reported.insert((a.cite.clone(), b.cite.clone())) {
@@ -132,10 +166,12 @@ fn revised(old: &Claim, new: &Claim) -> bool {
     }
 }
 
-/// A value superseded by a newer source's different value of the same attribute.
+/// A value superseded by a later source's different value of the same attribute (with the
+/// same qualifiers) of the same subject, at least `staleness_days` later.
 pub fn stale_claims(input: &Input<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
-    for ((_, attribute), group) in by_attribute(input.claims) {
+    for ((_, attribute, qualifiers), group) in by_attribute(input.claims) {
+        let attribute = qualified(&attribute, &qualifiers);
         let Some(newest) = group.last() else {
             continue;
         };
@@ -145,8 +181,9 @@ pub fn stale_claims(input: &Input<'_>) -> Vec<Finding> {
         for old in &group[..group.len() - 1] {
             if old.claim.date == 0
                 || old.path == newest.path
+                || same_as_of(old.claim.date, newest.claim.date)
                 || !revised(&old.claim, &newest.claim)
-                || days(old.claim.date, newest.claim.date) <= i64::from(input.staleness_days)
+                || days(old.claim.date, newest.claim.date) < i64::from(input.staleness_days)
             {
                 continue;
             }

@@ -18,6 +18,10 @@ const MONTHS: [&str; 12] = [
 ];
 
 /// The month a word names (`March`, `Mar`, `mar.`), 1 to 12.
+pub fn month_number(word: &str) -> Option<u32> {
+    month(word)
+}
+
 fn month(word: &str) -> Option<u32> {
     let word = word.trim_end_matches('.').to_lowercase();
     if word.len() < 3 {

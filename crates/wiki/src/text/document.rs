@@ -76,6 +76,7 @@ pub fn prepare(text: &str, as_of: Option<u32>, subjects: &[String]) -> Prepared 
         body = rest;
     }
     body = without_quoted_mail(&body);
+    body = without_rules(&body);
     if out.as_of.is_none() {
         set_date(&mut out, dateline(&body), "dateline");
     }
@@ -165,6 +166,18 @@ fn without_quoted_mail(text: &str) -> String {
         }
     }
     kept.join("\n")
+}
+
+/// Lines that only draw (a heading's underline `=====`, a rule `---`, `***`) are not text.
+fn without_rules(text: &str) -> String {
+    text.lines()
+        .filter(|line| {
+            let t = line.trim();
+            !(t.len() >= 3
+                && t.chars().all(|c| matches!(c, '=' | '-' | '~' | '^' | '*' | '_' | '#' | '+')))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A date among the first lines that dates the document: a line that is a date, a
