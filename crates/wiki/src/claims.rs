@@ -197,6 +197,8 @@ const COPULAS: &[&str] = &[
     "is about",
     "is roughly",
     "was roughly",
+    "is now",
+    "are now",
     "is around",
     "was around",
     "is",
@@ -298,6 +300,21 @@ pub fn extract(
     subject: Option<&str>,
     fallback_date: u32,
 ) -> Vec<Claim> {
+    extract_with(sentence, index, entities, subject, false, fallback_date)
+}
+
+/// [`extract`], and when `sure` (the subject was declared, or the document's title or first
+/// line names it), sentences that name nothing ("Unemployment stood at 6.4% in 2024.") and
+/// changes that name no one are about `subject` too.
+pub fn extract_with(
+    sentence: &str,
+    index: usize,
+    entities: &[String],
+    subject: Option<&str>,
+    sure: bool,
+    fallback_date: u32,
+) -> Vec<Claim> {
+    let sure_subject = if sure { subject } else { None };
     // ASCII lower case keeps byte offsets, so positions found in `lower` slice `sentence`.
     let lower = sentence.to_ascii_lowercase();
     let date = match stated_date(sentence) {
@@ -344,6 +361,7 @@ pub fn extract(
         if let Some(head) = before
             .strip_suffix(" of")
             .or_else(|| before.strip_suffix(" in"))
+            .or_else(|| before.strip_suffix(" for"))
         {
             let phrase = head.rsplit([',', ';', '.', ':']).next().unwrap_or(head);
             let phrase_words: Vec<&str> = phrase.split_whitespace().collect();
@@ -429,6 +447,76 @@ pub fn extract(
             }
         }
     }
+    // "VALUE is now the ATTRIBUTE for ENTITY" ("Ann Lee is now the primary contact for
+    // Acme").
+    for (start, _, n) in find_names(&lower, entities) {
+        let before = lower[..start].trim_end();
+        let Some(head) = before
+            .strip_suffix(" for")
+            .or_else(|| before.strip_suffix(" of"))
+            .or_else(|| before.strip_suffix(" at"))
+        else {
+            continue;
+        };
+        for copula in [" is now the ", " is the ", " became the ", " is now our ", " is our "] {
+            if let Some(at) = head.rfind(copula) {
+                let phrase = &head[at + copula.len()..];
+                let value = sentence[..at].trim();
+                // The value is the clause's subject: after the last clause break.
+                let value = value
+                    .rsplit([';', ':', '.'])
+                    .next()
+                    .unwrap_or(value)
+                    .trim();
+                if let Some(attribute) = attribute(phrase)
+                    && !value.is_empty()
+                    && value.split_whitespace().count() <= 5
+                {
+                    push(&mut out, &entities[n], attribute, (value.to_owned(), None, String::new()));
+                }
+                break;
+            }
+        }
+    }
+    // Changes, about the named entity or else the subject: "bring Google Ads down to $58k
+    // from $83k", "the Q1 Meta spend was not $91k but $86k", "moved its headquarters to
+    // Denver".
+    let about = find_names(&lower, entities)
+        .first()
+        .map(|(_, _, n)| entities[*n].clone())
+        .or_else(|| sure_subject.map(str::to_owned));
+    if let Some(about) = about.as_deref() {
+        for (phrase, value, replaced) in changes(sentence) {
+            let (attribute_words, qualifiers) = split_qualifiers(&phrase);
+            let Some(attribute) = attribute(&attribute_words) else {
+                continue;
+            };
+            if out.iter().any(|c| c.key == key(about) && c.attribute == attribute) {
+                continue;
+            }
+            out.push(Claim {
+                entity: about.to_owned(),
+                key: key(about),
+                attribute,
+                value: value.0,
+                number: value.1,
+                unit: value.2,
+                date,
+                sentence: index,
+                qualifiers,
+                replaces: replaced,
+            });
+        }
+    }
+    // "Unemployment stood at 6.4% in 2024.": a sentence naming nothing is about the subject.
+    if out.is_empty()
+        && let Some(subject) = sure_subject
+        && find_names(&lower, entities).is_empty()
+        && let Some((phrase, value)) = phrase_then_value(&lower, sentence)
+        && let Some(attribute) = attribute(&phrase)
+    {
+        push(&mut out, subject, attribute, value);
+    }
     // A fact line about the document's subject: "Population: 10,467,366 (2024 est.)".
     if out.is_empty()
         && let Some(subject) = subject
@@ -464,7 +552,8 @@ fn phrase_then_value(lower: &str, original: &str) -> Option<(String, Written)> {
     for (i, word) in words.iter().enumerate().take(6) {
         if matches!(
             *word,
-            "is" | "was" | "stands" | "stood" | "reached" | "totals" | "totaled" | "amounts"
+            "is" | "was" | "are" | "were" | "stands" | "stood" | "reached" | "totals" | "totaled"
+                | "amounts"
         ) {
             let phrase = words[..i].join(" ");
             let at = lower.find(&format!(" {word} "))?;
@@ -473,6 +562,129 @@ fn phrase_then_value(lower: &str, original: &str) -> Option<(String, Written)> {
         }
     }
     None
+}
+
+/// Whether attribute `a` names the same thing as `b`: equal, or written with at least two
+/// thirds of its words (`google ads` and `google ads budget`).
+pub fn same_attribute(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let words = |s: &str| -> std::collections::BTreeSet<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    };
+    let (a, b) = (words(a), words(b));
+    let (small, large) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
+    small.len() >= 2 && small.is_subset(large) && small.len() * 3 >= large.len() * 2
+}
+
+/// Changes a sentence states: (attribute phrase, new value, the value it replaced).
+/// "bring Google Ads down to $58k from $83k", "raise X from 5% to 7%", "the Q1 Meta spend
+/// was not $91k but $86k", "moved its headquarters to Denver".
+fn changes(sentence: &str) -> Vec<(String, Written, Option<String>)> {
+    let lower = sentence.to_ascii_lowercase();
+    let mut out = Vec::new();
+    // "PHRASE was not A but B"
+    for marker in [" was not ", " is not ", " were not ", " are not "] {
+        if let Some(at) = lower.find(marker)
+            && let Some(but) = lower[at + marker.len()..].find(" but ")
+        {
+            let old = sentence[at + marker.len()..at + marker.len() + but].trim();
+            let new_at = at + marker.len() + but + 5;
+            let phrase = noun_phrase_before(&sentence[..at]);
+            if let Some(value) = value_after(&sentence[new_at..]) {
+                out.push((phrase, value, Some(old.to_owned())));
+            }
+            return out;
+        }
+    }
+    // "PHRASE (down|up)? to A from B" / "PHRASE from B to A"
+    if let Some(to) = lower.find(" to ")
+        && let Some(from) = lower.find(" from ")
+    {
+        let (head_end, new_text, old_text) = if to < from {
+            (to, &sentence[to + 4..from], &sentence[from + 6..])
+        } else {
+            (from, &sentence[to + 4..], &sentence[from + 6..to])
+        };
+        let head = sentence[..head_end]
+            .trim_end()
+            .trim_end_matches(" down")
+            .trim_end_matches(" up");
+        if let (Some(new), Some(old)) = (number(new_text), number(old_text)) {
+            let phrase = noun_phrase_before(head);
+            out.push((phrase, (new.0, Some(new.1), new.2), Some(old.0)));
+            return out;
+        }
+    }
+    // "moved its PHRASE to VALUE"
+    for verb in ["moved its ", "moved the ", "relocated its ", "changed its "] {
+        if let Some(at) = lower.find(verb)
+            && let Some(to) = lower[at + verb.len()..].find(" to ")
+        {
+            let phrase = sentence[at + verb.len()..at + verb.len() + to].to_owned();
+            let rest = &sentence[at + verb.len() + to + 4..];
+            let value: String = rest
+                .split([',', '.', ';', ' '])
+                .take_while(|w| w.chars().next().is_some_and(char::is_uppercase))
+                .collect::<Vec<_>>()
+                .join(" ");
+            if !value.is_empty() {
+                out.push((phrase, (value, None, String::new()), None));
+            }
+            return out;
+        }
+    }
+    out
+}
+
+/// The noun phrase that ends `text`: its last capitalised run ("we bring Google Ads" →
+/// "Google Ads"), else its last words after a verb or article (at most four).
+fn noun_phrase_before(text: &str) -> String {
+    let text = text.rsplit([',', ';', ':']).next().unwrap_or(text).trim();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let from = words
+        .iter()
+        .rposition(|w| {
+            matches!(
+                w.to_ascii_lowercase().as_str(),
+                "the" | "a" | "an" | "we" | "our" | "their" | "its" | "bring" | "cut" | "raise"
+                    | "lower" | "increase" | "reduce" | "move" | "take"
+            )
+        })
+        .map_or(words.len().saturating_sub(4), |p| p + 1);
+    words[from.max(words.len().saturating_sub(5))..].join(" ")
+}
+
+/// An attribute phrase's qualifiers: its periods and capitalised words ("Q1 2026 Meta spend"
+/// → "spend" qualified by "meta" and "q1 2026"). With no lower-case word left, the phrase is
+/// the attribute ("Google Ads").
+fn split_qualifiers(phrase: &str) -> (String, Vec<String>) {
+    let mut qualifiers = periods(phrase);
+    let period_words: Vec<String> = qualifiers
+        .iter()
+        .flat_map(|p| p.split(' ').map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    let mut rest: Vec<&str> = Vec::new();
+    let mut capitalised: Vec<&str> = Vec::new();
+    for word in phrase.split_whitespace() {
+        if period_words.contains(&word.to_lowercase()) {
+            continue;
+        }
+        if word.chars().next().is_some_and(char::is_uppercase) {
+            capitalised.push(word);
+        } else {
+            rest.push(word);
+        }
+    }
+    if rest.is_empty() {
+        return (capitalised.join(" "), qualifiers);
+    }
+    if !capitalised.is_empty() {
+        qualifiers.push(capitalised.join(" ").to_lowercase());
+    }
+    qualifiers.sort();
+    (rest.join(" "), qualifiers)
 }
 
 /// The periods a text names (`Q1 2026`, `H2 2025`, `FY2024`, `March 2026`), lower case:
@@ -532,6 +744,19 @@ pub fn from_table(
     let Some(header) = rows.first() else {
         return Vec::new();
     };
+    // A two-column table with no separator row has no header: every row is a field.
+    let headed = lines
+        .iter()
+        .any(|l| l.contains("---") && l.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')));
+    let rows: Vec<Vec<String>> = if !headed && subject.is_some() && header.len() == 2 {
+        std::iter::once(Vec::new()).chain(rows.iter().cloned()).collect()
+    } else {
+        rows.clone()
+    };
+    let Some(header) = rows.first() else {
+        return Vec::new();
+    };
+    let header: &Vec<String> = if header.is_empty() { &rows[1] } else { header };
     let date = match stated_date(&header.join(" ")) {
         0 => fallback_date,
         d => d,

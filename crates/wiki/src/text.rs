@@ -287,6 +287,12 @@ fn ends_with_abbreviation(sentence: &str) -> bool {
             | "vs."
             | "St."
     ) || (last.len() == 2 && last.chars().next().is_some_and(char::is_uppercase))
+        // Initials: "J.J.", "C.F." (a name goes on after them).
+        || (last.len() >= 2
+            && last.ends_with('.')
+            && last.split('.').filter(|p| !p.is_empty()).all(|p| {
+                p.chars().count() == 1 && p.chars().all(char::is_uppercase)
+            }))
 }
 
 fn push_sentence(out: &mut Vec<String>, sentence: &str) {

@@ -40,14 +40,14 @@ pub(crate) struct Analysis {
 }
 
 /// The subject of a document: the entity its label names, else the one its first sentence
-/// opens with, else the one it names most (twice at least).
-fn subject(label: &str, entities: &[String], sentences: &[String]) -> Option<String> {
+/// opens with (both sure), else the one it names most, twice at least (a guess).
+fn subject(label: &str, entities: &[String], sentences: &[String]) -> Option<(String, bool)> {
     if let Some(named) = entities
         .iter()
         .filter(|e| super::pages::mentions(label, e))
         .max_by_key(|e| e.len())
     {
-        return Some(named.clone());
+        return Some((named.clone(), true));
     }
     if let Some(first) = sentences.first() {
         let opening = first
@@ -59,7 +59,7 @@ fn subject(label: &str, entities: &[String], sentences: &[String]) -> Option<Str
             .filter(|e| opening.starts_with(e.as_str()))
             .max_by_key(|e| e.len())
         {
-            return Some(opener.clone());
+            return Some((opener.clone(), true));
         }
     }
     entities
@@ -75,7 +75,7 @@ fn subject(label: &str, entities: &[String], sentences: &[String]) -> Option<Str
         })
         .filter(|(count, _)| *count >= 2)
         .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)))
-        .map(|(_, e)| e.clone())
+        .map(|(_, e)| (e.clone(), false))
 }
 
 pub(crate) fn analyse(
@@ -114,11 +114,15 @@ pub(crate) fn analyse(
     let aliases = text::aliases(&entities);
     // Acronyms of another name are aliases, not entities of their own.
     entities.retain(|e| !aliases.iter().any(|(alias, _)| alias == e));
-    let subject = prepared
-        .subjects
-        .first()
-        .cloned()
-        .or_else(|| subject(label, &entities, &sentences));
+    let (subject, sure) = match prepared.subjects.first() {
+        Some(declared) => (Some(declared.clone()), true),
+        None => match subject(prepared.title.as_deref().unwrap_or(label), &entities, &sentences)
+            .or_else(|| subject(label, &entities, &sentences))
+        {
+            Some((found, sure)) => (Some(found), sure),
+            None => (None, false),
+        },
+    };
     // The date of the document: the date it speaks as of, else the latest it states for its
     // figures.
     let date = prepared.as_of.unwrap_or_else(|| {
@@ -169,7 +173,7 @@ pub(crate) fn analyse(
         } else {
             subject.as_deref()
         };
-        for mut claim in claims::extract(&sentences[i], i, &names, fields_of, date) {
+        for mut claim in claims::extract_with(&sentences[i], i, &names, fields_of, sure, date) {
             claim.entity = canonical(&claim.entity);
             claim.key = key(&claim.entity);
             found.push(claim);

@@ -123,9 +123,15 @@ fn claims_asked(
     let Some((_, attribute, qualifiers)) = best else {
         return Ok(Vec::new());
     };
+    // "Google Ads" (a change said in a call) is the same fact as "Google Ads budget" (a
+    // brief's field): an attribute written with most of the same words joins the group.
     Ok(all
         .into_iter()
-        .filter(|c| c.claim.attribute == attribute && c.claim.qualifiers == qualifiers)
+        .filter(|c| {
+            c.claim.qualifiers == qualifiers
+                && crate::claims::same_attribute(&c.claim.attribute, &attribute)
+                && words(&c.claim.attribute).is_subset(&asked)
+        })
         .collect())
 }
 

@@ -62,14 +62,29 @@ type Group = (String, String, Vec<String>);
 
 /// Claims grouped by (entity key, attribute, qualifiers), each group oldest first.
 fn by_attribute(claims: &[FoundClaim]) -> BTreeMap<Group, Vec<&FoundClaim>> {
+    // Attributes written with most of the same words are one ("google ads" of a call and
+    // "google ads budget" of a brief): each goes under the longest such attribute.
+    let mut attributes: BTreeMap<(String, Vec<String>), BTreeSet<String>> = BTreeMap::new();
+    for claim in claims {
+        attributes
+            .entry((claim.claim.key.clone(), claim.claim.qualifiers.clone()))
+            .or_default()
+            .insert(claim.claim.attribute.clone());
+    }
     let mut groups: BTreeMap<Group, Vec<&FoundClaim>> = BTreeMap::new();
     for claim in claims {
+        let scope = (claim.claim.key.clone(), claim.claim.qualifiers.clone());
+        let attribute = attributes
+            .get(&scope)
+            .and_then(|all| {
+                all.iter()
+                    .filter(|other| crate::claims::same_attribute(&claim.claim.attribute, other))
+                    .max_by(|a, b| a.len().cmp(&b.len()).then(b.cmp(a)))
+            })
+            .cloned()
+            .unwrap_or_else(|| claim.claim.attribute.clone());
         groups
-            .entry((
-                claim.claim.key.clone(),
-                claim.claim.attribute.clone(),
-                claim.claim.qualifiers.clone(),
-            ))
+            .entry((scope.0, attribute, scope.1))
             .or_default()
             .push(claim);
     }
@@ -179,12 +194,28 @@ pub fn stale_claims(input: &Input<'_>) -> Vec<Finding> {
             continue;
         }
         for old in &group[..group.len() - 1] {
-            if old.claim.date == 0
-                || old.path == newest.path
-                || same_as_of(old.claim.date, newest.claim.date)
-                || !revised(&old.claim, &newest.claim)
-                || days(old.claim.date, newest.claim.date) < i64::from(input.staleness_days)
-            {
+            if old.claim.date == 0 {
+                continue;
+            }
+            // What replaced it: the values of the next later as-of date that differ from it
+            // (all of them, when sources of that date disagree among themselves).
+            let later: Vec<&&FoundClaim> = group
+                .iter()
+                .filter(|c| {
+                    c.claim.date > old.claim.date
+                        && !same_as_of(old.claim.date, c.claim.date)
+                        && c.path != old.path
+                        && days(old.claim.date, c.claim.date) >= i64::from(input.staleness_days)
+                })
+                .collect();
+            let Some(next) = later.first().map(|c| c.claim.date) else {
+                continue;
+            };
+            let by: Vec<&&FoundClaim> = later
+                .into_iter()
+                .filter(|c| same_as_of(c.claim.date, next) && revised(&old.claim, &c.claim))
+                .collect();
+            if by.is_empty() {
                 continue;
             }
             out.push(finding(
@@ -195,7 +226,7 @@ pub fn stale_claims(input: &Input<'_>) -> Vec<Finding> {
                     "{attribute} of {}: {} is superseded by {}",
                     old.claim.entity,
                     show(old),
-                    show(newest)
+                    by.iter().map(|c| show(c)).collect::<Vec<_>>().join(" and by ")
                 ),
                 "mark the older value as historical, or ingest a source that confirms it",
             ));
@@ -302,9 +333,10 @@ pub fn orphans(input: &Input<'_>) -> Vec<Finding> {
                 .iter()
                 .any(|t| shared.get(t).copied().unwrap_or(0) >= 2);
             if !connected && inbound.get(&source.link()).copied().unwrap_or(0) == 0 {
+                // A source about something nothing else covers is not wrong: worth a look.
                 out.push(finding(
                     Rule::Orphan,
-                    Severity::Warning,
+                    Severity::Info,
                     &source.path,
                     "shares no entity or concept with any other source, and nothing links to it"
                         .into(),
@@ -357,6 +389,9 @@ pub fn orphans(input: &Input<'_>) -> Vec<Finding> {
 }
 
 /// Words too general to be a concept a wiki should have a page for.
+/// Most recurring phrases one lint reports.
+const MAX_CONCEPT_FINDINGS: usize = 100;
+
 const GENERIC: &[&str] = &[
     "year",
     "years",
@@ -417,22 +452,57 @@ pub fn undocumented_concepts(input: &Input<'_>) -> Vec<Finding> {
             .iter()
             .flat_map(|e| crate::text::words(e))
             .collect();
-        for phrase in crate::text::key_phrases(&text, 15) {
-            let words: Vec<&str> = phrase.split(' ').collect();
-            // One word alone ("rose", "growth") is too general to need a page.
-            if words.len() < 2
-                || words
-                    .iter()
-                    .any(|w| GENERIC.contains(w) || entity_words.contains(*w) || w.len() < 4)
-            {
-                continue;
+        // Every phrase of two or three content words within a clause, once per source: a
+        // concept is what several sources discuss, even once each.
+        let mut phrases: BTreeSet<String> = BTreeSet::new();
+        for clause in text.split(['.', ',', ';', ':', '!', '?', '(', ')', '|', '"']) {
+            let words: Vec<String> = crate::text::words(clause);
+            for n in [2, 3] {
+                for window in words.windows(n) {
+                    let edges_ok = !crate::text::is_stopword(&window[0])
+                        && !crate::text::is_stopword(&window[n - 1]);
+                    let content = window.iter().all(|w| {
+                        w.len() >= 3
+                            && !w.chars().any(|c| c.is_ascii_digit())
+                            && !GENERIC.contains(&w.as_str())
+                            && !entity_words.contains(w)
+                    });
+                    let inner_ok = window[1..n - 1]
+                        .iter()
+                        .all(|w| !crate::text::is_stopword(w));
+                    if edges_ok && content && inner_ok {
+                        phrases.insert(window.join(" "));
+                    }
+                }
             }
+        }
+        for phrase in phrases {
             by_phrase
                 .entry(phrase)
                 .or_default()
                 .push(source.path.clone());
         }
     }
+    // A two-word phrase that only ever occurs inside one three-word phrase is that phrase.
+    let longer: Vec<(String, usize)> = by_phrase
+        .iter()
+        .filter(|(p, _)| p.matches(' ').count() == 2)
+        .map(|(p, s)| (p.clone(), s.len()))
+        .collect();
+    by_phrase.retain(|phrase, sources| {
+        phrase.matches(' ').count() == 2
+            || !longer
+                .iter()
+                .any(|(l, count)| *count == sources.len() && l.contains(phrase.as_str()))
+    });
+    let mut recurring: Vec<(String, Vec<String>)> = by_phrase
+        .into_iter()
+        .filter(|(phrase, sources)| sources.len() >= 3 && !concept_keys.contains(&key(phrase)))
+        .collect();
+    // Most discussed first; at most a page of them.
+    recurring.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+    recurring.truncate(MAX_CONCEPT_FINDINGS);
+    let by_phrase = recurring;
     let mut out = Vec::new();
     for (phrase, sources) in by_phrase {
         if sources.len() >= 3 && !concept_keys.contains(&key(&phrase)) {

@@ -65,17 +65,23 @@ pub fn prepare(text: &str, as_of: Option<u32>, subjects: &[String]) -> Prepared 
         }
         body = rest;
     }
+    let mut author: Option<String> = None;
     if let Some((headers, rest)) = mail_headers(&body) {
         for (name, value) in &headers {
             match name.to_lowercase().as_str() {
                 "date" | "sent" => set_date(&mut out, dates::find(value), "e-mail"),
                 "subject" if out.title.is_none() => out.title = Some(value.clone()),
+                "from" => author = sender(value),
                 _ => {}
             }
         }
         body = rest;
     }
     body = without_quoted_mail(&body);
+    // In a message, "I am" is its author.
+    if let Some(author) = author {
+        body = first_person(&body, &author);
+    }
     body = without_rules(&body);
     if out.as_of.is_none() {
         set_date(&mut out, dateline(&body), "dateline");
@@ -147,6 +153,46 @@ fn mail_headers(text: &str) -> Option<(Vec<(String, String)>, String)> {
     let named = |n: &str| headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(n));
     (headers.len() >= 2 && (named("from") || named("date")))
         .then(|| (headers, trimmed[consumed..].to_owned()))
+}
+
+/// The display name of a `From:` value (`Ann Lee <ann@example.com>` → `Ann Lee`).
+fn sender(value: &str) -> Option<String> {
+    let name = value.split('<').next().unwrap_or_default().trim().trim_matches('"').trim();
+    (name.split_whitespace().count() >= 2 && !name.contains('@')).then(|| name.to_owned())
+}
+
+/// "I am" and "I'm" as the author's name ("Ann Lee is").
+fn first_person(text: &str, author: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let mut line = line.to_owned();
+        for (from, to) in [("I am ", "is "), ("I'm ", "is "), ("I’m ", "is ")] {
+            let mut rebuilt = String::with_capacity(line.len());
+            let mut rest = line.as_str();
+            while let Some(at) = rest.find(from) {
+                let starts_word = rest[..at]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !c.is_alphanumeric());
+                rebuilt.push_str(&rest[..at]);
+                if starts_word {
+                    rebuilt.push_str(author);
+                    rebuilt.push(' ');
+                    rebuilt.push_str(to);
+                } else {
+                    rebuilt.push_str(from);
+                }
+                rest = &rest[at + from.len()..];
+            }
+            rebuilt.push_str(rest);
+            line = rebuilt;
+        }
+        out.push_str(&line);
+    }
+    out
 }
 
 /// Quoted history (`> …` lines and the `On …, X wrote:` line before them) is older text:
@@ -262,6 +308,8 @@ fn html_to_text(source: &str) -> Page {
     let mut skipping: Option<String> = None;
     let mut in_title = false;
     let mut title = String::new();
+    // Whether the row being read has a data cell (a row of header cells heads its table).
+    let mut row_has_data = false;
     while let Some(open) = rest.find('<') {
         let text = &rest[..open];
         if skipping.is_none() {
@@ -308,9 +356,17 @@ fn html_to_text(source: &str) -> Page {
             "time" if !closing && page.date.is_none() => {
                 page.date = attribute(tag, "datetime").and_then(dates::find);
             }
-            "tr" if !closing => out.push_str("\n|"),
+            "tr" if !closing => {
+                out.push_str("\n|");
+                row_has_data = false;
+            }
+            "tr" if !row_has_data => out.push(HEADER_ROW),
             "td" | "th" if closing => out.push_str(" |"),
-            "td" | "th" => out.push(' '),
+            "td" => {
+                row_has_data = true;
+                out.push(' ');
+            }
+            "th" => out.push(' '),
             "table" => out.push('\n'),
             "br" => out.push('\n'),
             "h1" | "h2" | "h3" | "h4" | "h5" | "h6" if !closing => {
@@ -332,14 +388,19 @@ fn html_to_text(source: &str) -> Page {
     }
     let title = unescape(title.trim());
     page.title = (!title.is_empty()).then_some(title);
-    // Tables: the first row of each is its header; a separator row follows it so Markdown
-    // readers see a table.
+    // Tables: a first row of header cells is followed by a separator row, so Markdown
+    // readers see a table with a header; a table whose first row holds data has none.
     let mut lines: Vec<String> = Vec::new();
     let mut in_table = false;
     for line in unescape(&out).lines() {
-        let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+        let header = line.contains(HEADER_ROW);
+        let line = line
+            .replace(HEADER_ROW, "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         let row = line.starts_with('|');
-        if row && !in_table {
+        if row && !in_table && header {
             let cells = line.matches('|').count().saturating_sub(1);
             lines.push(line);
             lines.push(format!("|{}", "---|".repeat(cells.max(1))));
@@ -355,6 +416,9 @@ fn html_to_text(source: &str) -> Page {
     page.text = text.trim().to_owned();
     page
 }
+
+/// Marks a table row made of header cells while the page is read.
+const HEADER_ROW: char = '\u{1}';
 
 /// HTML character references.
 fn unescape(text: &str) -> String {
@@ -445,14 +509,14 @@ mod tests {
         assert_eq!(brief.title.as_deref(), Some("Acme brief"));
         assert!(brief.text.starts_with("# Acme"), "{}", brief.text);
         let mail = prepare(
-            "From: Ann <ann@example.com>\nTo: Tom\nDate: Tue, 14 Apr 2026 09:12:00 +0000\nSubject: Re: contact\n\n\
+            "From: Ann Lee <ann@example.com>\nTo: Tom\nDate: Tue, 14 Apr 2026 09:12:00 +0000\nSubject: Re: contact\n\n\
              I am now the primary contact.\n\nOn Mon, 2 Mar 2026, Bob wrote:\n> I remain the primary contact.\n",
             None,
             &[],
         );
         assert_eq!(mail.as_of, Some(20_260_414));
         assert_eq!(mail.as_of_from, Some("e-mail"));
-        assert_eq!(mail.text, "I am now the primary contact.");
+        assert_eq!(mail.text, "Ann Lee is now the primary contact.");
         // The caller's date wins; a renewal date in a field is never the document's.
         let given = prepare("- Contract renewal: 2026-09-30\n", Some(20_260_101), &[]);
         assert_eq!(given.as_of, Some(20_260_101));
