@@ -310,6 +310,12 @@ def countries(folders: dict[str, str], limit: int = 60) -> Genre:
             defects.append(Defect("superseded", name, ["population"], [d_old.key, d_new.key]))
         if o["unemployment"] != n["unemployment"]:
             defects.append(Defect("superseded", name, ["unemployment"], [d_old.key, d_new.key]))
+        # Every figure both editions state and that changed is superseded, not only the ones
+        # the questions ask about.
+        if "life" in o and "life" in n and o["life"] != n["life"]:
+            defects.append(Defect("superseded", name, ["life expectancy"], [d_old.key, d_new.key]))
+        if o["capital"] != n["capital"]:
+            defects.append(Defect("superseded", name, ["capital"], [d_old.key, d_new.key]))
     # Planted: a correspondent's note of the same date as the 2025 edition with another figure.
     for name, o, n, _, _ in chosen[::7]:
         figure = int(n["population"].replace(",", ""))

@@ -481,12 +481,23 @@ pub fn extract_with(
     // Changes, about the named entity or else the subject: "bring Google Ads down to $58k
     // from $83k", "the Q1 Meta spend was not $91k but $86k", "moved its headquarters to
     // Denver".
-    let about = find_names(&lower, entities)
-        .first()
+    let named: Vec<String> = find_names(&lower, entities)
+        .iter()
         .map(|(_, _, n)| entities[*n].clone())
-        .or_else(|| sure_subject.map(str::to_owned));
-    if let Some(about) = about.as_deref() {
-        for (phrase, value, replaced) in changes(sentence) {
+        .collect();
+    for (phrase, value, replaced) in changes(sentence) {
+        // The change is about a name the sentence makes outside the changed phrase ("bring
+        // Google Ads down" changes something of the subject, not of Google Ads).
+        let phrase_lower = phrase.to_ascii_lowercase();
+        let about = named
+            .iter()
+            .find(|n| !phrase_lower.contains(&n.to_ascii_lowercase()))
+            .cloned()
+            .or_else(|| sure_subject.map(str::to_owned));
+        let Some(about) = about.as_deref() else {
+            continue;
+        };
+        {
             let (attribute_words, qualifiers) = split_qualifiers(&phrase);
             let Some(attribute) = attribute(&attribute_words) else {
                 continue;
@@ -744,19 +755,12 @@ pub fn from_table(
     let Some(header) = rows.first() else {
         return Vec::new();
     };
-    // A two-column table with no separator row has no header: every row is a field.
-    let headed = lines
-        .iter()
-        .any(|l| l.contains("---") && l.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')));
-    let rows: Vec<Vec<String>> = if !headed && subject.is_some() && header.len() == 2 {
-        std::iter::once(Vec::new()).chain(rows.iter().cloned()).collect()
-    } else {
-        rows.clone()
-    };
-    let Some(header) = rows.first() else {
-        return Vec::new();
-    };
-    let header: &Vec<String> = if header.is_empty() { &rows[1] } else { header };
+    // A two-column table whose first row already holds a figure has no header: every row is
+    // a field (`| Density | 7.87 g/cm3 |`).
+    let headless = subject.is_some()
+        && header.len() == 2
+        && header.get(1).is_some_and(|cell| number(cell).is_some());
+    let skip = usize::from(!headless);
     let date = match stated_date(&header.join(" ")) {
         0 => fallback_date,
         d => d,
@@ -766,13 +770,15 @@ pub fn from_table(
         period = periods(context);
     }
     let mut out = Vec::new();
-    for (r, row) in rows.iter().enumerate().skip(1) {
-        if row
-            .iter()
-            .all(|c| c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
-        {
-            continue;
-        }
+    // Separator rows are not sentences: row `r` of the rest is sentence `first_index + r`.
+    let rows: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|row| {
+            !row.iter()
+                .all(|c| c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
+        })
+        .collect();
+    for (r, row) in rows.iter().enumerate().skip(skip) {
         let Some(label) = row.first().filter(|e| !e.is_empty()) else {
             continue;
         };

@@ -92,6 +92,7 @@ fn claims_asked(
     index: &TenantIndex,
     key: &str,
     question: &Question,
+    others: &[&str],
 ) -> WikiResult<Vec<FoundClaim>> {
     let words = |text: &str| -> BTreeSet<String> { index.tokens(text).into_iter().collect() };
     let mut asked = words(&question.text);
@@ -109,6 +110,11 @@ fn claims_asked(
             wanted.extend(words(qualifier));
         }
         if !wanted.is_subset(&asked) {
+            continue;
+        }
+        // The question's other names must be what the claim is about beyond its entity
+        // ("the Google Ads budget of Acme": a claim of Acme whose attribute says Google Ads).
+        if !others.iter().all(|other| words(other).is_subset(&wanted)) {
             continue;
         }
         let group = (
@@ -262,7 +268,13 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
     // attributes written with the same words) of a named entity comes first.
     let mut from_facts: Option<(Vec<Chosen>, Value)> = None;
     for key in &keys {
-        let claims = claims_asked(index, key, question)?;
+        let others: Vec<&str> = question
+            .names
+            .iter()
+            .filter(|n| n.key.as_deref().is_some_and(|k| k != key))
+            .map(|n| n.text.as_str())
+            .collect();
+        let claims = claims_asked(index, key, question, &others)?;
         if let Some(first) = claims.first() {
             let attribute = first.claim.attribute.clone();
             from_facts = from_claims(&claims, &attribute);
