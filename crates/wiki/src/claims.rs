@@ -122,6 +122,7 @@ pub fn attribute(phrase: &str) -> Option<String> {
     let lower = phrase.to_lowercase();
     let mut words: Vec<&str> = lower
         .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+        .map(|w| w.trim_matches('-'))
         .filter(|w| !w.is_empty())
         .collect();
     while words.first().is_some_and(|w| {
@@ -223,7 +224,13 @@ fn value_after(text: &str) -> Option<(String, Option<f64>, String)> {
         .or_else(|| text.strip_prefix("over "))
         .or_else(|| text.strip_prefix("some "))
         .unwrap_or(text);
-    if let Some((written, value, unit, _)) = number(text) {
+    if let Some((written, value, unit, rest)) = number(text) {
+        // A range ("3.8 to 3.12") is one value, written as it stands.
+        if let Some(after) = rest.trim_start().strip_prefix("to ")
+            && let Some((upper, _, _, _)) = number(after)
+        {
+            return Some((format!("{written} to {upper}"), None, unit));
+        }
         return Some((written, Some(value), unit));
     }
     // A proper name: capitalised words (and `de`, `of`, `and` inside).
@@ -529,9 +536,13 @@ pub fn extract_with(
         push(&mut out, subject, attribute, value);
     }
     // A fact line about the document's subject: "Population: 10,467,366 (2024 est.)".
+    // Not a heading ("# Acme: Q1 2026"), and not a name's line ("Acme Corp: Q1").
+    let line = crate::text::strip_markers(sentence);
     if out.is_empty()
+        && !sentence.trim_start().starts_with('#')
         && let Some(subject) = subject
-        && let Some((head, tail)) = sentence.split_once(':')
+        && let Some((head, tail)) = line.split_once(':')
+        && find_names(&head.to_ascii_lowercase(), entities).is_empty()
         && head.split_whitespace().count() <= 5
         && let Some(attribute) = attribute(head)
         && let Some(value) = value_after(tail)
