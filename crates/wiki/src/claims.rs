@@ -307,21 +307,35 @@ pub fn extract(
     subject: Option<&str>,
     fallback_date: u32,
 ) -> Vec<Claim> {
-    extract_with(sentence, index, entities, subject, false, fallback_date)
+    extract_with(sentence, index, entities, subject, false, true, fallback_date)
 }
 
 /// [`extract`], and when `sure` (the subject was declared, or the document's title or first
 /// line names it), sentences that name nothing ("Unemployment stood at 6.4% in 2024.") and
-/// changes that name no one are about `subject` too.
+/// changes that name no one are about `subject` too. Without `fields` (a transcript, whose
+/// "Name: …" lines are turns of speech), no line is read as a field.
 pub fn extract_with(
     sentence: &str,
     index: usize,
     entities: &[String],
     subject: Option<&str>,
     sure: bool,
+    fields: bool,
     fallback_date: u32,
 ) -> Vec<Claim> {
     let sure_subject = if sure { subject } else { None };
+    // "It melts at 1687 K." in a document sure of its subject: "It" is the subject.
+    if let Some(subject) = sure_subject
+        && let Some(rest) = sentence
+            .strip_prefix("It ")
+            .or_else(|| sentence.strip_prefix("Its "))
+        && find_names(&sentence.to_ascii_lowercase(), entities).is_empty()
+    {
+        let possessive = if sentence.starts_with("Its ") { "'s" } else { "" };
+        let named = format!("{subject}{possessive} {rest}");
+        let names = [subject.to_owned()];
+        return extract_with(&named, index, &names, Some(subject), false, false, fallback_date);
+    }
     // ASCII lower case keeps byte offsets, so positions found in `lower` slice `sentence`.
     let lower = sentence.to_ascii_lowercase();
     let date = match stated_date(sentence) {
@@ -427,6 +441,21 @@ pub fn extract_with(
                     }
                 }
                 break;
+            }
+        }
+        // "ENTITY melts at VALUE": the verb is the attribute ("melts at"; the question's
+        // "melting point" and "melt" share its stem).
+        if let Some(verb) = after.split_whitespace().next()
+            && verb.len() > 3
+            && verb.ends_with('s')
+            && verb.chars().all(|c| c.is_ascii_lowercase())
+            && let Some(rest) = after[verb.len()..].trim_start().strip_prefix("at ")
+        {
+            let offset = after.len() - rest.len();
+            if let Some((written, number, unit, _)) =
+                number(&after_original[offset.min(after_original.len())..])
+            {
+                push(&mut out, entity, format!("{verb} at"), (written, Some(number), unit));
             }
         }
         // "ENTITY covers/spans VALUE", "ENTITY was founded in YEAR".
@@ -539,6 +568,7 @@ pub fn extract_with(
     // Not a heading ("# Acme: Q1 2026"), and not a name's line ("Acme Corp: Q1").
     let line = crate::text::strip_markers(sentence);
     if out.is_empty()
+        && fields
         && !sentence.trim_start().starts_with('#')
         && let Some(subject) = subject
         && let Some((head, tail)) = line.split_once(':')

@@ -100,8 +100,16 @@ pub(crate) fn analyse(
     let mut entities = text::entities(&sentences);
     // A label such as "Portugal (2024 edition)" names the document's subject even when the text
     // calls it "the country".
-    for name in text::entities(&[label.to_owned()]) {
-        if !entities.contains(&name) && name.split_whitespace().count() <= 4 {
+    // A title's first word is a name's, not a sentence's: read it as if mid-sentence.
+    let titles: Vec<String> = std::iter::once(label)
+        .chain(prepared.title.as_deref())
+        .map(|t| format!("of {t}"))
+        .collect();
+    for name in text::entities(&titles) {
+        if !entities.contains(&name)
+            && name.split_whitespace().count() <= 4
+            && name.chars().count() > 2
+        {
             entities.push(name);
         }
     }
@@ -168,12 +176,10 @@ pub(crate) fn analyse(
             continue;
         }
         // A transcript's "Name: …" lines are turns of speech, not fields of its subject.
-        let fields_of = if doc_type == "transcript" {
-            None
-        } else {
-            subject.as_deref()
-        };
-        for mut claim in claims::extract_with(&sentences[i], i, &names, fields_of, sure, date) {
+        let fields = doc_type != "transcript";
+        for mut claim in
+            claims::extract_with(&sentences[i], i, &names, subject.as_deref(), sure, fields, date)
+        {
             claim.entity = canonical(&claim.entity);
             claim.key = key(&claim.entity);
             found.push(claim);

@@ -94,7 +94,14 @@ fn claims_asked(
     question: &Question,
     others: &[&str],
 ) -> WikiResult<Vec<FoundClaim>> {
-    let words = |text: &str| -> BTreeSet<String> { index.tokens(text).into_iter().collect() };
+    // Content words, stemmed: "melts at" asks for "melt", like "melting point" and "melt?".
+    let words = |text: &str| -> BTreeSet<String> {
+        let content: Vec<String> = text::words(text)
+            .into_iter()
+            .filter(|w| !text::is_stopword(w))
+            .collect();
+        index.tokens(&content.join(" ")).into_iter().collect()
+    };
     let mut asked = words(&question.text);
     if let Some(attribute) = &question.attribute {
         asked.extend(words(attribute));

@@ -123,7 +123,8 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
                 while j < tokens.len() {
                     let previous_ends =
                         tokens[j - 1].ends_with([',', '.', ';', ':', ')', '!', '?']);
-                    if previous_ends {
+                    // A parenthesis opens an aside: "Silicon (Si)" names Silicon.
+                    if previous_ends || tokens[j].starts_with(['(', '[']) {
                         break;
                     }
                     // A version ends a product's name: "Django 4.2.3", "Python 3.12".
