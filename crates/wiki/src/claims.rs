@@ -224,6 +224,16 @@ fn value_after(text: &str) -> Option<(String, Option<f64>, String)> {
         .or_else(|| text.strip_prefix("over "))
         .or_else(|| text.strip_prefix("some "))
         .unwrap_or(text);
+    // A date is a value of its own ("Contract renewal: 2026-09-30"), not the number 2026.
+    let head: String = text.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    if let Some(date) = crate::text::dates::find(&head)
+        && text
+            .split_whitespace()
+            .next()
+            .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()) || crate::text::dates::month_number(w).is_some())
+    {
+        return Some((crate::text::dates::show(date), None, String::new()));
+    }
     if let Some((written, value, unit, rest)) = number(text) {
         // A range ("3.8 to 3.12") is one value, written as it stands.
         if let Some(after) = rest.trim_start().strip_prefix("to ")
@@ -572,7 +582,9 @@ pub fn extract_with(
         && !sentence.trim_start().starts_with('#')
         && let Some(subject) = subject
         && let Some((head, tail)) = line.split_once(':')
-        && find_names(&head.to_ascii_lowercase(), entities).is_empty()
+        && !entities.iter().any(|e| e.eq_ignore_ascii_case(head.trim()))
+        // "Date: …" dated the document; it is not a fact about the subject.
+        && !DATE_FIELDS.contains(&head.trim().to_ascii_lowercase().as_str())
         && head.split_whitespace().count() <= 5
         && let Some(attribute) = attribute(head)
         && let Some(value) = value_after(tail)
@@ -629,6 +641,9 @@ pub fn same_attribute(a: &str, b: &str) -> bool {
     let (small, large) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
     small.len() >= 2 && small.is_subset(large) && small.len() * 3 >= large.len() * 2
 }
+
+/// Field labels that date a document rather than state a fact.
+const DATE_FIELDS: &[&str] = &["date", "published", "updated", "posted", "as of", "dated", "sent"];
 
 /// Changes a sentence states: (attribute phrase, new value, the value it replaced).
 /// "bring Google Ads down to $58k from $83k", "raise X from 5% to 7%", "the Q1 Meta spend

@@ -70,7 +70,9 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
     for sentence in sentences {
         // Table cells are labels and values, never names of their own; list and heading
         // markers are not words.
-        if sentence.starts_with('|') {
+        // A section heading ("## Overview") names a part of the document, not a thing; the
+        // title ("# Acme Corp") may.
+        if sentence.starts_with('|') || sentence.starts_with("##") {
             continue;
         }
         let sentence = strip_markers(sentence);
