@@ -457,7 +457,7 @@ pub fn undocumented_concepts(input: &Input<'_>) -> Vec<Finding> {
         let mut phrases: BTreeSet<String> = BTreeSet::new();
         for clause in text.split(['.', ',', ';', ':', '!', '?', '(', ')', '|', '"']) {
             let words: Vec<String> = crate::text::words(clause);
-            for n in [2, 3] {
+            for n in [2, 3, 4] {
                 for window in words.windows(n) {
                     let edges_ok = !crate::text::is_stopword(&window[0])
                         && !crate::text::is_stopword(&window[n - 1]);
@@ -483,17 +483,20 @@ pub fn undocumented_concepts(input: &Input<'_>) -> Vec<Finding> {
                 .push(source.path.clone());
         }
     }
-    // A two-word phrase that only ever occurs inside one three-word phrase is that phrase.
-    let longer: Vec<(String, usize)> = by_phrase
+    // A phrase that only ever occurs inside a longer one ("capture cross section" inside
+    // "neutron capture cross section") is that longer phrase.
+    let counts: Vec<(String, usize)> = by_phrase
         .iter()
-        .filter(|(p, _)| p.matches(' ').count() == 2)
+        .filter(|(_, s)| s.len() >= 3)
         .map(|(p, s)| (p.clone(), s.len()))
         .collect();
     by_phrase.retain(|phrase, sources| {
-        phrase.matches(' ').count() == 2
-            || !longer
-                .iter()
-                .any(|(l, count)| *count == sources.len() && l.contains(phrase.as_str()))
+        sources.len() >= 3
+            && !counts.iter().any(|(longer, count)| {
+                *count == sources.len()
+                    && longer.len() > phrase.len()
+                    && longer.contains(phrase.as_str())
+            })
     });
     let mut recurring: Vec<(String, Vec<String>)> = by_phrase
         .into_iter()
