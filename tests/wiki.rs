@@ -403,3 +403,66 @@ async fn ingest_and_lint_report_progress_on_every_protocol_version() {
         );
     }
 }
+
+#[tokio::test]
+async fn as_of_and_subjects_are_used_and_bad_values_are_refused_writing_nothing() {
+    let fleet = Fleet::start(1, "").await;
+    let collector = fleet.client(0, "acme", "collector", LEGACY);
+    let note = "Unemployment stood at 6.4% in 2024. The capital is Lisbon.";
+    let ingest = collector
+        .call(
+            "client_wiki",
+            json!({"action": "ingest", "as_of": "2025-07-01", "subjects": ["Portugal"],
+                   "source": {"type": "text", "text": note, "source_label": "Correspondent note"}}),
+        )
+        .await;
+    assert_eq!(ingest.result()["isError"], false, "{}", ingest.body);
+    assert_eq!(
+        structured(&ingest)["as_of"],
+        "2025-07-01",
+        "{}",
+        ingest.body
+    );
+    assert!(
+        structured(&ingest)["entities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("Portugal")),
+        "{}",
+        ingest.body
+    );
+    // The note names no country; the subject given makes its sentences about Portugal.
+    let answer = collector
+        .call(
+            "client_wiki",
+            json!({"action": "query", "question": "What is the unemployment rate of Portugal?", "persist_output": false}),
+        )
+        .await;
+    assert_eq!(
+        structured(&answer)["fact"]["value"],
+        "6.4%",
+        "{}",
+        answer.body
+    );
+    // Bad dates and subject lists are refused by the edge's schema (-32602) and nothing is
+    // written: the wiki still holds one source.
+    for arguments in [
+        json!({"action": "ingest", "as_of": "2025-02-30x", "source": {"type": "text", "text": "x y z", "source_label": "Bad date"}}),
+        json!({"action": "ingest", "as_of": "yesterday", "source": {"type": "text", "text": "x y z", "source_label": "Bad date"}}),
+        json!({"action": "ingest", "subjects": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"], "source": {"type": "text", "text": "x y z", "source_label": "Too many"}}),
+        json!({"action": "ingest", "subjects": [""], "source": {"type": "text", "text": "x y z", "source_label": "Empty"}}),
+    ] {
+        let refused = collector.call("client_wiki", arguments.clone()).await;
+        assert_eq!(
+            refused.error()["code"],
+            -32602,
+            "{arguments}: {}",
+            refused.body
+        );
+    }
+    let sources: Vec<_> =
+        std::fs::read_dir(fleet.wiki.dir.path().join("data/wiki/acme/wiki/sources"))
+            .unwrap()
+            .collect();
+    assert_eq!(sources.len(), 1, "{sources:?}");
+}

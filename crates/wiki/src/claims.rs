@@ -72,50 +72,6 @@ pub fn key(name: &str) -> String {
         .join(" ")
 }
 
-/// Synonyms of attribute words and phrases, to their normal form.
-const SYNONYMS: &[(&str, &str)] = &[
-    ("inhabitants", "population"),
-    ("residents", "population"),
-    ("people", "population"),
-    ("total population", "population"),
-    ("estimated population", "population"),
-    ("population size", "population"),
-    ("total area", "area"),
-    ("surface area", "area"),
-    ("size", "area"),
-    ("gross domestic product", "gdp"),
-    ("capital city", "capital"),
-    ("headcount", "employees"),
-    ("staff", "employees"),
-    ("workforce", "employees"),
-    ("number of employees", "employees"),
-    ("chief executive", "ceo"),
-    ("chief executive officer", "ceo"),
-    ("head office", "headquarters"),
-    ("hq", "headquarters"),
-    ("annual revenue", "revenue"),
-    ("sales", "revenue"),
-    ("turnover", "revenue"),
-    ("founding year", "founded"),
-    ("year founded", "founded"),
-    ("date of founding", "founded"),
-    ("official language", "language"),
-    ("official languages", "language"),
-    ("languages", "language"),
-    ("currency code", "currency"),
-    ("life expectancy at birth", "life expectancy"),
-    ("unemployment", "unemployment rate"),
-    ("inflation", "inflation rate"),
-    ("population growth", "population growth rate"),
-];
-
-/// Words that never begin an attribute phrase (they are the sentence's grammar).
-const NOT_ATTRIBUTE: &[&str] = &[
-    "it", "this", "that", "which", "who", "there", "he", "she", "they", "we", "its", "their",
-    "his", "her", "one", "part", "most", "some", "all", "each", "city", "country", "company",
-    "town", "member", "home", "name", "result", "case", "end", "start", "rest", "number",
-];
-
 /// The normal form of an attribute phrase: lower case, no article, synonyms applied, a plain
 /// plural of the last word made singular (`employees` stays: it is its own attribute).
 pub fn attribute(phrase: &str) -> Option<String> {
@@ -133,51 +89,26 @@ pub fn attribute(phrase: &str) -> Option<String> {
     }) {
         words.remove(0);
     }
-    if words.is_empty() || words.len() > 5 || NOT_ATTRIBUTE.contains(&words[0]) {
+    if words.is_empty() || words.len() > 5 || Vocabulary::has(&vocabulary().not_attribute, words[0])
+    {
         return None;
     }
     if words.iter().any(|w| w.chars().all(|c| c.is_ascii_digit())) {
         return None;
     }
     let phrase = words.join(" ");
-    if let Some((_, normal)) = SYNONYMS.iter().find(|(from, _)| *from == phrase) {
-        return Some((*normal).to_owned());
+    if let Some((_, normal)) = vocabulary()
+        .attribute_synonyms
+        .iter()
+        .find(|(from, _)| *from == phrase)
+    {
+        return Some(normal.clone());
     }
     Some(phrase)
 }
 
 /// A value as written: the text, its number (if it is one) and its unit.
 type Written = (String, Option<f64>, String);
-
-/// Attributes whose value is a year: compared exactly.
-const YEAR_ATTRIBUTES: &[&str] = &["founded", "independence", "born", "died"];
-
-/// Verbs whose year is an event's, not a vintage of figures.
-const EVENT_VERBS: &[&str] = &[
-    "founded",
-    "established",
-    "born",
-    "built",
-    "opened",
-    "created",
-    "incorporated",
-    "formed",
-    "launched",
-    "died",
-    "acquired",
-    "joined",
-    "became",
-    "independence",
-    "independent",
-    "merged",
-    "completed",
-    "introduced",
-    "adopted",
-    "signed",
-    "elected",
-    "started",
-    "began",
-];
 
 /// Verbs between an attribute phrase and its value.
 const COPULAS: &[&str] = &[
@@ -225,12 +156,16 @@ fn value_after(text: &str) -> Option<(String, Option<f64>, String)> {
         .or_else(|| text.strip_prefix("some "))
         .unwrap_or(text);
     // A date is a value of its own ("Contract renewal: 2026-09-30"), not the number 2026.
-    let head: String = text.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    let head: String = text
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
     if let Some(date) = crate::text::dates::find(&head)
-        && text
-            .split_whitespace()
-            .next()
-            .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()) || crate::text::dates::month_number(w).is_some())
+        && text.split_whitespace().next().is_some_and(|w| {
+            w.starts_with(|c: char| c.is_ascii_digit())
+                || crate::text::dates::month_number(w).is_some()
+        })
     {
         return Some((crate::text::dates::show(date), None, String::new()));
     }
@@ -317,7 +252,15 @@ pub fn extract(
     subject: Option<&str>,
     fallback_date: u32,
 ) -> Vec<Claim> {
-    extract_with(sentence, index, entities, subject, false, true, fallback_date)
+    extract_with(
+        sentence,
+        index,
+        entities,
+        subject,
+        false,
+        true,
+        fallback_date,
+    )
 }
 
 /// [`extract`], and when `sure` (the subject was declared, or the document's title or first
@@ -341,10 +284,22 @@ pub fn extract_with(
             .or_else(|| sentence.strip_prefix("Its "))
         && find_names(&sentence.to_ascii_lowercase(), entities).is_empty()
     {
-        let possessive = if sentence.starts_with("Its ") { "'s" } else { "" };
+        let possessive = if sentence.starts_with("Its ") {
+            "'s"
+        } else {
+            ""
+        };
         let named = format!("{subject}{possessive} {rest}");
         let names = [subject.to_owned()];
-        return extract_with(&named, index, &names, Some(subject), false, false, fallback_date);
+        return extract_with(
+            &named,
+            index,
+            &names,
+            Some(subject),
+            false,
+            false,
+            fallback_date,
+        );
     }
     // ASCII lower case keeps byte offsets, so positions found in `lower` slice `sentence`.
     let lower = sentence.to_ascii_lowercase();
@@ -465,7 +420,12 @@ pub fn extract_with(
             if let Some((written, number, unit, _)) =
                 number(&after_original[offset.min(after_original.len())..])
             {
-                push(&mut out, entity, format!("{verb} at"), (written, Some(number), unit));
+                push(
+                    &mut out,
+                    entity,
+                    format!("{verb} at"),
+                    (written, Some(number), unit),
+                );
             }
         }
         // "ENTITY covers/spans VALUE", "ENTITY was founded in YEAR".
@@ -504,21 +464,28 @@ pub fn extract_with(
         else {
             continue;
         };
-        for copula in [" is now the ", " is the ", " became the ", " is now our ", " is our "] {
+        for copula in [
+            " is now the ",
+            " is the ",
+            " became the ",
+            " is now our ",
+            " is our ",
+        ] {
             if let Some(at) = head.rfind(copula) {
                 let phrase = &head[at + copula.len()..];
                 let value = sentence[..at].trim();
                 // The value is the clause's subject: after the last clause break.
-                let value = value
-                    .rsplit([';', ':', '.'])
-                    .next()
-                    .unwrap_or(value)
-                    .trim();
+                let value = value.rsplit([';', ':', '.']).next().unwrap_or(value).trim();
                 if let Some(attribute) = attribute(phrase)
                     && !value.is_empty()
                     && value.split_whitespace().count() <= 5
                 {
-                    push(&mut out, &entities[n], attribute, (value.to_owned(), None, String::new()));
+                    push(
+                        &mut out,
+                        &entities[n],
+                        attribute,
+                        (value.to_owned(), None, String::new()),
+                    );
                 }
                 break;
             }
@@ -548,7 +515,10 @@ pub fn extract_with(
             let Some(attribute) = attribute(&attribute_words) else {
                 continue;
             };
-            if out.iter().any(|c| c.key == key(about) && c.attribute == attribute) {
+            if out
+                .iter()
+                .any(|c| c.key == key(about) && c.attribute == attribute)
+            {
                 continue;
             }
             out.push(Claim {
@@ -616,7 +586,14 @@ fn phrase_then_value(lower: &str, original: &str) -> Option<(String, Written)> {
     for (i, word) in words.iter().enumerate().take(6) {
         if matches!(
             *word,
-            "is" | "was" | "are" | "were" | "stands" | "stood" | "reached" | "totals" | "totaled"
+            "is" | "was"
+                | "are"
+                | "were"
+                | "stands"
+                | "stood"
+                | "reached"
+                | "totals"
+                | "totaled"
                 | "amounts"
         ) {
             let phrase = words[..i].join(" ");
@@ -638,12 +615,24 @@ pub fn same_attribute(a: &str, b: &str) -> bool {
         s.split_whitespace().map(str::to_owned).collect()
     };
     let (a, b) = (words(a), words(b));
-    let (small, large) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
+    let (small, large) = if a.len() <= b.len() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
     small.len() >= 2 && small.is_subset(large) && small.len() * 3 >= large.len() * 2
 }
 
 /// Field labels that date a document rather than state a fact.
-const DATE_FIELDS: &[&str] = &["date", "published", "updated", "posted", "as of", "dated", "sent"];
+const DATE_FIELDS: &[&str] = &[
+    "date",
+    "published",
+    "updated",
+    "posted",
+    "as of",
+    "dated",
+    "sent",
+];
 
 /// Changes a sentence states: (attribute phrase, new value, the value it replaced).
 /// "bring Google Ads down to $58k from $83k", "raise X from 5% to 7%", "the Q1 Meta spend
@@ -715,8 +704,21 @@ fn noun_phrase_before(text: &str) -> String {
         .rposition(|w| {
             matches!(
                 w.to_ascii_lowercase().as_str(),
-                "the" | "a" | "an" | "we" | "our" | "their" | "its" | "bring" | "cut" | "raise"
-                    | "lower" | "increase" | "reduce" | "move" | "take"
+                "the"
+                    | "a"
+                    | "an"
+                    | "we"
+                    | "our"
+                    | "their"
+                    | "its"
+                    | "bring"
+                    | "cut"
+                    | "raise"
+                    | "lower"
+                    | "increase"
+                    | "reduce"
+                    | "move"
+                    | "take"
             )
         })
         .map_or(words.len().saturating_sub(4), |p| p + 1);
@@ -915,10 +917,11 @@ fn split_unit(head: &str) -> (&str, &str) {
 fn cell_value(cell: &str, unit_hint: &str) -> Option<(String, Option<f64>, String)> {
     if let Some((written, number, mut unit, _)) = number(cell) {
         if unit.is_empty() {
-            unit = UNITS
+            unit = vocabulary()
+                .units
                 .iter()
                 .find(|(w, _)| unit_hint.eq_ignore_ascii_case(w))
-                .map(|(_, n)| (*n).to_owned())
+                .map(|(_, n)| n.clone())
                 .unwrap_or_default();
         }
         return Some((written, Some(number), unit));
@@ -937,7 +940,7 @@ pub fn disagree(a: &Claim, b: &Claim) -> bool {
                 return false;
             }
             // Years and counts of whole things are exact; measured figures have a tolerance.
-            if YEAR_ATTRIBUTES.contains(&a.attribute.as_str()) {
+            if Vocabulary::has(&vocabulary().year_attributes, &a.attribute) {
                 return x != y;
             }
             let scale = x.abs().max(y.abs()).max(1e-9);
@@ -950,8 +953,9 @@ pub fn disagree(a: &Claim, b: &Claim) -> bool {
 
 mod values;
 
-use self::values::{SCALES, UNITS};
+use self::values::SCALES;
 pub use self::values::{number, stated_date};
+use crate::vocabulary::{Vocabulary, vocabulary};
 
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,7 @@ pub mod page;
 pub mod service;
 pub mod storage;
 pub mod text;
+pub mod vocabulary;
 pub mod work;
 
 pub use engine::{Quotas, Receipt, Source, Wiki, WikiError};

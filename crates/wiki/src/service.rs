@@ -509,9 +509,9 @@ fn subjects_arg(arguments: &Value) -> Result<Vec<String>, Status> {
     let Some(value) = arguments.get("subjects") else {
         return Ok(Vec::new());
     };
-    let names = value.as_array().ok_or_else(|| {
-        Status::invalid_argument("subjects must be a list of names")
-    })?;
+    let names = value
+        .as_array()
+        .ok_or_else(|| Status::invalid_argument("subjects must be a list of names"))?;
     if names.len() > MAX_SUBJECTS {
         return Err(Status::invalid_argument(format!(
             "subjects may name at most {MAX_SUBJECTS} subjects (got {})",
@@ -660,4 +660,41 @@ pub async fn serve_tls(
         )
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod argument_tests {
+    use super::*;
+
+    #[test]
+    fn as_of_and_subjects_are_checked_by_the_wiki_too() {
+        assert_eq!(as_of_arg(&json!({})).unwrap(), None);
+        assert_eq!(
+            as_of_arg(&json!({"as_of": "2025-07-01"})).unwrap(),
+            Some(20_250_701)
+        );
+        for bad in [
+            json!("2025-02-30"),
+            json!("2025-7-1"),
+            json!(20250701),
+            json!(""),
+        ] {
+            let error = as_of_arg(&json!({ "as_of": bad })).unwrap_err();
+            assert_eq!(error.code(), tonic::Code::InvalidArgument, "{bad}");
+        }
+        assert_eq!(
+            subjects_arg(&json!({"subjects": [" Acme Corp "]})).unwrap(),
+            ["Acme Corp"]
+        );
+        let eleven: Vec<String> = (0..11).map(|i| format!("n{i}")).collect();
+        for bad in [
+            json!({"subjects": eleven}),
+            json!({"subjects": [""]}),
+            json!({"subjects": "Acme"}),
+            json!({"subjects": ["x".repeat(201)]}),
+        ] {
+            let error = subjects_arg(&bad).unwrap_err();
+            assert_eq!(error.code(), tonic::Code::InvalidArgument, "{bad}");
+        }
+    }
 }

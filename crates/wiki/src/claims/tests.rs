@@ -101,28 +101,66 @@ fn fact_lines_belong_to_the_subject_and_tables_to_their_rows() {
 #[test]
 fn a_documents_tables_are_about_its_subject_with_labels_and_periods_as_qualifiers() {
     // Two columns: fields of the subject.
-    let fields = ["| Indicator | Value |", "|---|---|", "| Population | 10,194,277 |", "| Capital | Lisbon |"];
+    let fields = [
+        "| Indicator | Value |",
+        "|---|---|",
+        "| Population | 10,194,277 |",
+        "| Capital | Lisbon |",
+    ];
     let claims = from_table(&fields, 3, 20_250_701, Some("Portugal"), "Portugal profile");
     assert_eq!(claims.len(), 2, "{claims:?}");
-    assert!(claims.iter().all(|c| c.entity == "Portugal" && c.qualifiers.is_empty()));
+    assert!(
+        claims
+            .iter()
+            .all(|c| c.entity == "Portugal" && c.qualifiers.is_empty())
+    );
     assert_eq!(claims[1].attribute, "capital");
     assert_eq!(claims[1].value, "Lisbon");
     // Wider: the header names attributes, the row label qualifies, the period comes from the
     // header or the document's title.
-    let kpis = ["| Channel | Spend (Q1 2026) | ROAS |", "|---|---|---|", "| Meta | $86,000 | 2.4 |", "| Conv. rate | 3% | 1.1 |"];
+    let kpis = [
+        "| Channel | Spend (Q1 2026) | ROAS |",
+        "|---|---|---|",
+        "| Meta | $86,000 | 2.4 |",
+        "| Conv. rate | 3% | 1.1 |",
+    ];
     let claims = from_table(&kpis, 3, 20_260_406, Some("Acme"), "Acme report");
-    let meta = claims.iter().find(|c| c.attribute == "spend" && c.qualifiers.contains(&"meta".to_owned())).unwrap();
+    let meta = claims
+        .iter()
+        .find(|c| c.attribute == "spend" && c.qualifiers.contains(&"meta".to_owned()))
+        .unwrap();
     assert_eq!(meta.number, Some(86_000.0));
     assert_eq!(meta.qualifiers, ["meta", "q1 2026"]);
-    assert!(claims.iter().any(|c| c.qualifiers.contains(&"conv. rate".to_owned())), "{claims:?}");
-    let html = ["| Channel | Spend | ROAS |", "|---|---|---|", "| Meta | $86,000 | 2.4 |"];
-    let claims = from_table(&html, 3, 20_260_406, Some("Acme"), "Acme: Q2 2026 performance report");
-    assert!(claims.iter().all(|c| c.qualifiers == ["meta", "q2 2026"]), "{claims:?}");
+    assert!(
+        claims
+            .iter()
+            .any(|c| c.qualifiers.contains(&"conv. rate".to_owned())),
+        "{claims:?}"
+    );
+    let html = [
+        "| Channel | Spend | ROAS |",
+        "|---|---|---|",
+        "| Meta | $86,000 | 2.4 |",
+    ];
+    let claims = from_table(
+        &html,
+        3,
+        20_260_406,
+        Some("Acme"),
+        "Acme: Q2 2026 performance report",
+    );
+    assert!(
+        claims.iter().all(|c| c.qualifiers == ["meta", "q2 2026"]),
+        "{claims:?}"
+    );
 }
 
 #[test]
 fn periods_are_quarters_halves_fiscal_years_and_months_with_a_year() {
-    assert_eq!(periods("Spend (Q1 2026) vs H2 2025, FY2024 and March 2026"), ["fy2024", "h2 2025", "march 2026", "q1 2026"]);
+    assert_eq!(
+        periods("Spend (Q1 2026) vs H2 2025, FY2024 and March 2026"),
+        ["fy2024", "h2 2025", "march 2026", "q1 2026"]
+    );
     assert!(periods("founded in 1999, 300 staff").is_empty());
 }
 
@@ -135,6 +173,8 @@ fn numbers_and_units_normalise() {
         ("$4.2M in revenue", 4.2e6, "USD"),
         ("€3bn", 3e9, "EUR"),
         ("12.5%", 12.5, "%"),
+        ("8.2e-05 g/cm3", 8.2e-5, ""),
+        ("6.02E23 atoms", 6.02e23, ""),
         ("92,090 sq km", 92_090.0, "km²"),
         ("1.5 million", 1.5e6, ""),
         ("-0.3 percent", -0.3, "%"),

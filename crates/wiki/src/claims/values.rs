@@ -14,38 +14,6 @@ pub(super) const SCALES: &[(&str, f64)] = &[
     ("bn", 1e9),
 ];
 
-/// Units written after a number, to their normal form.
-pub(super) const UNITS: &[(&str, &str)] = &[
-    ("sq km", "km²"),
-    ("sq. km", "km²"),
-    ("square kilometres", "km²"),
-    ("square kilometers", "km²"),
-    ("km2", "km²"),
-    ("km²", "km²"),
-    ("sq mi", "mi²"),
-    ("square miles", "mi²"),
-    ("km", "km"),
-    ("kilometres", "km"),
-    ("kilometers", "km"),
-    ("m", "m"),
-    ("metres", "m"),
-    ("meters", "m"),
-    ("percent", "%"),
-    ("per cent", "%"),
-    ("%", "%"),
-    ("years", "years"),
-    ("year", "years"),
-    ("people", ""),
-    ("inhabitants", ""),
-    ("employees", ""),
-    ("usd", "USD"),
-    ("dollars", "USD"),
-    ("eur", "EUR"),
-    ("euros", "EUR"),
-    ("deaths/1,000 population", "per 1,000"),
-    ("births/1,000 population", "per 1,000"),
-];
-
 /// A numeric value at the start of `text`: (value as written, number, unit, rest).
 pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
     let trimmed = text.trim_start();
@@ -95,6 +63,21 @@ pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
     if !seen_digit {
         return None;
     }
+    // Scientific notation: "8.2e-05", "6.02E23".
+    let tail = &trimmed[end..];
+    if let Some(exponent) = tail.strip_prefix(['e', 'E']) {
+        let sign = usize::from(exponent.starts_with(['-', '+']));
+        let count = exponent[sign..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .count();
+        let after = exponent[sign + count..].chars().next();
+        if count > 0 && after.is_none_or(|c| !c.is_alphanumeric()) {
+            digits.push('e');
+            digits.push_str(&exponent[..sign + count]);
+            end += 1 + sign + count;
+        }
+    }
     let mut value: f64 = digits.parse().ok()?;
     let mut rest = &trimmed[end..];
     let mut written = trimmed[..end].to_owned();
@@ -137,7 +120,7 @@ pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
         }
     }
     let lower_rest = rest.trim_start().to_lowercase();
-    for (word, normal) in UNITS {
+    for (word, normal) in &vocabulary().units {
         if lower_rest.starts_with(word)
             && lower_rest[word.len()..]
                 .chars()
@@ -145,7 +128,7 @@ pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
                 .is_none_or(|c| !c.is_alphanumeric())
         {
             if !normal.is_empty() {
-                unit = (*normal).to_owned();
+                unit = normal.clone();
             }
             let skip = rest.len() - rest.trim_start().len() + word.len();
             written.push_str(&rest[..skip]);
@@ -197,11 +180,10 @@ pub fn stated_date(sentence: &str) -> u32 {
         let before = i.checked_sub(1).map(|j| words[j]).unwrap_or_default();
         let after = words.get(i + 1).copied().unwrap_or_default();
         // "founded in 1999", "born in 1950": the year of an event, not of the figures.
-        let event = i
-            .checked_sub(2)
-            .map(|j| words[j])
-            .is_some_and(|w| EVENT_VERBS.contains(&w) || before == "since")
-            || EVENT_VERBS.contains(&before);
+        let event =
+            i.checked_sub(2).map(|j| words[j]).is_some_and(|w| {
+                Vocabulary::has(&vocabulary().event_verbs, w) || before == "since"
+            }) || Vocabulary::has(&vocabulary().event_verbs, before);
         if event {
             continue;
         }

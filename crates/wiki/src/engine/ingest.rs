@@ -124,8 +124,12 @@ pub(crate) fn analyse(
     entities.retain(|e| !aliases.iter().any(|(alias, _)| alias == e));
     let (subject, sure) = match prepared.subjects.first() {
         Some(declared) => (Some(declared.clone()), true),
-        None => match subject(prepared.title.as_deref().unwrap_or(label), &entities, &sentences)
-            .or_else(|| subject(label, &entities, &sentences))
+        None => match subject(
+            prepared.title.as_deref().unwrap_or(label),
+            &entities,
+            &sentences,
+        )
+        .or_else(|| subject(label, &entities, &sentences))
         {
             Some((found, sure)) => (Some(found), sure),
             None => (None, false),
@@ -177,9 +181,15 @@ pub(crate) fn analyse(
         }
         // A transcript's "Name: …" lines are turns of speech, not fields of its subject.
         let fields = doc_type != "transcript";
-        for mut claim in
-            claims::extract_with(&sentences[i], i, &names, subject.as_deref(), sure, fields, date)
-        {
+        for mut claim in claims::extract_with(
+            &sentences[i],
+            i,
+            &names,
+            subject.as_deref(),
+            sure,
+            fields,
+            date,
+        ) {
             claim.entity = canonical(&claim.entity);
             claim.key = key(&claim.entity);
             found.push(claim);

@@ -74,26 +74,6 @@ const QUESTION_WORDS: &[&str] = &[
     "show",
 ];
 
-/// Attribute asked by fixed question shapes: (words that must appear in order, attribute).
-const SHAPES: &[(&[&str], &str)] = &[
-    (&["how", "many", "people"], "population"),
-    (&["how", "many", "inhabitants"], "population"),
-    (&["how", "many", "residents"], "population"),
-    (&["how", "populous"], "population"),
-    (&["how", "large"], "area"),
-    (&["how", "big"], "area"),
-    (&["how", "many", "employees"], "employees"),
-    (&["how", "many", "staff"], "employees"),
-    (&["when", "founded"], "founded"),
-    (&["when", "established"], "founded"),
-    (&["what", "currency"], "currency"),
-    (&["which", "currency"], "currency"),
-    (&["what", "language"], "language"),
-    (&["which", "language"], "language"),
-    (&["who", "ceo"], "ceo"),
-    (&["where", "headquartered"], "headquarters"),
-];
-
 fn is_capitalised(word: &str) -> bool {
     word.chars().next().is_some_and(char::is_uppercase)
 }
@@ -194,9 +174,9 @@ pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
             .filter(|c| c.is_alphabetic())
             .all(char::is_uppercase);
         let attribute_like = upper
-            && matches!(
-                phrase.as_str(),
-                "GDP" | "GNP" | "CEO" | "CFO" | "USD" | "EUR" | "PPP"
+            && crate::vocabulary::Vocabulary::has(
+                &crate::vocabulary::vocabulary().acronyms_not_names,
+                &phrase,
             );
         let calendar = crate::text::is_calendar(&phrase);
         if !attribute_like && !calendar && phrase.chars().count() >= 2 {
@@ -244,7 +224,11 @@ fn asked_attribute(text: &str, names: &[Name]) -> Option<String> {
         .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-' || c == '’'))
         .filter(|w| !w.is_empty())
         .collect();
-    for (shape, attribute) in SHAPES {
+    for crate::vocabulary::Shape {
+        words: shape,
+        attribute,
+    } in &crate::vocabulary::vocabulary().question_shapes
+    {
         let mut at = 0;
         let matched =
             shape.iter().all(
@@ -257,7 +241,7 @@ fn asked_attribute(text: &str, names: &[Name]) -> Option<String> {
                 },
             );
         if matched {
-            return Some((*attribute).to_owned());
+            return Some(attribute.clone());
         }
     }
     let name = names

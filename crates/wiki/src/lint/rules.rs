@@ -98,9 +98,9 @@ fn by_attribute(claims: &[FoundClaim]) -> BTreeMap<Group, Vec<&FoundClaim>> {
 /// same day: equal, or equal as far as the less precise one goes.
 fn same_as_of(a: u32, b: u32) -> bool {
     let precision = |d: u32| {
-        if d % 10_000 == 0 {
+        if d.is_multiple_of(10_000) {
             10_000
-        } else if d % 100 == 0 {
+        } else if d.is_multiple_of(100) {
             100
         } else {
             1
@@ -226,7 +226,10 @@ pub fn stale_claims(input: &Input<'_>) -> Vec<Finding> {
                     "{attribute} of {}: {} is superseded by {}",
                     old.claim.entity,
                     show(old),
-                    by.iter().map(|c| show(c)).collect::<Vec<_>>().join(" and by ")
+                    by.iter()
+                        .map(|c| show(c))
+                        .collect::<Vec<_>>()
+                        .join(" and by ")
                 ),
                 "mark the older value as historical, or ingest a source that confirms it",
             ));
@@ -392,38 +395,6 @@ pub fn orphans(input: &Input<'_>) -> Vec<Finding> {
 /// Most recurring phrases one lint reports.
 const MAX_CONCEPT_FINDINGS: usize = 100;
 
-const GENERIC: &[&str] = &[
-    "year",
-    "years",
-    "percent",
-    "total",
-    "number",
-    "people",
-    "time",
-    "part",
-    "end",
-    "use",
-    "data",
-    "world",
-    "million",
-    "billion",
-    "thousand",
-    "new",
-    "first",
-    "second",
-    "also",
-    "per",
-    "estimate",
-    "est",
-    "rate",
-    "share",
-    "level",
-    "country",
-    "countries",
-    "area",
-    "population",
-];
-
 /// Phrases among the key phrases of three or more sources, with no concept page.
 pub fn undocumented_concepts(input: &Input<'_>) -> Vec<Finding> {
     let concept_keys: BTreeSet<String> = input
@@ -464,7 +435,10 @@ pub fn undocumented_concepts(input: &Input<'_>) -> Vec<Finding> {
                     let content = window.iter().all(|w| {
                         w.len() >= 3
                             && !w.chars().any(|c| c.is_ascii_digit())
-                            && !GENERIC.contains(&w.as_str())
+                            && !crate::vocabulary::Vocabulary::has(
+                                &crate::vocabulary::vocabulary().common_words,
+                                w,
+                            )
                             && !entity_words.contains(w)
                     });
                     let inner_ok = window[1..n - 1]

@@ -29,7 +29,9 @@ pub struct Prepared {
 /// Front matter keys that give the document's date.
 const DATE_KEYS: &[&str] = &["as_of", "date", "published", "updated", "modified"];
 /// Front matter keys that name what the document is about.
-const SUBJECT_KEYS: &[&str] = &["subject", "subjects", "about", "entity", "client", "company"];
+const SUBJECT_KEYS: &[&str] = &[
+    "subject", "subjects", "about", "entity", "client", "company",
+];
 /// Labels of a dateline field.
 const DATE_LABELS: &[&str] = &["date", "published", "updated", "posted", "as of", "dated"];
 /// Lines a dateline may be among.
@@ -157,7 +159,13 @@ fn mail_headers(text: &str) -> Option<(Vec<(String, String)>, String)> {
 
 /// The display name of a `From:` value (`Ann Lee <ann@example.com>` → `Ann Lee`).
 fn sender(value: &str) -> Option<String> {
-    let name = value.split('<').next().unwrap_or_default().trim().trim_matches('"').trim();
+    let name = value
+        .split('<')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .trim_matches('"')
+        .trim();
     (name.split_whitespace().count() >= 2 && !name.contains('@')).then(|| name.to_owned())
 }
 
@@ -220,7 +228,8 @@ fn without_rules(text: &str) -> String {
         .filter(|line| {
             let t = line.trim();
             !(t.len() >= 3
-                && t.chars().all(|c| matches!(c, '=' | '-' | '~' | '^' | '*' | '_' | '#' | '+')))
+                && t.chars()
+                    .all(|c| matches!(c, '=' | '-' | '~' | '^' | '*' | '_' | '#' | '+')))
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -240,9 +249,7 @@ fn dateline(text: &str) -> Option<u32> {
         }
         let head = line.split(" — ").next().unwrap_or(line);
         let labelled = match head.split_once(':') {
-            Some((label, _)) if DATE_LABELS.contains(&label.trim().to_lowercase().as_str()) => {
-                true
-            }
+            Some((label, _)) if DATE_LABELS.contains(&label.trim().to_lowercase().as_str()) => true,
             Some(_) => continue,
             None => false,
         };
@@ -261,9 +268,18 @@ fn dateline(text: &str) -> Option<u32> {
 fn looks_like_html(text: &str) -> bool {
     let start = text.trim_start();
     start.starts_with('<')
-        && ["<html", "<body", "<p>", "<p ", "<div", "<table", "<h1", "<!doctype"]
-            .iter()
-            .any(|tag| start.to_lowercase().contains(tag))
+        && [
+            "<html",
+            "<body",
+            "<p>",
+            "<p ",
+            "<div",
+            "<table",
+            "<h1",
+            "<!doctype",
+        ]
+        .iter()
+        .any(|tag| start.to_lowercase().contains(tag))
 }
 
 /// An HTML page as text.
@@ -488,13 +504,22 @@ mod tests {
         assert_eq!(page.title.as_deref(), Some("About X & Co"));
         assert_eq!(page.as_of, Some(20_260_502));
         assert_eq!(page.as_of_from, Some("html"));
-        assert!(page.text.contains("# About\n\nX is no longer in Seattle."), "{}", page.text);
         assert!(
-            page.text.contains("| Channel | Spend |\n|---|---|\n| Meta | $86,000 |"),
+            page.text.contains("# About\n\nX is no longer in Seattle."),
             "{}",
             page.text
         );
-        assert!(!page.text.contains('<') && !page.text.contains("var a"), "{}", page.text);
+        assert!(
+            page.text
+                .contains("| Channel | Spend |\n|---|---|\n| Meta | $86,000 |"),
+            "{}",
+            page.text
+        );
+        assert!(
+            !page.text.contains('<') && !page.text.contains("var a"),
+            "{}",
+            page.text
+        );
     }
 
     #[test]
@@ -520,7 +545,10 @@ mod tests {
         // The caller's date wins; a renewal date in a field is never the document's.
         let given = prepare("- Contract renewal: 2026-09-30\n", Some(20_260_101), &[]);
         assert_eq!(given.as_of, Some(20_260_101));
-        assert_eq!(prepare("- Contract renewal: 2026-09-30\n", None, &[]).as_of, None);
+        assert_eq!(
+            prepare("- Contract renewal: 2026-09-30\n", None, &[]).as_of,
+            None
+        );
     }
 
     #[test]
@@ -534,11 +562,21 @@ mod tests {
             Some(20_230_703)
         );
         assert_eq!(
-            prepare("The company was founded on 3 May 1999 in Cleveland, Ohio.", None, &[]).as_of,
+            prepare(
+                "The company was founded on 3 May 1999 in Cleveland, Ohio.",
+                None,
+                &[]
+            )
+            .as_of,
             None
         );
         assert_eq!(
-            prepare("Planning call with Acme Corp, 12 March 2026\n\nTom: hi", None, &[]).as_of,
+            prepare(
+                "Planning call with Acme Corp, 12 March 2026\n\nTom: hi",
+                None,
+                &[]
+            )
+            .as_of,
             Some(20_260_312)
         );
         assert_eq!(prepare("Renewal: 2026-09-30", None, &[]).as_of, None);

@@ -32,7 +32,15 @@ pub(super) const CALENDAR: &[&str] = &[
 
 /// Words that open a greeting or a sign-off.
 const GREETINGS: &[&str] = &[
-    "hi", "hello", "hey", "dear", "thanks", "best", "regards", "cheers", "greetings",
+    "hi",
+    "hello",
+    "hey",
+    "dear",
+    "thanks",
+    "best",
+    "regards",
+    "cheers",
+    "greetings",
 ];
 
 /// A line without its list or heading marker (`- `, `* `, `• `, `1. `, `## `).
@@ -193,20 +201,16 @@ pub fn is_calendar(word: &str) -> bool {
     CALENDAR.contains(&word)
 }
 
-/// Acronyms that are attributes or units, not names.
-pub(super) const ACRONYM_STOP: &[&str] = &[
-    "GDP", "GNP", "GNI", "PPP", "CEO", "CFO", "CTO", "COO", "USD", "EUR", "GBP", "JPY", "CNY",
-    "UTC", "GMT", "API", "PDF", "FAQ", "AI", "HR", "IT", "PR", "VAT", "KPI", "ROI", "OK", "TV",
-    "EST", "BC", "AD", "AM", "PM", "ID", "NA", "II", "III", "IV",
-];
-
 /// An acronym used as a name: 2–6 capital letters, dots allowed (`U.S.`, `NATO`).
 pub(super) fn is_acronym(word: &str) -> bool {
     let letters: String = word.chars().filter(|c| c.is_alphabetic()).collect();
     (2..=6).contains(&letters.chars().count())
         && letters.chars().all(char::is_uppercase)
         && word.chars().all(|c| c.is_alphabetic() || c == '.')
-        && !ACRONYM_STOP.contains(&letters.as_str())
+        && !crate::vocabulary::Vocabulary::has(
+            &crate::vocabulary::vocabulary().acronyms_not_names,
+            &letters,
+        )
 }
 
 pub(super) fn is_capitalised(word: &str) -> bool {
