@@ -195,6 +195,11 @@ async def run_part(url: str, keys: dict, genre: corpora.Genre, which: str) -> di
             failures.append({"question": q.text, "expected": sorted(expected), "values": q.values, "cited": top,
                              "answer": a.get("answer", "")[:400]})
     figures["_failures"] = failures[:40]
+    figures["_other_entity"] = [
+        {"question": q.text, "cited": cited(answers[q.text]), "answer": answers[q.text].get("answer", "")[:400]}
+        for q in answerable
+        if any(entity_of.get(s) not in (None, q.entity) for s in cited(answers[q.text]))
+    ][:20]
     figures["_findings"] = [f for f in findings if f.get("severity") in ("error", "warning")][:40]
     figures["_clean_findings"] = [f for f in clean_findings if f.get("severity") in ("error", "warning")][:20]
     return figures

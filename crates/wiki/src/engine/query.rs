@@ -248,7 +248,14 @@ fn from_passages(
 
 /// Decides the answer of `question`.
 fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
-    let known: Vec<&question::Name> = question.names.iter().filter(|n| n.key.is_some()).collect();
+    // Names written as names narrow the answer; a lower-case word that happens to name an
+    // entity does only when nothing else is named.
+    let firm = question.names.iter().any(|n| n.key.is_some() && !n.soft);
+    let known: Vec<&question::Name> = question
+        .names
+        .iter()
+        .filter(|n| n.key.is_some() && (!firm || !n.soft))
+        .collect();
     let unknown: Vec<&question::Name> = question.names.iter().filter(|n| n.key.is_none()).collect();
     let keys: Vec<String> = known.iter().filter_map(|n| n.key.clone()).collect();
     // A name with no page may still be written in sources (an entity past a per-ingest cap):

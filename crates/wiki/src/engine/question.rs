@@ -11,6 +11,9 @@ pub(crate) struct Name {
     pub text: String,
     /// The entity key it resolves to, if the wiki has a page for it.
     pub key: Option<String>,
+    /// A single word written in lower case that an entity is named by ("does it
+    /// *support*"): it narrows an answer only when the question names nothing else.
+    pub soft: bool,
 }
 
 /// An analysed question.
@@ -132,9 +135,11 @@ pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
             if let Ok(Some(path)) = index.page_for_key(&phrase_key)
                 && path.starts_with("entities/")
             {
+                let soft = len == 1 && !phrase.chars().any(char::is_uppercase);
                 names.push(Name {
                     text: phrase,
                     key: Some(phrase_key),
+                    soft,
                 });
                 taken[start..start + len].iter_mut().for_each(|t| *t = true);
             }
@@ -187,6 +192,7 @@ pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
                 names.push(Name {
                     text: phrase,
                     key: None,
+                    soft: false,
                 });
             } else {
                 for (_, keys) in known.into_iter().take(3) {
@@ -203,6 +209,7 @@ pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
                     names.push(Name {
                         text: phrase.clone(),
                         key: holding,
+                        soft: false,
                     });
                 }
             }
