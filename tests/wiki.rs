@@ -444,18 +444,40 @@ async fn as_of_and_subjects_are_used_and_bad_values_are_refused_writing_nothing(
         "{}",
         answer.body
     );
-    // Bad dates and subject lists are refused by the edge's schema (-32602) and nothing is
-    // written: the wiki still holds one source.
-    for arguments in [
-        json!({"action": "ingest", "as_of": "2025-02-30x", "source": {"type": "text", "text": "x y z", "source_label": "Bad date"}}),
-        json!({"action": "ingest", "as_of": "yesterday", "source": {"type": "text", "text": "x y z", "source_label": "Bad date"}}),
-        json!({"action": "ingest", "subjects": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"], "source": {"type": "text", "text": "x y z", "source_label": "Too many"}}),
-        json!({"action": "ingest", "subjects": [""], "source": {"type": "text", "text": "x y z", "source_label": "Empty"}}),
+    // Bad dates and subject lists are refused, and nothing is written: too many subjects by
+    // the edge's schema (-32602); a date that is not a calendar date and an empty name by the
+    // wiki, as a tool error that names the argument.
+    let too_many = collector
+        .call(
+            "client_wiki",
+            json!({"action": "ingest", "subjects": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"],
+                   "source": {"type": "text", "text": "x y z", "source_label": "Too many"}}),
+        )
+        .await;
+    assert_eq!(too_many.error()["code"], -32602, "{}", too_many.body);
+    for (arguments, names) in [
+        (
+            json!({"action": "ingest", "as_of": "2025-02-30", "source": {"type": "text", "text": "x y z", "source_label": "Bad date"}}),
+            "as_of must be a calendar date",
+        ),
+        (
+            json!({"action": "ingest", "as_of": "yesterday", "source": {"type": "text", "text": "x y z", "source_label": "Bad date"}}),
+            "as_of must be a calendar date",
+        ),
+        (
+            json!({"action": "ingest", "subjects": [""], "source": {"type": "text", "text": "x y z", "source_label": "Empty"}}),
+            "every subject must be a name",
+        ),
     ] {
         let refused = collector.call("client_wiki", arguments.clone()).await;
         assert_eq!(
-            refused.error()["code"],
-            -32602,
+            refused.result()["isError"],
+            true,
+            "{arguments}: {}",
+            refused.body
+        );
+        assert!(
+            refused.body.contains(names),
             "{arguments}: {}",
             refused.body
         );
