@@ -43,6 +43,24 @@ pub struct Claim {
     pub replaces: Option<String>,
 }
 
+impl Claim {
+    /// A claim of `attribute` of `entity` with a value as written, unqualified.
+    fn new(entity: &str, attribute: String, value: Written, date: u32, sentence: usize) -> Claim {
+        Claim {
+            entity: entity.to_owned(),
+            key: key(entity),
+            attribute,
+            value: value.0,
+            number: value.1,
+            unit: value.2,
+            date,
+            sentence,
+            qualifiers: Vec::new(),
+            replaces: None,
+        }
+    }
+}
+
 /// The normalised key of an entity name: lower case, no leading article, no possessive, no
 /// dots (so `U.S.` and `US` meet), single spaces.
 pub fn key(name: &str) -> String {
@@ -318,18 +336,7 @@ pub fn extract_with(
         {
             return;
         }
-        out.push(Claim {
-            entity: entity.to_owned(),
-            key: key(entity),
-            attribute,
-            value: value.0,
-            number: value.1,
-            unit: value.2,
-            date,
-            sentence: index,
-            qualifiers: Vec::new(),
-            replaces: None,
-        });
+        out.push(Claim::new(entity, attribute, value, date, index));
     };
     for (start, end, n) in find_names(&lower, entities) {
         let entity = &entities[n];
@@ -522,16 +529,9 @@ pub fn extract_with(
                 continue;
             }
             out.push(Claim {
-                entity: about.to_owned(),
-                key: key(about),
-                attribute,
-                value: value.0,
-                number: value.1,
-                unit: value.2,
-                date,
-                sentence: index,
                 qualifiers,
                 replaces: replaced,
+                ..Claim::new(about, attribute, value, date, index)
             });
         }
     }
@@ -851,16 +851,8 @@ pub fn from_table(
                 && let Some(value) = cell_value(cell, unit_hint)
             {
                 out.push(Claim {
-                    entity: subject.to_owned(),
-                    key: key(subject),
-                    attribute,
-                    value: value.0,
-                    number: value.1,
-                    unit: value.2,
-                    date,
-                    sentence,
                     qualifiers: period.clone(),
-                    replaces: None,
+                    ..Claim::new(subject, attribute, value, date, sentence)
                 });
             }
             continue;
@@ -888,16 +880,8 @@ pub fn from_table(
             qualifiers.sort();
             qualifiers.dedup();
             out.push(Claim {
-                entity: entity.clone(),
-                key: key(&entity),
-                attribute,
-                value: written,
-                number,
-                unit,
-                date,
-                sentence,
                 qualifiers,
-                replaces: None,
+                ..Claim::new(&entity, attribute, (written, number, unit), date, sentence)
             });
         }
     }

@@ -1,6 +1,7 @@
 //! Values in text: numbers with their scale and unit, and the date a sentence states.
 
 use super::*;
+use crate::text::dates::MONTHS;
 
 /// Multipliers written after a number.
 pub(super) const SCALES: &[(&str, f64)] = &[
@@ -148,21 +149,6 @@ fn year(word: &str) -> Option<u32> {
     let year: u32 = digits.parse().ok()?;
     (1800..=2100).contains(&year).then_some(year)
 }
-
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
 
 /// The vintage a sentence states for its figures: `(2024 est.)`, `in 2024`, `as of July 2023`,
 /// `2021 census`, `(2019)`; the latest when several. `YYYYMMDD`, 0 when none.

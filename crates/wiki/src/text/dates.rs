@@ -2,7 +2,8 @@
 //! `March 12, 2026`, `Tue, 14 Apr 2026 09:12:00 +0000` (an e-mail's `Date:`). Dates are
 //! `YYYYMMDD` numbers, as everywhere in the wiki.
 
-const MONTHS: [&str; 12] = [
+/// Month names, lower case, January first.
+pub(crate) const MONTHS: [&str; 12] = [
     "january",
     "february",
     "march",
