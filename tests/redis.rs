@@ -79,9 +79,25 @@ async fn limit(fleet: &Fleet, tenant: &str, per_minute: u32) {
         .unwrap();
 }
 
+/// Waits past the end of the current minute if it is less than 5 s away. Rate limits count
+/// per calendar minute (the edges share this machine's clock): calls that straddled a minute's
+/// end would be counted in two windows, and up to twice the limit served.
+pub(crate) async fn clear_of_a_minute_end() {
+    let into_minute = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis()
+        % 60_000;
+    if into_minute > 55_000 {
+        let left = u64::try_from(60_500 - into_minute).unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(left)).await;
+    }
+}
+
 /// `calls` calls of `echo` through each edge: how many were served on each (the others must
 /// be refused as rate-limited).
 async fn metered(edges: &[&EdgeProcess], key: &str, calls: usize) -> Vec<usize> {
+    clear_of_a_minute_end().await;
     let mut served = Vec::new();
     for edge in edges {
         let client = McpHttp::new(&edge.addr, Some(key), LEGACY);
@@ -97,6 +113,29 @@ async fn metered(edges: &[&EdgeProcess], key: &str, calls: usize) -> Vec<usize> 
         served.push(ok);
     }
     served
+}
+
+/// What each edge's metrics and log say about Redis and rate limits: the message of a failed
+/// count of served calls (was the limit known, did Redis answer, what fleet size was assumed).
+async fn limits_seen(edges: &[&EdgeProcess]) -> String {
+    let mut seen = String::new();
+    for (i, edge) in edges.iter().enumerate() {
+        let metrics = edge.admin_get("/metrics").await.1;
+        seen.push_str(&format!("\nedge {i}:\n"));
+        for line in metrics.lines().filter(|l| {
+            ["tp_edge_rate_limit", "tp_edge_redis_", "tp_edge_fleet_size"]
+                .iter()
+                .any(|name| l.starts_with(name))
+        }) {
+            seen.push_str(&format!("  {line}\n"));
+        }
+        let log = edge.process.log_text();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        for line in tail.iter().rev() {
+            seen.push_str(&format!("  | {line}\n"));
+        }
+    }
+    seen
 }
 
 async fn redis_state(edge: &EdgeProcess) -> String {
@@ -582,7 +621,8 @@ async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_fai
     assert_eq!(
         served.iter().sum::<usize>(),
         10,
-        "after the failover: {served:?}"
+        "after the failover: {served:?}{}",
+        limits_seen(&[&edges[0], &edges[1]]).await
     );
 }
 
@@ -742,7 +782,12 @@ async fn the_edges_follow_a_sentinel_failover_under_load() {
     let key = testing_tenant(&fleet, "metered-after").await;
     limit(&fleet, "metered-after", 10).await;
     let served = metered(&[&edges[0], &edges[1]], &key, 8).await;
-    assert_eq!(served.iter().sum::<usize>(), 10, "after: {served:?}");
+    assert_eq!(
+        served.iter().sum::<usize>(),
+        10,
+        "after: {served:?}{}",
+        limits_seen(&[&edges[0], &edges[1]]).await
+    );
     let (_, keys) = cli(&["-p".into(), replica_port.to_string(), "dbsize".into()]);
     assert!(keys.trim().parse::<u64>().unwrap_or(0) > 0, "{keys}");
 }

@@ -508,6 +508,7 @@ async fn t27_rate_limits_hold_across_the_fleet_when_redis_dies() {
         .await;
     }
     fleet.redis.kill9().await;
+    crate::redis::clear_of_a_minute_end().await;
     let mut ok = [0; 3];
     for (i, client) in clients.iter().enumerate() {
         for _ in 0..8 {
