@@ -398,6 +398,10 @@ impl TenantIndex {
             writer.add_document(self.document(doc))?;
         }
         writer.commit()?;
+        // The merges the commit scheduled run to their end here: a writer dropped at once
+        // cancels them, and then every ingest left one more segment behind for each later
+        // commit and query to open (ingest cost grew with the tenant's size).
+        writer.wait_merging_threads()?;
         self.reader.reload()?;
         self.set_rev(rev)
     }

@@ -552,11 +552,12 @@ impl Wiki {
         progress(2.0, 4.0, "pages written: updating the index");
         let all_unchanged = changed.is_empty();
         if !all_unchanged {
-            let catalogue = index.catalogue()?;
-            batch.put(
-                format!("{}/wiki/index.md", root(tenant)),
-                Wiki::render_index(catalogue, &changed),
-            );
+            let index_key = format!("{}/wiki/index.md", root(tenant));
+            let index_md = match self.read_through(&batch, &index_key).await? {
+                Some(existing) => Wiki::update_index(&existing, &changed),
+                None => Wiki::render_index(index.catalogue()?, &changed),
+            };
+            batch.put(index_key, index_md);
             self.append_log(tenant, "ingest", &source.label, &mut batch)
                 .await?;
             self.commit(tenant, &lease, &index, batch, changed, Vec::new())
@@ -630,5 +631,47 @@ Acme Corp was founded in 1999 by Jane Smith. Hiring will focus on data engineeri
         assert_eq!(founded[0].number, Some(1999.0));
         // A founding year is the value of a claim, not the date of the document.
         assert_eq!(analysis.date, 0);
+    }
+
+    /// `index.md` updated in place (what an ingest writes) is the file a render from the whole
+    /// catalogue gives: entries added in path order, replaced ones rewritten, counts right, and
+    /// titles that look like link syntax kept from breaking the lines.
+    #[test]
+    fn index_md_updated_in_place_equals_a_render_from_the_catalogue() {
+        let page = |path: &str, title: &str, summary: &str| {
+            let mut page = Page::new(path.to_owned(), title, "entity", "2026-11-27");
+            page.meta.insert("summary".into(), json!(summary));
+            page
+        };
+        let entry = |p: &Page| crate::index::CatalogEntry {
+            path: p.path.clone(),
+            title: p.title().to_owned(),
+            summary: p.get("summary").to_owned(),
+        };
+        let before = [
+            page("entities/acme.md", "Acme", "Mentioned in 1 source(s)."),
+            page("sources/memo.md", "Memo", "The board met."),
+            page("entities/zeta.md", "Zeta | ]] odd", ""),
+        ];
+        let changed = [
+            page("entities/acme.md", "Acme", "Mentioned in 2 source(s)."),
+            page("entities/berlin.md", "Berlin", ""),
+            page(
+                "concepts/data-engineering.md",
+                "data engineering",
+                "Mentioned in 3 source(s).",
+            ),
+        ];
+        let existing = Wiki::render_index(before.iter().map(entry).collect(), &[]);
+        let updated = Wiki::update_index(&existing, &changed);
+        let mut all: Vec<crate::index::CatalogEntry> = before.iter().map(entry).collect();
+        all.retain(|e| e.path != "entities/acme.md");
+        all.extend(changed.iter().map(entry));
+        assert_eq!(updated, Wiki::render_index(all, &[]), "{updated}");
+        assert!(updated.contains("## Entities (3)"), "{updated}");
+        assert!(updated.contains("Mentioned in 2 source(s)."), "{updated}");
+        assert!(!updated.contains("Mentioned in 1 source(s)."), "{updated}");
+        // Applying the same change again changes nothing.
+        assert_eq!(Wiki::update_index(&updated, &changed), updated);
     }
 }

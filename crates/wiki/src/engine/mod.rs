@@ -362,40 +362,40 @@ impl Wiki {
         catalogue: Vec<crate::index::CatalogEntry>,
         changed: &[Page],
     ) -> String {
-        let mut entries: std::collections::BTreeMap<String, (String, String)> = catalogue
+        let mut lines: std::collections::BTreeMap<String, String> = catalogue
             .into_iter()
-            .map(|e| (e.path, (e.title, e.summary)))
+            .map(|e| {
+                let line = index_line(&e.path, &e.title, &e.summary);
+                (e.path, line)
+            })
             .collect();
         for page in changed {
-            entries.insert(
+            lines.insert(
                 page.path.clone(),
-                (page.title().to_owned(), page.get("summary").to_owned()),
+                index_line(&page.path, page.title(), page.get("summary")),
             );
         }
-        let mut out = String::from("# Wiki index\n");
-        for kind in crate::page::KINDS {
-            let members: Vec<(&String, &(String, String))> = entries
-                .iter()
-                .filter(|(path, _)| path.starts_with(&format!("{kind}/")))
-                .collect();
-            if members.is_empty() {
-                continue;
-            }
-            out.push_str(&format!("\n## {} ({})\n", capitalise(kind), members.len()));
-            for (path, (title, summary)) in members {
-                let link = path.trim_end_matches(".md");
-                // Titles and summaries come from sources: they must not break the link syntax
-                // or start new Markdown blocks.
-                let title = crate::page::label(title);
-                let summary = crate::page::label(summary);
-                if summary.is_empty() {
-                    out.push_str(&format!("- [[{link}|{title}]]\n"));
-                } else {
-                    out.push_str(&format!("- [[{link}|{title}]] — {summary}\n"));
-                }
-            }
+        index_text(&lines)
+    }
+
+    /// `index.md` as `existing` (a file [`Wiki::render_index`] or this wrote) with the entries
+    /// of `changed` pages put in, added or replaced: no catalogue read, so an ingest costs the
+    /// file's size, not a fetch of every page from the index.
+    pub(crate) fn update_index(existing: &str, changed: &[Page]) -> String {
+        let mut lines: std::collections::BTreeMap<String, String> = existing
+            .lines()
+            .filter_map(|line| {
+                let link = line.strip_prefix("- [[")?.split(['|', ']']).next()?;
+                Some((format!("{link}.md"), line.to_owned()))
+            })
+            .collect();
+        for page in changed {
+            lines.insert(
+                page.path.clone(),
+                index_line(&page.path, page.title(), page.get("summary")),
+            );
         }
-        out
+        index_text(&lines)
     }
 
     /// Purges a tenant's search index (its pages are purged by the storage).
@@ -524,6 +524,41 @@ impl Wiki {
             "cost_usd": 0.0,
         }))
     }
+}
+
+/// One entry of `index.md`. Titles and summaries come from sources: they must not break the
+/// link syntax or start new Markdown blocks.
+fn index_line(path: &str, title: &str, summary: &str) -> String {
+    let link = path.trim_end_matches(".md");
+    let title = crate::page::label(title);
+    let summary = crate::page::label(summary);
+    if summary.is_empty() {
+        format!("- [[{link}|{title}]]")
+    } else {
+        format!("- [[{link}|{title}]] — {summary}")
+    }
+}
+
+/// `index.md` from its entries (path → line), grouped by kind in path order.
+fn index_text(lines: &std::collections::BTreeMap<String, String>) -> String {
+    let mut out = String::from("# Wiki index\n");
+    for kind in crate::page::KINDS {
+        let prefix = format!("{kind}/");
+        let members: Vec<&String> = lines
+            .iter()
+            .filter(|(path, _)| path.starts_with(&prefix))
+            .map(|(_, line)| line)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n## {} ({})\n", capitalise(kind), members.len()));
+        for line in members {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 pub(crate) fn capitalise(word: &str) -> String {
