@@ -42,6 +42,10 @@ pub struct Vocabulary {
     /// Words too common for a recurring phrase to be a concept.
     #[serde(default)]
     pub common_words: Vec<String>,
+    /// Groups of phrases that mean the same thing when a question is compared with a sentence
+    /// ("security issue", "vulnerability", "CVE"), lower case.
+    #[serde(default)]
+    pub term_synonyms: Vec<Vec<String>>,
 }
 
 const DEFAULT: &str = include_str!("../vocabulary/default.json");
@@ -63,6 +67,33 @@ impl Vocabulary {
     pub fn has(list: &[String], word: &str) -> bool {
         list.iter().any(|w| w == word)
     }
+
+    /// `text` followed by the other phrases of each synonym group one of whose phrases it
+    /// contains (as whole words, in any case): what a question and a sentence are compared by,
+    /// so that a question about a "security issue" meets a heading that names a CVE.
+    pub fn with_term_synonyms<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        let words: String = text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let padded = format!(" {words} ");
+        let mut added = String::new();
+        for group in &self.term_synonyms {
+            if group.iter().any(|p| padded.contains(&format!(" {p} "))) {
+                for phrase in group.iter().filter(|p| !padded.contains(&format!(" {p} "))) {
+                    added.push(' ');
+                    added.push_str(phrase);
+                }
+            }
+        }
+        if added.is_empty() {
+            std::borrow::Cow::Borrowed(text)
+        } else {
+            std::borrow::Cow::Owned(format!("{text}{added}"))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -75,5 +106,26 @@ mod tests {
         assert!(!parsed.units.is_empty());
         assert!(!parsed.not_attribute.is_empty());
         assert!(!parsed.acronyms_not_names.is_empty());
+    }
+
+    #[test]
+    fn a_phrase_brings_its_synonyms_and_a_word_inside_another_does_not() {
+        let vocabulary = super::Vocabulary {
+            term_synonyms: vec![vec!["security issue".into(), "cve".into()]],
+            ..Default::default()
+        };
+        assert_eq!(
+            vocabulary.with_term_synonyms("Which security issue does 3.2.1 fix?"),
+            "Which security issue does 3.2.1 fix? cve"
+        );
+        assert_eq!(
+            vocabulary.with_term_synonyms("CVE-2021-31542: directory traversal"),
+            "CVE-2021-31542: directory traversal security issue"
+        );
+        // Whole words only: "security issues" is not "security issue", "cves" not "cve".
+        assert_eq!(
+            vocabulary.with_term_synonyms("Two security issues, cves"),
+            "Two security issues, cves"
+        );
     }
 }

@@ -169,7 +169,8 @@ fn from_passages(
     // The terms that must be supported: the question's content terms other than the names'
     // (those are what the passages were chosen by).
     let name_terms: BTreeSet<String> = names.iter().flat_map(|n| stems(n)).collect();
-    let terms: BTreeSet<String> = stems(question)
+    let vocabulary = crate::vocabulary::vocabulary();
+    let terms: BTreeSet<String> = stems(&vocabulary.with_term_synonyms(question))
         .into_iter()
         .filter(|t| !name_terms.contains(t))
         .collect();
@@ -185,7 +186,7 @@ fn from_passages(
     for passage in passages {
         // A sentence is read with its document's title ("*May 6, 2021*" under "Django
         // 3.2.2 release notes" says when it was released).
-        let sentence_terms = stems(&passage.text);
+        let sentence_terms = stems(&vocabulary.with_term_synonyms(&passage.text));
         let in_context: BTreeSet<String> = sentence_terms
             .union(&stems(&passage.title))
             .cloned()
@@ -198,7 +199,7 @@ fn from_passages(
             && (crate::text::dates::find(&passage.text).is_some()
                 || crate::claims::stated_date(&passage.text) > 0);
         covered.extend(shared.iter().cloned());
-        let length = sentence_terms.len().max(1) as f64;
+        let length = stems(&passage.text).len().max(1) as f64;
         // Newer sources first among equally good sentences.
         let recency = if newest > 0 && passage.date == newest {
             0.05
@@ -297,7 +298,7 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
     }
     // Passages are the backbone: among those concerning every named entity (else any of
     // them), the best for the question's words.
-    let tokens = index.tokens(&question.text);
+    let tokens = index.tokens(&crate::vocabulary::vocabulary().with_term_synonyms(&question.text));
     let limit = if keys.is_empty() {
         CANDIDATES
     } else {
@@ -318,7 +319,25 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
         });
     }
     let names: Vec<String> = question.names.iter().map(|n| n.text.clone()).collect();
-    let found = from_passages(index, &question.text, passages, &names);
+    // A named entity's own documents (their titles name it) speak for it: a later document's
+    // "fixed a regression in 4.2.8" does not say what 4.2.8 fixed. Other documents answer
+    // only when its own do not.
+    let own: Vec<Passage> = passages
+        .iter()
+        .filter(|p| {
+            known
+                .iter()
+                .any(|n| super::pages::mentions(&p.title, &n.text))
+        })
+        .cloned()
+        .collect();
+    let found = match own.is_empty() || own.len() == passages.len() {
+        true => from_passages(index, &question.text, passages, &names),
+        false => match from_passages(index, &question.text, own, &names) {
+            answered @ Outcome::Answer { .. } => answered,
+            Outcome::Refused(_) => from_passages(index, &question.text, passages, &names),
+        },
+    };
     let Some((mut chosen, fact)) = from_facts else {
         return Ok(found);
     };
