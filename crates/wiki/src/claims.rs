@@ -45,7 +45,13 @@ pub struct Claim {
 
 impl Claim {
     /// A claim of `attribute` of `entity` with a value as written, unqualified.
-    fn new(entity: &str, attribute: String, value: Written, date: u32, sentence: usize) -> Claim {
+    pub(crate) fn new(
+        entity: &str,
+        attribute: String,
+        value: Written,
+        date: u32,
+        sentence: usize,
+    ) -> Claim {
         Claim {
             entity: entity.to_owned(),
             key: key(entity),
@@ -458,6 +464,53 @@ pub fn extract_with(
                 }
                 break;
             }
+        }
+    }
+    // "ENTITY was released on July 7, 2023": the participle is the attribute and the day its
+    // value; the statement speaks as of the document, not as of the day it names.
+    for (_, end, n) in find_names(&lower, entities) {
+        let after = lower[end..].trim_start();
+        let after_original = sentence[end..].trim_start();
+        let Some(rest) = ["was ", "were ", "has been ", "had been "]
+            .iter()
+            .find_map(|aux| after.strip_prefix(aux))
+        else {
+            continue;
+        };
+        let Some(verb) = rest.split_whitespace().next() else {
+            continue;
+        };
+        if verb.len() <= 4 || !verb.ends_with("ed") || !verb.chars().all(|c| c.is_ascii_lowercase())
+        {
+            continue;
+        }
+        let Some(tail) = rest[verb.len()..]
+            .trim_start()
+            .strip_prefix("on ")
+            .or_else(|| rest[verb.len()..].trim_start().strip_prefix("in "))
+        else {
+            continue;
+        };
+        let offset = after.len() - tail.len();
+        let head: String = after_original
+            .get(offset..)
+            .unwrap_or_default()
+            .chars()
+            .take(24)
+            .collect();
+        let entity = &entities[n];
+        if let Some(day) = crate::text::dates::find(&head)
+            && !out
+                .iter()
+                .any(|c| c.key == key(entity) && c.attribute == verb)
+        {
+            out.push(Claim::new(
+                entity,
+                verb.to_owned(),
+                (crate::text::dates::show(day), None, String::new()),
+                fallback_date,
+                index,
+            ));
         }
     }
     // "VALUE is now the ATTRIBUTE for ENTITY" ("Ann Lee is now the primary contact for

@@ -46,6 +46,10 @@ pub struct Vocabulary {
     /// ("security issue", "vulnerability", "CVE"), lower case.
     #[serde(default)]
     pub term_synonyms: Vec<Vec<String>>,
+    /// Title phrases that name an event the document's dateline dates, with the attribute
+    /// that date becomes for its subject (`release notes` → `released`).
+    #[serde(default)]
+    pub title_events: Vec<(String, String)>,
 }
 
 const DEFAULT: &str = include_str!("../vocabulary/default.json");

@@ -225,3 +225,42 @@ fn disagreement_has_a_tolerance() {
     );
     assert!(!disagree(&founded(1999.0), &founded(1999.0)));
 }
+
+/// "X was released on July 7, 2023": the participle is the attribute, the day its value, and
+/// the claim speaks as of its document (not as of the day it names); a year alone, a verb
+/// that is not a participle, or no date give nothing.
+#[test]
+fn a_day_an_entity_was_acted_on_is_a_claim_as_of_the_document() {
+    let e = names(&["Django 4.2.3", "Acme Corp"]);
+    let claims = extract_with(
+        "Django 4.2.3 was released on July 7, 2023, and the tarball was signed the same day.",
+        2,
+        &e,
+        None,
+        false,
+        false,
+        20_230_703,
+    );
+    let released: Vec<&Claim> = claims
+        .iter()
+        .filter(|c| c.attribute == "released")
+        .collect();
+    assert_eq!(released.len(), 1, "{claims:?}");
+    assert_eq!(released[0].value, "2023-07-07");
+    assert_eq!(released[0].number, None);
+    assert_eq!(released[0].date, 20_230_703);
+    assert_eq!(released[0].sentence, 2);
+    for nothing in [
+        "Acme Corp was founded in 1999.",
+        "Acme Corp was acquired by a rival on Monday.",
+        "Acme Corp was big on 3 March 2024.",
+    ] {
+        let claims = extract_with(nothing, 0, &e, None, false, false, 0);
+        assert!(
+            claims
+                .iter()
+                .all(|c| !c.value.starts_with("20") || c.attribute == "founded"),
+            "{nothing}: {claims:?}"
+        );
+    }
+}

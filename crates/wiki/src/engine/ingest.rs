@@ -196,6 +196,33 @@ pub(crate) fn analyse(
         }
         i += 1;
     }
+    // A dateline under a title that names an event ("Django 4.2.3 release notes", then
+    // "*July 3, 2023*") dates that event for the subject: the vocabulary's title events say
+    // which ("release notes" → released). Only a date written in the text as a line of its own.
+    if let (Some(subject), Some(day)) = (subject.as_deref(), prepared.as_of) {
+        let title = prepared.title.as_deref().unwrap_or(label).to_lowercase();
+        let event = crate::vocabulary::vocabulary()
+            .title_events
+            .iter()
+            .find(|(phrase, _)| title.contains(phrase.as_str()))
+            .map(|(_, event)| event.clone());
+        let dateline = sentences
+            .iter()
+            .position(|s| s.split_whitespace().count() <= 6 && text::dates::find(s) == Some(day));
+        if let (Some(event), Some(at)) = (event, dateline)
+            && !found
+                .iter()
+                .any(|c| c.key == key(subject) && c.attribute == event)
+        {
+            found.push(Claim::new(
+                subject,
+                event,
+                (text::dates::show(day), None, String::new()),
+                day,
+                at,
+            ));
+        }
+    }
     // Entities of claims first (they need a page), then the most mentioned, within the cap.
     let mut ranked: Vec<String> = Vec::new();
     for claim in &found {
@@ -631,6 +658,31 @@ Acme Corp was founded in 1999 by Jane Smith. Hiring will focus on data engineeri
         assert_eq!(founded[0].number, Some(1999.0));
         // A founding year is the value of a claim, not the date of the document.
         assert_eq!(analysis.date, 0);
+    }
+
+    /// Release notes dated by a dateline under their title say when their subject was
+    /// released (the vocabulary's title events); a memo's dateline says nothing of the kind,
+    /// and neither does a date the text mentions in passing.
+    #[test]
+    fn a_dateline_under_an_event_title_dates_the_event() {
+        let notes = "Django 4.2.3 release notes\n==========================\n\n*July 3, 2023*\n\nDjango 4.2.3 fixes a security issue and several bugs in 4.2.2.\n";
+        let analysis = analyse(notes, "Django 4.2.3 release notes", "auto", 40, None, &[]);
+        let released: Vec<&Claim> = analysis
+            .claims
+            .iter()
+            .filter(|c| c.attribute == "released")
+            .collect();
+        assert_eq!(released.len(), 1, "{analysis:?}");
+        assert_eq!(released[0].entity, "Django 4.2.3");
+        assert_eq!(released[0].value, "2023-07-03");
+        assert_eq!(released[0].date, 20_230_703);
+        assert!(analysis.sentences[released[0].sentence].contains("July 3, 2023"));
+        let memo = "Acme Corp board memo\n\n*July 3, 2023*\n\nAcme Corp met in Berlin.\n";
+        let analysis = analyse(memo, "Acme Corp board memo", "auto", 40, None, &[]);
+        assert!(
+            analysis.claims.iter().all(|c| c.value != "2023-07-03"),
+            "{analysis:?}"
+        );
     }
 
     /// `index.md` updated in place (what an ingest writes) is the file a render from the whole
