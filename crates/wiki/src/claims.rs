@@ -441,16 +441,13 @@ pub fn extract_with(
                 );
             }
         }
-        // "ENTITY covers/spans VALUE", "ENTITY was founded in YEAR".
-        for (verb, attr) in [
-            ("covers an area of ", "area"),
-            ("covers ", "area"),
-            ("spans ", "area"),
-            ("was founded in ", "founded"),
-            ("was established in ", "founded"),
-            ("employs ", "employees"),
-        ] {
-            if let Some(rest) = after.strip_prefix(verb) {
+        // "ENTITY covers VALUE", "ENTITY was founded in YEAR": the vocabulary's verb phrases
+        // that state an attribute (longest first there).
+        for (verb, attr) in &vocabulary().verb_attributes {
+            if let Some(rest) = after
+                .strip_prefix(verb.as_str())
+                .and_then(|rest| rest.strip_prefix(' '))
+            {
                 let offset = after.len() - rest.len();
                 if let Some((written, number, unit, _)) =
                     number(&after_original[offset.min(after_original.len())..])

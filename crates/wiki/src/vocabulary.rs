@@ -50,6 +50,14 @@ pub struct Vocabulary {
     /// that date becomes for its subject (`release notes` → `released`).
     #[serde(default)]
     pub title_events: Vec<(String, String)>,
+    /// Verb phrases after a name that state one of its attributes with the figure that
+    /// follows (`covers an area of` → `area`, `employs` → `employees`), longest first.
+    #[serde(default)]
+    pub verb_attributes: Vec<(String, String)>,
+    /// Front matter keys, besides `subject`, `about` and `entity`, that name what a document
+    /// is about (`client`, `company`).
+    #[serde(default)]
+    pub subject_fields: Vec<String>,
 }
 
 const DEFAULT: &str = include_str!("../vocabulary/default.json");
@@ -110,6 +118,78 @@ mod tests {
         assert!(!parsed.units.is_empty());
         assert!(!parsed.not_attribute.is_empty());
         assert!(!parsed.acronyms_not_names.is_empty());
+    }
+
+    /// Issue 32: "no domain vocabulary in crates/wiki/src". No string literal of the crate's
+    /// code (tests aside) holds a word the vocabulary gives a meaning to — an attribute's normal
+    /// form, a unit, an event — so those words can only come from the data.
+    #[test]
+    fn the_code_names_no_word_the_vocabulary_defines() {
+        let vocabulary: super::Vocabulary = serde_json::from_str(super::DEFAULT).unwrap();
+        let mut words: Vec<String> = vocabulary
+            .attribute_synonyms
+            .iter()
+            .map(|(_, normal)| normal.clone())
+            .chain(vocabulary.verb_attributes.iter().map(|(_, a)| a.clone()))
+            .chain(vocabulary.title_events.iter().map(|(_, e)| e.clone()))
+            .chain(
+                vocabulary
+                    .question_shapes
+                    .iter()
+                    .map(|s| s.attribute.clone()),
+            )
+            .chain(vocabulary.year_attributes.iter().cloned())
+            .chain(vocabulary.subject_fields.iter().cloned())
+            .filter(|w| w.chars().count() > 2)
+            .collect();
+        words.sort();
+        words.dedup();
+        assert!(words.len() > 10, "{words:?}");
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![src];
+        let mut found = Vec::new();
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            if path.file_name().is_some_and(|n| n == "tests.rs")
+                || path.extension().is_none_or(|e| e != "rs")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (n, line) in code.lines().enumerate() {
+                let line = line.trim_start();
+                if line.starts_with("//") {
+                    continue;
+                }
+                let line = line.split(" // ").next().unwrap_or_default();
+                for literal in line.split('"').skip(1).step_by(2) {
+                    let literal = literal.to_lowercase();
+                    let tokens: Vec<&str> = literal
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .filter(|t| !t.is_empty())
+                        .collect();
+                    for word in &words {
+                        let parts: Vec<&str> = word.split_whitespace().collect();
+                        if tokens.windows(parts.len()).any(|w| w == parts.as_slice()) {
+                            found.push(format!(
+                                "{}:{}: {word:?} in \"{literal}\"",
+                                path.display(),
+                                n + 1
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "domain words in code:\n{}",
+            found.join("\n")
+        );
     }
 
     #[test]

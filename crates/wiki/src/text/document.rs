@@ -28,10 +28,9 @@ pub struct Prepared {
 
 /// Front matter keys that give the document's date.
 const DATE_KEYS: &[&str] = &["as_of", "date", "published", "updated", "modified"];
-/// Front matter keys that name what the document is about.
-const SUBJECT_KEYS: &[&str] = &[
-    "subject", "subjects", "about", "entity", "client", "company",
-];
+/// Front matter keys that name what the document is about (the vocabulary adds its own,
+/// such as `client`).
+const SUBJECT_KEYS: &[&str] = &["subject", "subjects", "about", "entity"];
 /// Labels of a dateline field.
 const DATE_LABELS: &[&str] = &["date", "published", "updated", "posted", "as of", "dated"];
 /// Lines a dateline may be among.
@@ -59,7 +58,13 @@ pub fn prepare(text: &str, as_of: Option<u32>, subjects: &[String]) -> Prepared 
             let key = key.to_lowercase();
             if DATE_KEYS.contains(&key.as_str()) {
                 set_date(&mut out, dates::find(value), "front matter");
-            } else if SUBJECT_KEYS.contains(&key.as_str()) && out.subjects.is_empty() {
+            } else if (SUBJECT_KEYS.contains(&key.as_str())
+                || crate::vocabulary::Vocabulary::has(
+                    &crate::vocabulary::vocabulary().subject_fields,
+                    &key,
+                ))
+                && out.subjects.is_empty()
+            {
                 out.subjects = list(value);
             } else if key == "title" && out.title.is_none() {
                 out.title = Some(unquote(value).to_owned());
