@@ -11,10 +11,12 @@
 //! Usage: `bash scripts/bench.sh [--quick] [--tenants N] [--seconds S] [--only SCENARIO,…]`
 //! (builds the release binaries, then runs this). `tp-bench bare PORT FILE` is the baseline
 //! server it starts. Layout: [`world`] builds what every scenario runs in, [`scenarios`] has one
-//! function per scenario, [`load`] drives wrk and prints the table.
+//! function per scenario, [`wiki`] the wiki's (with a stack of its own), [`load`] drives wrk
+//! and prints the table.
 
 mod load;
 mod scenarios;
+mod wiki;
 mod world;
 
 use std::path::PathBuf;
@@ -117,9 +119,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .collect()
     };
     let mut table = load::Table::default();
-    let mut world = world::build(tenants, &mut table).await?;
+    // The wiki scenario brings a stack of its own: the world is built only for the others.
+    let mut world = None;
     for scenario in selected {
-        scenarios::run(scenario, &mut world, run, &mut table).await?;
+        if scenario == Scenario::Wiki {
+            wiki::run(run, &mut table).await?;
+            continue;
+        }
+        let world = match &mut world {
+            Some(world) => world,
+            None => world.insert(world::build(tenants, &mut table).await?),
+        };
+        scenarios::run(scenario, world, run, &mut table).await?;
     }
     let build = if cfg!(debug_assertions) {
         "DEBUG build: these figures say nothing; use scripts/bench.sh"

@@ -32,6 +32,9 @@ pub(crate) enum Scenario {
     ColdPaths,
     /// Random access over every bulk tenant on a fresh edge, then every tenant resident.
     Scale,
+    /// The wiki through the edge: a tenant bulk-loaded to 5,000 pages beside a quiet one
+    /// (a stack of its own; [`crate::wiki`]).
+    Wiki,
 }
 
 /// How long and how much.
@@ -57,6 +60,7 @@ pub(crate) async fn run(
         Scenario::CatalogueGrowth => catalogue_growth(world, run, table).await,
         Scenario::ColdPaths => cold_paths(world, run, table).await,
         Scenario::Scale => scale(world, run, table).await,
+        Scenario::Wiki => crate::wiki::run(run, table).await,
     }
 }
 

@@ -342,7 +342,7 @@ impl Wiki {
         &self,
         tenant: &str,
         lease: &TenantLease,
-        index: &TenantIndex,
+        index: &Arc<TenantIndex>,
         mut batch: Batch,
         changed: Vec<Page>,
         removed: Vec<String>,
@@ -352,8 +352,15 @@ impl Wiki {
         self.storage.commit(lease, batch).await?;
         let mut paths: Vec<String> = changed.iter().map(|p| p.path.clone()).collect();
         paths.extend(removed);
-        let docs: Vec<crate::index::Doc> = changed.iter().flat_map(pages::index_docs).collect();
-        index.apply(&paths, docs, rev)?;
+        // The index commit (and the segment merges it waits for) is CPU and disk work of tens
+        // of milliseconds: off the request threads, where it held other tenants' queries
+        // behind it during a bulk load.
+        let index = Arc::clone(index);
+        crate::work::cpu(move || {
+            let docs: Vec<crate::index::Doc> = changed.iter().flat_map(pages::index_docs).collect();
+            index.apply(&paths, docs, rev)
+        })
+        .await??;
         Ok(())
     }
 
