@@ -421,15 +421,30 @@ impl Storage {
             return Ok(());
         }
         lease.check()?;
+        // On the write runtime, at a lower priority than the threads answering queries.
+        let storage = self.clone();
+        let tenant = lease.tenant().to_owned();
+        crate::work::write(async move { storage.journaled(&tenant, &batch).await })
+            .await
+            .map_err(|error| {
+                StorageError::Store(object_store::Error::Generic {
+                    store: "wiki",
+                    source: Box::new(error),
+                })
+            })?
+    }
+
+    /// Writes `batch` behind a journal: the journal first, then each object, then the journal
+    /// removed (a writer that dies in between leaves the journal for [`Storage::lock`]).
+    async fn journaled(&self, tenant: &str, batch: &Batch) -> Result<(), StorageError> {
         let journal = ObjectPath::from(format!(
-            "wiki/{}/.journal/{}-{}.json",
-            lease.tenant(),
+            "wiki/{tenant}/.journal/{}-{}.json",
             now_ms(),
             random_id()
         ));
-        let text = serde_json::to_string(&batch).unwrap_or_default();
+        let text = serde_json::to_string(batch).unwrap_or_default();
         self.store.put(&journal, PutPayload::from(text)).await?;
-        self.apply(&batch).await?;
+        self.apply(batch).await?;
         self.store.delete(&journal).await?;
         Ok(())
     }

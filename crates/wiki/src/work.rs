@@ -1,9 +1,10 @@
 //! CPU-bound work (text analysis, index commits and merges, lint, index rebuilds) runs here:
-//! on a pool of its own, one thread per core, each at a lower scheduling priority (nice 10)
-//! than the threads that answer requests. One tenant's bulk load or lint then never holds the
+//! on a pool of its own, one thread per core, each at the lowest scheduling priority (nice 19),
+//! below the threads that answer requests; writes to the store run on a runtime of their own
+//! at the same priority. One tenant's bulk load or lint then never holds the
 //! request threads, and when the machine's cores are all busy the scheduler gives other
-//! tenants' queries (and, in `toolplanectl up`, the edge) the larger share: a query's p99
-//! during a bulk load stayed within 1.5× of quiet only with both (docs/wiki.md).
+//! tenants' queries (and, in `toolplanectl up`, the edge) the larger share and lets their
+//! threads in at once when they wake (docs/wiki.md, "Through the edge").
 
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -12,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::engine::WikiError;
 
 /// The nice value of the pool's threads (0 is the default; higher yields more).
-const NICE: i32 = 10;
+const NICE: i32 = 19;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -53,6 +54,55 @@ fn lower_priority() {
     #[cfg(target_os = "linux")]
     if let Err(error) = rustix::process::setpriority_process(None, NICE) {
         tracing::warn!(%error, "could not lower the wiki work threads' priority; they run at the request threads'");
+    }
+}
+
+/// The runtime writes run on: a worker per core, and its blocking pool (where the local object
+/// store creates, renames and deletes files — on ext4 under churn, most of an ingest's
+/// kernel time), at the work pool's priority.
+fn writes() -> Option<&'static tokio::runtime::Runtime> {
+    static WRITES: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+    WRITES
+        .get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(cores)
+                .thread_name("wiki-writes")
+                .on_thread_start(lower_priority)
+                .enable_all()
+                .build()
+                .inspect_err(|error| {
+                    tracing::error!(%error, "starting the wiki's write runtime failed; writing on the request threads");
+                })
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Runs `future` (a write to the store) on the write runtime and waits for it.
+pub async fn write<F>(future: F) -> Result<F::Output, std::io::Error>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match writes() {
+        Some(runtime) => {
+            // A caller that goes away (a cancelled call) stops the write at its next step, as
+            // it would on its own thread: never a write that outlives the lease it holds.
+            let mut task = AbortOnDrop(runtime.spawn(future));
+            (&mut task.0)
+                .await
+                .map_err(|error| std::io::Error::other(format!("the wiki write failed: {error}")))
+        }
+        None => Ok(future.await),
+    }
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -100,5 +150,13 @@ mod tests {
         assert!(failed.is_err());
         // The pool survives a panicking job.
         assert_eq!(super::cpu(|| 7).await.unwrap(), 7);
+    }
+
+    #[tokio::test]
+    async fn writes_run_on_their_own_runtime() {
+        let name = super::write(async { std::thread::current().name().map(str::to_owned) })
+            .await
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("wiki-writes"));
     }
 }

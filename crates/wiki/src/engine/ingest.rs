@@ -308,6 +308,38 @@ impl Wiki {
         source: Source,
         progress: Progress<'_>,
     ) -> WikiResult<Value> {
+        // The whole write runs on the write runtime, below the priority of the threads that
+        // answer queries (a bulk load in one tenant must not slow another's questions); its
+        // progress comes back here over a channel.
+        let (sender, mut updates) = tokio::sync::mpsc::unbounded_channel::<(f64, f64, String)>();
+        let wiki = self.clone();
+        let owned_tenant = tenant.to_owned();
+        let write = crate::work::write(async move {
+            let report = move |done: f64, total: f64, message: &str| {
+                let _ = sender.send((done, total, message.to_owned()));
+            };
+            wiki.ingest_here(&owned_tenant, source, &report).await
+        });
+        tokio::pin!(write);
+        loop {
+            tokio::select! {
+                Some((done, total, message)) = updates.recv() => progress(done, total, &message),
+                result = &mut write => {
+                    while let Ok((done, total, message)) = updates.try_recv() {
+                        progress(done, total, &message);
+                    }
+                    return result.map_err(|error| WikiError::Internal(error.to_string()))?;
+                }
+            }
+        }
+    }
+
+    async fn ingest_here(
+        &self,
+        tenant: &str,
+        source: Source,
+        progress: Progress<'_>,
+    ) -> WikiResult<Value> {
         if source.text.trim().is_empty() {
             return Err(WikiError::Invalid("the source has no text".into()));
         }
