@@ -120,6 +120,15 @@ pub fn attribute(phrase: &str) -> Option<String> {
     if words.iter().any(|w| w.chars().all(|c| c.is_ascii_digit())) {
         return None;
     }
+    // An identifier is not an attribute: "CVE-2023-36053: Potential …" is a heading, not a
+    // field ("COVID-19 cases" is one).
+    if words.iter().any(|w| {
+        w.contains('-')
+            && w.split('-')
+                .any(|part| part.len() >= 4 && part.chars().all(|c| c.is_ascii_digit()))
+    }) {
+        return None;
+    }
     let phrase = words.join(" ");
     if let Some((_, normal)) = vocabulary()
         .attribute_synonyms

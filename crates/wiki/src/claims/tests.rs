@@ -264,3 +264,15 @@ fn a_day_an_entity_was_acted_on_is_a_claim_as_of_the_document() {
         );
     }
 }
+
+/// An identifier with a year or a serial number in it labels a heading, not a field.
+#[test]
+fn identifiers_are_not_attributes() {
+    assert_eq!(attribute("CVE-2023-36053"), None);
+    assert_eq!(attribute("ISO-8601"), None);
+    assert_eq!(
+        attribute("COVID-19 cases").as_deref(),
+        Some("covid-19 cases")
+    );
+    assert_eq!(attribute("Q1 revenue").as_deref(), Some("q1 revenue"));
+}
