@@ -19,69 +19,14 @@ use tp_test_support::{ControlPlaneProcess, EdgeProcess, McpHttp, WikiProcess};
 use crate::load::{LEGACY, Load, Table, percentile, pin, rss_mib};
 use crate::scenarios::Run;
 
-const FIRST: [&str; 16] = [
-    "Ada", "Bruno", "Chen", "Dara", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jana", "Kofi",
-    "Lena", "Milan", "Nadia", "Oskar", "Petra",
-];
-const SYLLABLES: [&str; 20] = [
-    "bra", "vel", "tor", "quin", "mar", "zen", "lo", "dri", "fen", "cas", "pel", "rho", "sta",
-    "nov", "gal", "wyn", "tek", "ora", "lum", "vex",
-];
-const CITIES: [&str; 10] = [
-    "Lisbon", "Porto", "Krakow", "Gdansk", "Lyon", "Nantes", "Utrecht", "Ghent", "Tartu", "Riga",
-];
-const PREFIX: [&str; 10] = [
-    "Nova", "Blue", "Iron", "Silver", "North", "Delta", "Prime", "Urban", "Cedar", "Harbor",
-];
-const SUFFIX: [&str; 10] = [
-    "Labs",
-    "Systems",
-    "Works",
-    "Foods",
-    "Energy",
-    "Logistics",
-    "Health",
-    "Media",
-    "Capital",
-    "Robotics",
-];
+/// The memos, shared with the wiki's in-process scale benchmark.
+#[path = "../../crates/wiki/benches/support/memos.rs"]
+mod memos;
 
-/// A surname of its own for each `i` below 8,000.
-fn surname(i: usize) -> String {
-    let word: String = [i % 20, (i / 20) % 20, (i / 400) % 20]
-        .iter()
-        .map(|&k| SYLLABLES[k])
-        .collect();
-    let mut chars = word.chars();
-    chars
-        .next()
-        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
-        .unwrap_or_default()
-}
+use memos::{Memo, People};
 
-/// Memo `n`: one company of 100 (hub pages that grow), two people of their own (new pages),
-/// a city of 10, a figure, a change, a plan.
-fn memo(n: usize) -> (String, String, String, String) {
-    let company = format!("{} {}", PREFIX[n % 10], SUFFIX[(n / 10) % 10]);
-    let a = format!("{} {}", FIRST[n % 16], surname(2 * n));
-    let b = format!("{} {}", FIRST[(n + 7) % 16], surname(2 * n + 1));
-    let city = CITIES[(n / 3) % 10];
-    let label = format!("{company} memo {n}");
-    let text = format!(
-        "---\ndate: 2025-{:02}-{:02}\nsubject: {company}\n---\n\
-         # {company} memo {n}\n\n\
-         {a} met {b} of {company} in {city} to review the quarter.\n\
-         {company} reported revenue of {} million euros for the quarter.\n\
-         The headcount of {company} moved from {} to {} people.\n\
-         {b} said the {city} office would open a second floor in the spring.\n\
-         {a} will send the renewal terms to {company} before the end of the month.\n",
-        n % 12 + 1,
-        n % 27 + 1,
-        10 + n % 90,
-        40 + n % 60,
-        45 + n % 70,
-    );
-    (label, text, a, company)
+fn memo(n: usize) -> Memo {
+    memos::memo(n, People::Unique)
 }
 
 /// The quiet tenant's pace: a question every 10 ms at most (100 a second), a busy tenant's
@@ -109,7 +54,9 @@ fn created(result: &Value) -> usize {
 fn questions(range: std::ops::Range<usize>) -> Vec<String> {
     range
         .flat_map(|n| {
-            let (_, _, person, company) = memo(n);
+            let Memo {
+                person, company, ..
+            } = memo(n);
             [
                 format!("Where did {person} review the quarter?"),
                 format!("What revenue did {company} report?"),
@@ -228,7 +175,7 @@ pub(crate) async fn run(run: Run, table: &mut Table) -> anyhow::Result<()> {
     // The quiet tenant: 40 memos of its own, then asked alone.
     const QUIET_BASE: usize = 100_000;
     for n in QUIET_BASE..QUIET_BASE + 40 {
-        let (label, text, _, _) = memo(n);
+        let Memo { label, text, .. } = memo(n);
         wiki_call(
             &quiet,
             json!({"action": "ingest", "source": {"type": "text", "text": text, "source_label": label}}),
@@ -250,7 +197,7 @@ pub(crate) async fn run(run: Run, table: &mut Table) -> anyhow::Result<()> {
             let mut n = 0;
             let outcome = async {
                 while pages < target_pages {
-                    let (label, text, _, _) = memo(n);
+                    let Memo { label, text, .. } = memo(n);
                     let started = Instant::now();
                     let result = wiki_call(
                         &bulk,

@@ -1,7 +1,7 @@
 //! Ingest cost against the tenant's size (issue 32: "ingest cost independent of the tenant's
 //! size"). One tenant on a local folder with its search index on disk, as `tp-wiki` runs by
-//! default; documents ingested one after another, each naming people, companies and cities that
-//! recur across the corpus (so that hub pages — an entity every tenth document mentions — grow
+//! default; documents ingested one after another (`support/memos.rs`), each naming people, companies
+//! and cities that recur across the corpus (so that hub pages — an entity every tenth document mentions — grow
 //! as they do with real material). Prints the mean cost per document of each block and the
 //! last block's ratio to the first block's, measured in the same run.
 //!
@@ -11,73 +11,10 @@ use std::time::{Duration, Instant};
 
 use tp_wiki::{Source, Storage, Wiki};
 
-const FIRST: [&str; 16] = [
-    "Ada", "Bruno", "Chen", "Dara", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jana", "Kofi",
-    "Lena", "Milan", "Nadia", "Oskar", "Petra",
-];
-const LAST: [&str; 12] = [
-    "Adler",
-    "Brandt",
-    "Costa",
-    "Duarte",
-    "Eklund",
-    "Fischer",
-    "Garcia",
-    "Horvat",
-    "Ito",
-    "Jensen",
-    "Kowalski",
-    "Lindqvist",
-];
-const CITIES: [&str; 10] = [
-    "Lisbon", "Porto", "Krakow", "Gdansk", "Lyon", "Nantes", "Utrecht", "Ghent", "Tartu", "Riga",
-];
-const PREFIX: [&str; 10] = [
-    "Nova", "Blue", "Iron", "Silver", "North", "Delta", "Prime", "Urban", "Cedar", "Harbor",
-];
-const SUFFIX: [&str; 10] = [
-    "Labs",
-    "Systems",
-    "Works",
-    "Foods",
-    "Energy",
-    "Logistics",
-    "Health",
-    "Media",
-    "Capital",
-    "Robotics",
-];
+#[path = "support/memos.rs"]
+mod memos;
 
-/// Document `n`: a dated memo about one company (of 100), naming two people (of 192) and a
-/// city (of 10), with a figure, a change and a plan.
-fn document(n: usize) -> (String, String) {
-    let company = format!("{} {}", PREFIX[n % 10], SUFFIX[(n / 10) % 10]);
-    let person = |k: usize| {
-        format!(
-            "{} {}",
-            FIRST[(n * 7 + k) % FIRST.len()],
-            LAST[(n * 5 + k * 3) % LAST.len()]
-        )
-    };
-    let (a, b) = (person(0), person(1));
-    let city = CITIES[(n / 3) % CITIES.len()];
-    let month = n % 12 + 1;
-    let label = format!("{company} memo {n}");
-    let text = format!(
-        "---\ndate: 2025-{month:02}-{:02}\nsubject: {company}\n---\n\
-         # {company} memo {n}\n\n\
-         {a} met {b} of {company} in {city} to review the quarter.\n\
-         {company} reported revenue of {} million euros for the quarter.\n\
-         The headcount of {company} moved from {} to {} people.\n\
-         {b} said the {city} office would open a second floor in the spring.\n\
-         {a} will send the renewal terms to {company} before the end of the month.\n",
-        n % 27 + 1,
-        10 + n % 90,
-        40 + n % 60,
-        45 + n % 70,
-    );
-    (label, text)
-}
+use memos::{People, memo};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -93,7 +30,7 @@ async fn main() {
     let mut blocks: Vec<(usize, Duration)> = Vec::new();
     let mut spent = Duration::ZERO;
     for n in 0..total {
-        let (label, text) = document(n);
+        let memos::Memo { label, text, .. } = memo(n, People::Recurring);
         let started = Instant::now();
         wiki.ingest(
             "scale",

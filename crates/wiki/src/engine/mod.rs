@@ -369,40 +369,28 @@ impl Wiki {
         catalogue: Vec<crate::index::CatalogEntry>,
         changed: &[Page],
     ) -> String {
-        let mut lines: std::collections::BTreeMap<String, String> = catalogue
+        let lines = catalogue
             .into_iter()
             .map(|e| {
                 let line = index_line(&e.path, &e.title, &e.summary);
                 (e.path, line)
             })
             .collect();
-        for page in changed {
-            lines.insert(
-                page.path.clone(),
-                index_line(&page.path, page.title(), page.get("summary")),
-            );
-        }
-        index_text(&lines)
+        index_text(lines, changed)
     }
 
     /// `index.md` as `existing` (a file [`Wiki::render_index`] or this wrote) with the entries
     /// of `changed` pages put in, added or replaced: no catalogue read, so an ingest costs the
     /// file's size, not a fetch of every page from the index.
     pub(crate) fn update_index(existing: &str, changed: &[Page]) -> String {
-        let mut lines: std::collections::BTreeMap<String, String> = existing
+        let lines = existing
             .lines()
             .filter_map(|line| {
                 let link = line.strip_prefix("- [[")?.split(['|', ']']).next()?;
                 Some((format!("{link}.md"), line.to_owned()))
             })
             .collect();
-        for page in changed {
-            lines.insert(
-                page.path.clone(),
-                index_line(&page.path, page.title(), page.get("summary")),
-            );
-        }
-        index_text(&lines)
+        index_text(lines, changed)
     }
 
     /// Purges a tenant's search index (its pages are purged by the storage).
@@ -546,8 +534,15 @@ fn index_line(path: &str, title: &str, summary: &str) -> String {
     }
 }
 
-/// `index.md` from its entries (path → line), grouped by kind in path order.
-fn index_text(lines: &std::collections::BTreeMap<String, String>) -> String {
+/// `index.md` from its entries (path → line) with those of `changed` pages put in, grouped
+/// by kind in path order.
+fn index_text(mut lines: std::collections::BTreeMap<String, String>, changed: &[Page]) -> String {
+    for page in changed {
+        lines.insert(
+            page.path.clone(),
+            index_line(&page.path, page.title(), page.get("summary")),
+        );
+    }
     let mut out = String::from("# Wiki index\n");
     for kind in crate::page::KINDS {
         let prefix = format!("{kind}/");
