@@ -492,7 +492,7 @@ async fn registries_resolve_per_tenant_and_role_over_grpc() {
             .all(|t| t.provider.is_empty() || t.provider == "google" || t.provider == "hubspot")
     );
     let wiki = acme.tools.iter().find(|t| t.name == "client_wiki").unwrap();
-    assert_eq!(wiki.allowed_actions, vec!["query"]);
+    assert_eq!(wiki.allowed_actions, vec!["query", "synonyms"]);
     assert_eq!(
         acme.executors
             .iter()

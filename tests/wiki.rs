@@ -488,3 +488,164 @@ async fn as_of_and_subjects_are_used_and_bad_values_are_refused_writing_nothing(
             .collect();
     assert_eq!(sources.len(), 1, "{sources:?}");
 }
+
+/// The findings of a lint (without publishing) of `client`'s tenant, as "rule: evidence".
+async fn lint_findings(client: &tp_test_support::McpHttp) -> Vec<String> {
+    let lint = client
+        .call(
+            "client_wiki",
+            json!({"action": "lint", "publish_report": false}),
+        )
+        .await;
+    assert_eq!(lint.result()["isError"], false, "{}", lint.body);
+    structured(&lint)["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .map(|f| format!("{}: {}", f["rule"], f["evidence"]))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_tenants_synonym_table_is_data_it_edits_and_every_query_and_lint_reads_it() {
+    let fleet = Fleet::start(1, "").await;
+    let collector = fleet.client(0, "acme", "collector", LEGACY);
+    let executor = fleet.client(0, "acme", "executor", STATELESS);
+    let other = fleet.client(0, "globex", "collector", STATELESS);
+    // Two documents of one day give Acme's size under two labels; the default vocabulary does
+    // not know "head count".
+    for (text, label) in [
+        (
+            "Client: Acme Corp\nHead count: 120\nBudget: 80k",
+            "Acme Corp brief",
+        ),
+        (
+            "Client: Acme Corp\nStaff: 135\nOwner: Tom",
+            "Acme Corp account sheet",
+        ),
+    ] {
+        for client in [&collector, &other] {
+            let ingest = client
+                .call(
+                    "client_wiki",
+                    json!({"action": "ingest", "as_of": "2026-01-10",
+                           "source": {"type": "text", "text": text, "source_label": label}}),
+                )
+                .await;
+            assert_eq!(ingest.result()["isError"], false, "{}", ingest.body);
+        }
+    }
+    let no_contradiction = lint_findings(&collector).await;
+    assert!(
+        !no_contradiction.iter().any(|f| f.contains("contradiction")),
+        "{no_contradiction:?}"
+    );
+    let table = |reply: &tp_test_support::HttpReply| structured(reply)["synonyms"].clone();
+
+    // An executor may read the table but not change it: `set` is not in its schema.
+    let listed = executor
+        .call("client_wiki", json!({"action": "synonyms"}))
+        .await;
+    assert_eq!(table(&listed), json!({}), "{}", listed.body);
+    let denied = executor
+        .call(
+            "client_wiki",
+            json!({"action": "synonyms", "set": {"head count": "staff"}}),
+        )
+        .await;
+    assert_eq!(denied.error()["code"], -32602, "{}", denied.body);
+    // Bad tables are refused whole, naming what is wrong: by the edge's schema (too many
+    // changes, a meaning too long) or by the wiki (a chain, a phrase meaning itself).
+    let many: serde_json::Map<String, Value> = (0..51)
+        .map(|i| (format!("phrase {i}"), json!("staff")))
+        .collect();
+    for (set, code) in [
+        (Value::Object(many), -32602),
+        (json!({"head count": "x".repeat(61)}), -32602),
+    ] {
+        let refused = collector
+            .call("client_wiki", json!({"action": "synonyms", "set": set}))
+            .await;
+        assert_eq!(refused.error()["code"], code, "{}", refused.body);
+    }
+    for (set, names) in [
+        (
+            json!({"head count": "people", "people": "staff"}),
+            "itself a phrase of the table",
+        ),
+        (json!({"staff": "Staff"}), "cannot mean itself"),
+        (json!({"!!": "staff"}), "must be 1 to 6 words"),
+    ] {
+        let refused = collector
+            .call("client_wiki", json!({"action": "synonyms", "set": set}))
+            .await;
+        assert_eq!(refused.result()["isError"], true, "{set}: {}", refused.body);
+        assert!(refused.body.contains(names), "{set}: {}", refused.body);
+    }
+    let unchanged = collector
+        .call("client_wiki", json!({"action": "synonyms"}))
+        .await;
+    assert_eq!(table(&unchanged), json!({}), "{}", unchanged.body);
+
+    // The collector says "head count" means staff: the next query groups both values, the
+    // next lint finds them contradicting — with no re-ingest.
+    let set = collector
+        .call(
+            "client_wiki",
+            json!({"action": "synonyms", "set": {"Head count": "staff"}}),
+        )
+        .await;
+    assert_eq!(set.result()["isError"], false, "{}", set.body);
+    assert_eq!(table(&set), json!({"head count": "staff"}), "{}", set.body);
+    assert_eq!(structured(&set)["changed"], 1, "{}", set.body);
+    let answer = executor
+        .call(
+            "client_wiki",
+            json!({"action": "query", "question": "What is the head count of Acme Corp?"}),
+        )
+        .await;
+    let fact = &structured(&answer)["fact"];
+    assert_eq!(fact["other_values"], 1, "{}", answer.body);
+    let text = structured(&answer)["answer"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("135") && text.contains("120"),
+        "{}",
+        answer.body
+    );
+    let findings = lint_findings(&collector).await;
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.contains("contradiction") && f.contains("135") && f.contains("120")),
+        "{findings:?}"
+    );
+    let log =
+        std::fs::read_to_string(fleet.wiki.dir.path().join("data/wiki/acme/wiki/log.md")).unwrap();
+    assert!(log.contains("] synonyms | 1 of 1 entries changed"), "{log}");
+
+    // Tenants apart: globex has the same pages and no table.
+    let theirs = other
+        .call("client_wiki", json!({"action": "synonyms"}))
+        .await;
+    assert_eq!(table(&theirs), json!({}), "{}", theirs.body);
+    let their_findings = lint_findings(&other).await;
+    assert!(
+        !their_findings.iter().any(|f| f.contains("contradiction")),
+        "{their_findings:?}"
+    );
+
+    // Removed, and the contradiction goes with it.
+    let removed = collector
+        .call(
+            "client_wiki",
+            json!({"action": "synonyms", "set": {"head count": ""}}),
+        )
+        .await;
+    assert_eq!(table(&removed), json!({}), "{}", removed.body);
+    let after = lint_findings(&collector).await;
+    assert!(
+        !after.iter().any(|f| f.contains("contradiction")),
+        "{after:?}"
+    );
+}

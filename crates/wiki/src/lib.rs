@@ -13,6 +13,7 @@ pub mod llm;
 pub mod page;
 pub mod service;
 pub mod storage;
+pub mod synonyms;
 pub mod text;
 pub mod vocabulary;
 pub mod work;

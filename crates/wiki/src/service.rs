@@ -84,6 +84,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "lint",
         &["action", "scope", "publish_report", "staleness_days"],
     ),
+    ("synonyms", &["action", "set"]),
 ];
 
 impl WikiService {
@@ -263,7 +264,7 @@ impl WikiService {
         };
         let Some((_, allowed)) = ALLOWED.iter().find(|(name, _)| *name == action) else {
             return Err(Status::invalid_argument(format!(
-                "action must be ingest, query or lint (got {action:?})"
+                "action must be ingest, query, lint or synonyms (got {action:?})"
             )));
         };
         if let Some(object) = arguments.as_object()
@@ -284,6 +285,7 @@ impl WikiService {
         let writing = match action.as_str() {
             "ingest" => true,
             "query" => false,
+            "synonyms" => arguments.get("set").is_some(),
             _ => arguments
                 .get("publish_report")
                 .and_then(Value::as_bool)
@@ -333,6 +335,26 @@ impl WikiService {
                     self.claim(tenant, uid, true).await?;
                 }
                 Ok(answer)
+            }
+            "synonyms" => {
+                let changes = match arguments.get("set") {
+                    None => None,
+                    Some(Value::Object(changes)) => Some(changes),
+                    Some(_) => {
+                        return Err(Status::invalid_argument(
+                            "set must be an object of phrase -> meaning (\"\" removes a phrase)",
+                        ));
+                    }
+                };
+                if changes.is_some() && !collector {
+                    return Err(Status::permission_denied(
+                        "only the collector role may change the synonym table",
+                    ));
+                }
+                self.wiki
+                    .edit_synonyms(tenant, changes)
+                    .await
+                    .map_err(status)
             }
             _ => {
                 if !collector {
@@ -591,7 +613,7 @@ impl Executor for WikiService {
             // The whole call, not only its start (which is all the gRPC layer sees of a
             // stream); actions outside the three are one label, so callers cannot grow the set.
             let action = match request.action.as_str() {
-                action @ ("ingest" | "query" | "lint") => action.to_owned(),
+                action @ ("ingest" | "query" | "lint" | "synonyms") => action.to_owned(),
                 _ => "other".to_owned(),
             };
             let code = tp_telemetry::metrics::grpc_code_name(match &event {

@@ -84,27 +84,36 @@ impl Vocabulary {
     /// contains (as whole words, in any case): what a question and a sentence are compared by,
     /// so that a question about a "security issue" meets a heading that names a CVE.
     pub fn with_term_synonyms<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        let words: String = text
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let padded = format!(" {words} ");
-        let mut added = String::new();
-        for group in &self.term_synonyms {
-            if group.iter().any(|p| padded.contains(&format!(" {p} "))) {
-                for phrase in group.iter().filter(|p| !padded.contains(&format!(" {p} "))) {
-                    added.push(' ');
-                    added.push_str(phrase);
-                }
+        expand(text, self.term_synonyms.iter().map(Vec::as_slice))
+    }
+}
+
+/// `text` followed by the other phrases of each group one of whose phrases it contains (as
+/// whole words, in any case); groups are lower case.
+pub(crate) fn expand<'t, 'g>(
+    text: &'t str,
+    groups: impl Iterator<Item = &'g [String]>,
+) -> std::borrow::Cow<'t, str> {
+    let words: String = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let padded = format!(" {words} ");
+    let mut added = String::new();
+    for group in groups {
+        if group.iter().any(|p| padded.contains(&format!(" {p} "))) {
+            for phrase in group.iter().filter(|p| !padded.contains(&format!(" {p} "))) {
+                added.push(' ');
+                added.push_str(phrase);
             }
         }
-        if added.is_empty() {
-            std::borrow::Cow::Borrowed(text)
-        } else {
-            std::borrow::Cow::Owned(format!("{text}{added}"))
-        }
+    }
+    if added.is_empty() {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(format!("{text}{added}"))
     }
 }
 

@@ -76,12 +76,23 @@ fn polymorphic_tools_are_pruned_to_the_role() {
         .iter()
         .find(|t| t.name == "client_wiki")
         .unwrap();
-    assert_eq!(wiki.actions.as_ref().unwrap().allowed, vec!["query"]);
+    assert_eq!(
+        wiki.actions.as_ref().unwrap().allowed,
+        vec!["query", "synonyms"]
+    );
     assert_eq!(
         wiki.input_schema["properties"]["action"]["enum"],
-        json!(["query"])
+        json!(["query", "synonyms"])
     );
-    assert_eq!(wiki.input_schema["oneOf"].as_array().unwrap().len(), 1);
+    assert_eq!(wiki.input_schema["oneOf"].as_array().unwrap().len(), 2);
+    // The executor may read the synonym table, not change it: `set` is the collector's.
+    let synonyms = wiki.input_schema["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|branch| branch["properties"]["action"]["const"] == "synonyms")
+        .unwrap();
+    assert!(synonyms["properties"].get("set").is_none(), "{synonyms}");
     let for_collector = resolve(&state.tools, tenant, "collector");
     let wiki = for_collector
         .iter()
@@ -89,9 +100,9 @@ fn polymorphic_tools_are_pruned_to_the_role() {
         .unwrap();
     assert_eq!(
         wiki.actions.as_ref().unwrap().allowed,
-        vec!["ingest", "query", "lint"]
+        vec!["ingest", "query", "lint", "synonyms"]
     );
-    assert_eq!(wiki.input_schema["oneOf"].as_array().unwrap().len(), 3);
+    assert_eq!(wiki.input_schema["oneOf"].as_array().unwrap().len(), 4);
     let executor_bytes = serde_json::to_vec(
         &for_executor
             .iter()

@@ -10,6 +10,7 @@ mod ingest;
 mod pages;
 mod query;
 mod question;
+mod synonyms;
 
 use std::sync::Arc;
 
@@ -446,7 +447,15 @@ impl Wiki {
             .get(&format!("{}/wiki/index.md", root(tenant)))
             .await?
             .unwrap_or_default();
-        let claims = index.all_claims()?;
+        // Claims are grouped by the attribute the tenant's synonym table makes of theirs: a
+        // "head count" and a "staff" it says are one are compared.
+        let synonyms = self.synonyms(tenant).await?;
+        let mut claims = index.all_claims()?;
+        for found in &mut claims {
+            if let std::borrow::Cow::Owned(meaning) = synonyms.attribute(&found.claim.attribute) {
+                found.claim.attribute = meaning;
+            }
+        }
         let pages_checked = pages.len();
         let total = 1.0 + crate::lint::RULES.len() as f64;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, String)>();

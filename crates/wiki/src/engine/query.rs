@@ -13,6 +13,7 @@ use super::{Wiki, WikiError, WikiResult, root};
 use crate::index::{FoundClaim, Passage, TenantIndex};
 use crate::page::Page;
 use crate::storage::Batch;
+use crate::synonyms::Synonyms;
 use crate::text;
 
 /// Sentences in an answer.
@@ -93,6 +94,7 @@ fn claims_asked(
     key: &str,
     question: &Question,
     others: &[&str],
+    synonyms: &Synonyms,
 ) -> WikiResult<Vec<FoundClaim>> {
     // Content words, stemmed: "melts at" asks for "melt", like "melting point" and "melt?".
     let words = |text: &str| -> BTreeSet<String> {
@@ -102,14 +104,16 @@ fn claims_asked(
             .collect();
         index.tokens(&content.join(" ")).into_iter().collect()
     };
-    let mut asked = words(&question.text);
+    // The tenant's synonyms: a question about "staff" asks for a "head count" it says
+    // means staff, and a claim's attribute is what the table makes of it.
+    let mut asked = words(&synonyms.expand(&question.text));
     if let Some(attribute) = &question.attribute {
-        asked.extend(words(attribute));
+        asked.extend(words(&synonyms.attribute(attribute)));
     }
     let mut best: Option<(usize, String, Vec<String>)> = None;
     let all = index.claims_of(key)?;
     for found in &all {
-        let mut wanted = words(&found.claim.attribute);
+        let mut wanted = words(&synonyms.attribute(&found.claim.attribute));
         if wanted.is_empty() {
             continue;
         }
@@ -126,7 +130,7 @@ fn claims_asked(
         }
         let group = (
             wanted.len(),
-            found.claim.attribute.clone(),
+            synonyms.attribute(&found.claim.attribute).into_owned(),
             found.claim.qualifiers.clone(),
         );
         if best.as_ref().is_none_or(|b| group.0 > b.0) {
@@ -141,9 +145,10 @@ fn claims_asked(
     Ok(all
         .into_iter()
         .filter(|c| {
+            let own = synonyms.attribute(&c.claim.attribute);
             c.claim.qualifiers == qualifiers
-                && crate::claims::same_attribute(&c.claim.attribute, &attribute)
-                && words(&c.claim.attribute).is_subset(&asked)
+                && crate::claims::same_attribute(&own, &attribute)
+                && words(&own).is_subset(&asked)
         })
         .collect())
 }
@@ -154,6 +159,7 @@ fn from_passages(
     question: &str,
     passages: Vec<Passage>,
     names: &[String],
+    synonyms: &Synonyms,
 ) -> Outcome {
     // Content terms, stemmed as the index stems them ("investing" meets "investment").
     // Content words, stemmed once, by the index's own stemmer.
@@ -170,7 +176,7 @@ fn from_passages(
     // (those are what the passages were chosen by).
     let name_terms: BTreeSet<String> = names.iter().flat_map(|n| stems(n)).collect();
     let vocabulary = crate::vocabulary::vocabulary();
-    let terms: BTreeSet<String> = stems(&vocabulary.with_term_synonyms(question))
+    let terms: BTreeSet<String> = stems(&synonyms.expand(&vocabulary.with_term_synonyms(question)))
         .into_iter()
         .filter(|t| !name_terms.contains(t))
         .collect();
@@ -186,7 +192,7 @@ fn from_passages(
     for passage in passages {
         // A sentence is read with its document's title ("*May 6, 2021*" under "Django
         // 3.2.2 release notes" says when it was released).
-        let sentence_terms = stems(&vocabulary.with_term_synonyms(&passage.text));
+        let sentence_terms = stems(&synonyms.expand(&vocabulary.with_term_synonyms(&passage.text)));
         let in_context: BTreeSet<String> = sentence_terms
             .union(&stems(&passage.title))
             .cloned()
@@ -248,7 +254,7 @@ fn from_passages(
 }
 
 /// Decides the answer of `question`.
-fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
+fn answer(index: &TenantIndex, question: &Question, synonyms: &Synonyms) -> WikiResult<Outcome> {
     // Names written as names narrow the answer; a lower-case word that happens to name an
     // entity does only when nothing else is named.
     let firm = question.names.iter().any(|n| n.key.is_some() && !n.soft);
@@ -289,7 +295,7 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
             .filter(|n| n.key.as_deref().is_some_and(|k| k != key))
             .map(|n| n.text.as_str())
             .collect();
-        let claims = claims_asked(index, key, question, &others)?;
+        let claims = claims_asked(index, key, question, &others, synonyms)?;
         if let Some(first) = claims.first() {
             let attribute = first.claim.attribute.clone();
             from_facts = from_claims(&claims, &attribute);
@@ -298,7 +304,9 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
     }
     // Passages are the backbone: among those concerning every named entity (else any of
     // them), the best for the question's words.
-    let tokens = index.tokens(&crate::vocabulary::vocabulary().with_term_synonyms(&question.text));
+    let tokens = index.tokens(
+        &synonyms.expand(&crate::vocabulary::vocabulary().with_term_synonyms(&question.text)),
+    );
     let limit = if keys.is_empty() {
         CANDIDATES
     } else {
@@ -332,10 +340,10 @@ fn answer(index: &TenantIndex, question: &Question) -> WikiResult<Outcome> {
         .cloned()
         .collect();
     let found = match own.is_empty() || own.len() == passages.len() {
-        true => from_passages(index, &question.text, passages, &names),
-        false => match from_passages(index, &question.text, own, &names) {
+        true => from_passages(index, &question.text, passages, &names, synonyms),
+        false => match from_passages(index, &question.text, own, &names, synonyms) {
             answered @ Outcome::Answer { .. } => answered,
-            Outcome::Refused(_) => from_passages(index, &question.text, passages, &names),
+            Outcome::Refused(_) => from_passages(index, &question.text, passages, &names, synonyms),
         },
     };
     let Some((mut chosen, fact)) = from_facts else {
@@ -435,8 +443,9 @@ impl Wiki {
             )));
         }
         let index = self.fresh_index(tenant).await?;
-        let analysed = question::analyse(question, &index);
-        let outcome = answer(&index, &analysed)?;
+        let synonyms = self.synonyms(tenant).await?;
+        let analysed = question::analyse(question, &index, &synonyms);
+        let outcome = answer(&index, &analysed, &synonyms)?;
         let (answered, text, chosen, fact, ranked, refusal) = match outcome {
             Outcome::Refused(reason) => (
                 false,

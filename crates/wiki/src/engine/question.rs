@@ -90,7 +90,11 @@ fn clean(word: &str) -> &str {
 }
 
 /// Analyses `text` against `index`.
-pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
+pub(crate) fn analyse(
+    text: &str,
+    index: &TenantIndex,
+    synonyms: &crate::synonyms::Synonyms,
+) -> Question {
     let words: Vec<&str> = text.split_whitespace().collect();
     let cleaned: Vec<&str> = words.iter().map(|w| clean(w)).collect();
     let mut names: Vec<Name> = Vec::new();
@@ -184,6 +188,8 @@ pub(crate) fn analyse(text: &str, index: &TenantIndex) -> Question {
                 &phrase,
             );
         let calendar = crate::text::is_calendar(&phrase);
+        // A phrase of the tenant's synonym table ("ARR") is a word of its documents.
+        let attribute_like = attribute_like || synonyms.knows(&phrase);
         if !attribute_like && !calendar && phrase.chars().count() >= 2 {
             // A part of a known name ("Northwind" of "Northwind Logistics") is that entity.
             let words: Vec<String> = key(&phrase).split(' ').map(str::to_owned).collect();
@@ -376,7 +382,7 @@ mod tests {
                 None,
             ),
         ] {
-            let q = analyse(question, &index);
+            let q = analyse(question, &index, &crate::synonyms::Synonyms::default());
             let got: Vec<(String, bool)> = q
                 .names
                 .iter()

@@ -65,5 +65,19 @@ pub(super) fn summary_text(value: &Value) -> String {
         }
         return text;
     }
+    if let Some(table) = value.get("synonyms").and_then(Value::as_object) {
+        let mut text = format!(
+            "The synonym table holds {} phrase(s); {} changed by this call.",
+            table.len(),
+            value["changed"]
+        );
+        for (phrase, meaning) in table {
+            text.push_str(&format!(
+                "\n- {phrase} = {}",
+                meaning.as_str().unwrap_or_default()
+            ));
+        }
+        return text;
+    }
     value.to_string()
 }
