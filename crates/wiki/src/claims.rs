@@ -994,7 +994,7 @@ pub fn disagree(a: &Claim, b: &Claim) -> bool {
     }
 }
 
-mod values;
+pub(crate) mod values;
 
 use self::values::SCALES;
 pub use self::values::{number, stated_date};

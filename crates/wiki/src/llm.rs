@@ -1,6 +1,11 @@
-//! The optional LLM engine: an OpenAI-compatible chat-completions API that writes an
-//! abstractive summary of a source next to the deterministic one. Used only when configured;
-//! the deterministic engine stays the default and is what the tests judge.
+//! The optional LLM engine: an OpenAI-compatible chat-completions API that reads a source's
+//! numbered sentences and answers, through structured output (a JSON schema), an abstractive
+//! summary, the entities it names and its claims (entity, attribute, value, unit, qualifiers,
+//! sentence). Used only when configured; the deterministic engine stays the default and is
+//! what the evaluation judges. What the model says is checked against the text before it
+//! enters the store (see `engine::ingest::merge_extraction`): an entity must be written in the
+//! source, a claim's value in the sentence it cites. An API that ignores the schema and
+//! answers prose gives a summary only.
 //!
 //! Cost control: before calling, the input and output tokens are estimated (4 characters per
 //! token, plus the prompt, plus `max_output_tokens`) and priced; over the call's
@@ -30,13 +35,36 @@ pub struct LlmConfig {
     pub timeout: Duration,
 }
 
+/// A claim as the model states it, before it is checked against the text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Extracted {
+    /// Index of the sentence it comes from (as numbered in the prompt).
+    pub sentence: usize,
+    /// The entity, as written in the source.
+    pub entity: String,
+    /// The attribute, in the document's words.
+    pub attribute: String,
+    /// The value, as written in the sentence.
+    pub value: String,
+    /// The unit, when the value has one apart from its text ("" if none).
+    #[serde(default)]
+    pub unit: String,
+    /// What narrows the fact (a channel, a period).
+    #[serde(default)]
+    pub qualifiers: Vec<String>,
+}
+
 /// What the LLM step did, for the ingest result.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LlmOutcome {
-    /// Called: the summary and the priced usage.
+    /// Called: the summary, what was extracted, and the priced usage.
     Summary {
         /// The model's summary.
         text: String,
+        /// Entities the model names (unchecked).
+        entities: Vec<String>,
+        /// Claims the model states (unchecked).
+        claims: Vec<Extracted>,
         /// Model used.
         model: String,
         /// Tokens in.
@@ -50,8 +78,46 @@ pub enum LlmOutcome {
     Fallback(String),
 }
 
-const PROMPT: &str = "Summarise the following source for a knowledge wiki in at most five sentences. \
-Keep names, dates and figures exact. Do not add facts.\n\n";
+const PROMPT: &str = "You read a source for a knowledge wiki. Its sentences are numbered [0], [1], …\n\
+Answer with JSON only, as the schema says:\n\
+- summary: at most five sentences; keep names, dates and figures exact; add no fact.\n\
+- entities: the names of organisations, people, places, products and other things the source is about or names, exactly as written; not labels, headings, greetings, roles, months or units.\n\
+- claims: every fact that gives an attribute of an entity a value: the sentence number, the entity as written, the attribute in the document's own words, the value exactly as written in that sentence, its unit if apart from the value (else \"\"), and qualifiers such as a channel or a period (else []).\n\n";
+
+/// The structured output asked for (OpenAI `response_format: json_schema`, strict).
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string"},
+            "entities": {"type": "array", "items": {"type": "string"}},
+            "claims": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "sentence": {"type": "integer"},
+                    "entity": {"type": "string"},
+                    "attribute": {"type": "string"},
+                    "value": {"type": "string"},
+                    "unit": {"type": "string"},
+                    "qualifiers": {"type": "array", "items": {"type": "string"}}
+                },
+                "required": ["sentence", "entity", "attribute", "value", "unit", "qualifiers"],
+                "additionalProperties": false
+            }}
+        },
+        "required": ["summary", "entities", "claims"],
+        "additionalProperties": false
+    })
+}
+
+/// The sentences as the prompt numbers them.
+fn numbered(sentences: &[String]) -> String {
+    sentences
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("[{i}] {}\n", s.replace('\n', " ")))
+        .collect()
+}
 
 /// An OpenAI-compatible client.
 #[derive(Debug, Clone)]
@@ -70,22 +136,23 @@ impl Llm {
         Ok(Llm { config, client })
     }
 
-    /// Estimated cost of summarising `text` (USD).
-    pub fn estimate(&self, text: &str) -> f64 {
-        let input = (PROMPT.len() + text.len()).div_ceil(4) as f64;
+    /// Estimated cost of reading `sentences` (USD).
+    pub fn estimate(&self, sentences: &[String]) -> f64 {
+        let input = (PROMPT.len() + numbered(sentences).len()).div_ceil(4) as f64;
         let output = f64::from(self.config.max_output_tokens);
         input / 1000.0 * self.config.usd_per_1k_input
             + output / 1000.0 * self.config.usd_per_1k_output
     }
 
-    /// Summarises `text` unless the estimate is over `cost_cap_usd`.
-    pub async fn summarise(
+    /// Reads `sentences` (a summary, entities, claims) unless the estimate is over
+    /// `cost_cap_usd`.
+    pub async fn read(
         &self,
-        text: &str,
+        sentences: &[String],
         model: Option<&str>,
         cost_cap_usd: f64,
     ) -> LlmOutcome {
-        let estimate = self.estimate(text);
+        let estimate = self.estimate(sentences);
         if estimate > cost_cap_usd {
             return LlmOutcome::Fallback(format!(
                 "estimated ${estimate:.4} is over the cost cap ${cost_cap_usd:.4}; used the deterministic summary"
@@ -99,7 +166,11 @@ impl Llm {
             "model": model,
             "max_tokens": self.config.max_output_tokens,
             "temperature": 0,
-            "messages": [{"role": "user", "content": format!("{PROMPT}{text}")}],
+            "messages": [{"role": "user", "content": format!("{PROMPT}{}", numbered(sentences))}],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "wiki_source", "strict": true, "schema": schema()},
+            },
         });
         let url = format!(
             "{}/chat/completions",
@@ -140,12 +211,29 @@ impl Llm {
                 "the model API answered without a message; used the deterministic summary".into(),
             );
         };
+        // Structured output; an API that ignored the schema answered prose: a summary only.
+        let (text, entities, claims) = match serde_json::from_str::<Value>(text.trim()) {
+            Ok(read) if read["summary"].is_string() => (
+                read["summary"].as_str().unwrap_or_default().to_owned(),
+                serde_json::from_value(read["entities"].clone()).unwrap_or_default(),
+                // Claims one by one: a malformed one is dropped, not the whole answer.
+                read["claims"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| serde_json::from_value::<Extracted>(c.clone()).ok())
+                    .collect(),
+            ),
+            _ => (text.to_owned(), Vec::new(), Vec::new()),
+        };
         let prompt_tokens = value["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
         let completion_tokens = value["usage"]["completion_tokens"].as_u64().unwrap_or(0);
         let cost_usd = prompt_tokens as f64 / 1000.0 * self.config.usd_per_1k_input
             + completion_tokens as f64 / 1000.0 * self.config.usd_per_1k_output;
         LlmOutcome::Summary {
             text: text.trim().to_owned(),
+            entities,
+            claims,
             model: value["model"].as_str().unwrap_or(&model).to_owned(),
             prompt_tokens,
             completion_tokens,

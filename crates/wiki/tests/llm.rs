@@ -12,6 +12,20 @@ use tp_wiki::{Llm, LlmConfig, Source, Storage, Wiki};
 /// A fake `/v1/chat/completions`: answers `status` with a fixed completion; counts calls and
 /// keeps the last request (headers and body).
 async fn fake_api(status: u16) -> (String, Arc<AtomicUsize>, Arc<std::sync::Mutex<String>>) {
+    let reply = json!({
+        "model": "fake-model-1",
+        "choices": [{"message": {"role": "assistant", "content": "Acme Corp's board approved a Berlin office; the company dates from 1999."}}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 30}
+    })
+    .to_string();
+    replaying(status, reply).await
+}
+
+/// A fake API answering every request with `status` and the body `reply`.
+async fn replaying(
+    status: u16,
+    reply: String,
+) -> (String, Arc<AtomicUsize>, Arc<std::sync::Mutex<String>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
@@ -20,6 +34,7 @@ async fn fake_api(status: u16) -> (String, Arc<AtomicUsize>, Arc<std::sync::Mute
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             let (counter, keep) = (Arc::clone(&counter), Arc::clone(&keep));
+            let reply = reply.clone();
             tokio::spawn(async move {
                 let mut data = Vec::new();
                 let mut buffer = [0u8; 65536];
@@ -46,12 +61,6 @@ async fn fake_api(status: u16) -> (String, Arc<AtomicUsize>, Arc<std::sync::Mute
                     }
                     counter.fetch_add(1, Ordering::SeqCst);
                     *keep.lock().unwrap() = text.clone();
-                    let reply = json!({
-                        "model": "fake-model-1",
-                        "choices": [{"message": {"role": "assistant", "content": "Acme Corp's board approved a Berlin office; the company dates from 1999."}}],
-                        "usage": {"prompt_tokens": 120, "completion_tokens": 30}
-                    })
-                    .to_string();
                     let response = format!(
                         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
                         reply.len()
@@ -182,4 +191,132 @@ async fn a_failing_api_falls_back() {
         .unwrap()
         .unwrap();
     assert!(!page.contains("Summary by"));
+}
+
+const DEAL: &str = "Acme Corp signed with Initech in March 2026. Under the deal, Initech pays Acme Corp a monthly retainer of $12,000. The account is run out of the Porto studio.";
+
+fn deal() -> Source {
+    Source {
+        text: DEAL.into(),
+        label: "Initech deal note".into(),
+        doc_type: "auto".into(),
+        cost_cap_usd: 1.0,
+        as_of: Some(20260320),
+        ..Default::default()
+    }
+}
+
+/// The structured-output answer replayed by the fake API.
+fn recorded() -> String {
+    let stored: Value =
+        serde_json::from_str(include_str!("fixtures/llm_structured_reply.json")).unwrap();
+    stored["response"].to_string()
+}
+
+#[tokio::test]
+async fn structured_output_adds_claims_and_entities_the_text_supports_and_refuses_the_rest() {
+    // The deterministic engine alone: no retainer claim in this prose.
+    let plain = Wiki::new(Storage::memory()).with_today(today);
+    plain.ingest("acme", deal()).await.unwrap();
+    let unaided = plain
+        .query(
+            "acme",
+            "What is the monthly retainer of Acme Corp?",
+            5,
+            "markdown",
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(unaided["fact"].is_null(), "{unaided}");
+
+    let (url, calls, last) = replaying(200, recorded()).await;
+    let wiki = Wiki::new(Storage::memory())
+        .with_today(today)
+        .with_llm(llm(url));
+    let result = wiki.ingest("acme", deal()).await.unwrap();
+    assert_eq!(result["engine"], "llm", "{result}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // The request asks for the schema, strictly, over numbered sentences.
+    let request = last.lock().unwrap().clone();
+    let body: Value = serde_json::from_str(request.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["required"],
+        json!(["summary", "entities", "claims"])
+    );
+    let prompt = body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        prompt
+            .contains("[1] Under the deal, Initech pays Acme Corp a monthly retainer of $12,000."),
+        "{prompt}"
+    );
+
+    // What the text supports entered the store; every planted mistake was refused.
+    let extracted = &result["llm"]["extracted"];
+    assert_eq!(extracted["claims_added"], 2, "{result}");
+    assert_eq!(
+        extracted["entities_added"],
+        json!(["Porto studio"]),
+        "{result}"
+    );
+    let refused: Vec<&str> = extracted["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    for expected in [
+        "entity \"March\"",
+        "entity \"Globex\"",
+        "entity \"the client\"",
+        "\"$15,000\": sentence 1 does not write it",
+        "claim of sentence 9: no such sentence",
+        "claim about \"Umbrella Corp\": not an entity of the source",
+        "claim \"the 2026\": not an attribute",
+    ] {
+        assert!(
+            refused.iter().any(|r| r.contains(expected)),
+            "{expected} not in {refused:?}"
+        );
+    }
+    assert_eq!(refused.len(), 7, "{refused:?}");
+
+    // The added claim answers, with its qualifier, citing its sentence.
+    let answer = wiki
+        .query(
+            "acme",
+            "What is the monthly retainer of Acme Corp from Initech?",
+            5,
+            "markdown",
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer["fact"]["value"], "$12,000", "{answer}");
+    assert_eq!(
+        answer["fact"]["cite"], "[[sources/initech-deal-note#^s1]]",
+        "{answer}"
+    );
+    let page = wiki
+        .storage()
+        .get("wiki/acme/wiki/sources/initech-deal-note.md")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(page.contains("monthly retainer"), "{page}");
+    assert!(!page.contains("15,000"), "{page}");
+    assert!(
+        wiki.storage()
+            .get("wiki/acme/wiki/entities/porto-studio.md")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // A prose answer (an API that ignores the schema) is a summary and nothing more: the
+    // first test's fake answers prose; here, the claim count of a replay is unchanged.
+    let again = wiki.ingest("acme", deal()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(again["claims"], result["claims"], "{again}");
 }

@@ -356,14 +356,7 @@ impl Wiki {
         // The model call (if any) happens before taking the tenant's lock, and only for a
         // source not stored yet: replays cost nothing.
         let known = self.storage.get(&marker_key).await?;
-        let llm = match &self.llm {
-            Some(llm) if known.is_none() => Some(
-                llm.summarise(&source.text, source.model.as_deref(), source.cost_cap_usd)
-                    .await,
-            ),
-            _ => None,
-        };
-        let analysis = {
+        let mut analysis = {
             let (text, label, doc_type, as_of, subjects) = (
                 source.text.clone(),
                 source.label.clone(),
@@ -376,6 +369,28 @@ impl Wiki {
                 analyse(&text, &label, &doc_type, max_entities, as_of, &subjects)
             })
             .await?
+        };
+        let llm = match &self.llm {
+            Some(llm) if known.is_none() => Some(
+                llm.read(
+                    &analysis.sentences,
+                    source.model.as_deref(),
+                    source.cost_cap_usd,
+                )
+                .await,
+            ),
+            _ => None,
+        };
+        let merged = match &llm {
+            Some(crate::llm::LlmOutcome::Summary {
+                entities, claims, ..
+            }) => Some(merge_extraction(
+                &mut analysis,
+                entities,
+                claims,
+                self.quotas.max_entities_per_ingest,
+            )),
+            _ => None,
         };
         progress(1.0, 4.0, "analysed: writing pages");
         let lease = self.storage.lock(tenant).await?;
@@ -651,9 +666,10 @@ impl Wiki {
             "idempotent_replay": all_unchanged,
             "engine": if matches!(llm, Some(crate::llm::LlmOutcome::Summary { .. })) { "llm" } else { "deterministic" },
             "llm": match &llm {
-                Some(crate::llm::LlmOutcome::Summary { text, model, prompt_tokens, completion_tokens, cost_usd }) => json!({
+                Some(crate::llm::LlmOutcome::Summary { text, model, prompt_tokens, completion_tokens, cost_usd, .. }) => json!({
                     "summary": text, "model": model, "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens, "cost_usd": cost_usd,
+                    "extracted": merged,
                 }),
                 Some(crate::llm::LlmOutcome::Fallback(reason)) => json!({"fallback": reason}),
                 None => Value::Null,
@@ -664,6 +680,144 @@ impl Wiki {
             },
         }))
     }
+}
+
+/// What the model's extraction added to an analysis, and what was refused.
+#[derive(Debug, Default, serde::Serialize)]
+pub(crate) struct Merged {
+    /// Entities added (the deterministic reading missed them).
+    pub entities_added: Vec<String>,
+    /// Claims added.
+    pub claims_added: usize,
+    /// Entities and claims refused, each with why.
+    pub refused: Vec<String>,
+}
+
+/// Adds the entities and claims a model extracted to `analysis`, each checked against the
+/// text first: an entity must be written in the source as a name, and a claim must cite a
+/// sentence of it, be about a known entity, name an attribute, and carry a value that sentence
+/// writes. A claim the deterministic reading already made of that sentence stays as it was.
+pub(crate) fn merge_extraction(
+    analysis: &mut Analysis,
+    entities: &[String],
+    extracted: &[crate::llm::Extracted],
+    max_entities: usize,
+) -> Merged {
+    let mut merged = Merged::default();
+    let written = |name: &str| analysis.sentences.iter().any(|s| s.contains(name));
+    for name in entities {
+        let name = name.trim();
+        let known = analysis
+            .entities
+            .iter()
+            .chain(analysis.aliases.iter().map(|(alias, _)| alias))
+            .any(|e| key(e) == key(name));
+        if known {
+            continue;
+        }
+        let words = name.split_whitespace().count();
+        let is_name = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
+            && (1..=6).contains(&words)
+            && name.chars().count() <= 80
+            && !text::is_calendar(name)
+            && !text::is_stopword(&name.to_lowercase());
+        if !is_name || !written(name) {
+            merged.refused.push(format!(
+                "entity {name:?}: not written in the source as a name"
+            ));
+            continue;
+        }
+        if analysis.entities.len() >= max_entities {
+            merged.refused.push(format!(
+                "entity {name:?}: over {max_entities} entities per ingest"
+            ));
+            continue;
+        }
+        analysis.entities.push(name.to_owned());
+        merged.entities_added.push(name.to_owned());
+    }
+    for claim in extracted {
+        let Some(sentence) = analysis.sentences.get(claim.sentence) else {
+            merged.refused.push(format!(
+                "claim of sentence {}: no such sentence",
+                claim.sentence
+            ));
+            continue;
+        };
+        let canonical = analysis
+            .aliases
+            .iter()
+            .find(|(alias, _)| key(alias) == key(&claim.entity))
+            .map(|(_, of)| of.clone())
+            .or_else(|| {
+                analysis
+                    .entities
+                    .iter()
+                    .find(|e| key(e) == key(&claim.entity))
+                    .cloned()
+            });
+        let Some(entity) = canonical else {
+            merged.refused.push(format!(
+                "claim about {:?}: not an entity of the source",
+                claim.entity
+            ));
+            continue;
+        };
+        let Some(attribute) = claims::attribute(&claim.attribute) else {
+            merged
+                .refused
+                .push(format!("claim {:?}: not an attribute", claim.attribute));
+            continue;
+        };
+        let value = claim.value.trim();
+        if value.is_empty() || !sentence.to_lowercase().contains(&value.to_lowercase()) {
+            merged.refused.push(format!(
+                "claim {attribute} of {entity} = {value:?}: sentence {} does not write it",
+                claim.sentence
+            ));
+            continue;
+        }
+        let claim_key = key(&entity);
+        if analysis
+            .claims
+            .iter()
+            .any(|c| c.key == claim_key && c.attribute == attribute && c.sentence == claim.sentence)
+        {
+            continue;
+        }
+        let (number, unit) = match claims::values::number(value) {
+            Some((_, number, unit, rest)) if rest.trim().is_empty() => (Some(number), unit),
+            _ => (None, String::new()),
+        };
+        let unit = if unit.is_empty() {
+            claim.unit.trim().to_owned()
+        } else {
+            unit
+        };
+        let mut qualifiers: Vec<String> = claim
+            .qualifiers
+            .iter()
+            .map(|q| q.trim().to_lowercase())
+            .filter(|q| !q.is_empty() && q.chars().count() <= 40)
+            .take(3)
+            .collect();
+        qualifiers.sort();
+        qualifiers.dedup();
+        let mut found = Claim::new(
+            &entity,
+            attribute,
+            (value.to_owned(), number, unit),
+            analysis.date,
+            claim.sentence,
+        );
+        found.qualifiers = qualifiers;
+        analysis.claims.push(found);
+        merged.claims_added += 1;
+    }
+    merged
 }
 
 #[cfg(test)]
