@@ -694,9 +694,8 @@ pub(crate) struct Merged {
 }
 
 /// Adds the entities and claims a model extracted to `analysis`, each checked against the
-/// text first: an entity must be written in the source as a name, and a claim must cite a
-/// sentence of it, be about a known entity, name an attribute, and carry a value that sentence
-/// writes. A claim the deterministic reading already made of that sentence stays as it was.
+/// text first (see [`checked_entity`] and [`checked_claim`]). A claim the deterministic reading
+/// already made of that sentence stays as it was.
 pub(crate) fn merge_extraction(
     analysis: &mut Analysis,
     entities: &[String],
@@ -704,7 +703,6 @@ pub(crate) fn merge_extraction(
     max_entities: usize,
 ) -> Merged {
     let mut merged = Merged::default();
-    let written = |name: &str| analysis.sentences.iter().any(|s| s.contains(name));
     for name in entities {
         let name = name.trim();
         let known = analysis
@@ -715,109 +713,123 @@ pub(crate) fn merge_extraction(
         if known {
             continue;
         }
-        let words = name.split_whitespace().count();
-        let is_name = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
-            && (1..=6).contains(&words)
-            && name.chars().count() <= 80
-            && !text::is_calendar(name)
-            && !text::is_stopword(&name.to_lowercase());
-        if !is_name || !written(name) {
-            merged.refused.push(format!(
-                "entity {name:?}: not written in the source as a name"
-            ));
-            continue;
+        match checked_entity(analysis, name, max_entities) {
+            Ok(()) => {
+                analysis.entities.push(name.to_owned());
+                merged.entities_added.push(name.to_owned());
+            }
+            Err(why) => merged.refused.push(format!("entity {name:?}: {why}")),
         }
-        if analysis.entities.len() >= max_entities {
-            merged.refused.push(format!(
-                "entity {name:?}: over {max_entities} entities per ingest"
-            ));
-            continue;
-        }
-        analysis.entities.push(name.to_owned());
-        merged.entities_added.push(name.to_owned());
     }
     for claim in extracted {
-        let Some(sentence) = analysis.sentences.get(claim.sentence) else {
-            merged.refused.push(format!(
-                "claim of sentence {}: no such sentence",
-                claim.sentence
-            ));
-            continue;
-        };
-        let canonical = analysis
-            .aliases
-            .iter()
-            .find(|(alias, _)| key(alias) == key(&claim.entity))
-            .map(|(_, of)| of.clone())
-            .or_else(|| {
-                analysis
-                    .entities
-                    .iter()
-                    .find(|e| key(e) == key(&claim.entity))
-                    .cloned()
-            });
-        let Some(entity) = canonical else {
-            merged.refused.push(format!(
-                "claim about {:?}: not an entity of the source",
-                claim.entity
-            ));
-            continue;
-        };
-        let Some(attribute) = claims::attribute(&claim.attribute) else {
-            merged
-                .refused
-                .push(format!("claim {:?}: not an attribute", claim.attribute));
-            continue;
-        };
-        let value = claim.value.trim();
-        if value.is_empty() || !sentence.to_lowercase().contains(&value.to_lowercase()) {
-            merged.refused.push(format!(
-                "claim {attribute} of {entity} = {value:?}: sentence {} does not write it",
-                claim.sentence
-            ));
-            continue;
+        match checked_claim(analysis, claim) {
+            Ok(Some(found)) => {
+                analysis.claims.push(found);
+                merged.claims_added += 1;
+            }
+            Ok(None) => {}
+            Err(why) => merged.refused.push(why),
         }
-        let claim_key = key(&entity);
-        if analysis
-            .claims
-            .iter()
-            .any(|c| c.key == claim_key && c.attribute == attribute && c.sentence == claim.sentence)
-        {
-            continue;
-        }
-        let (number, unit) = match claims::values::number(value) {
-            Some((_, number, unit, rest)) if rest.trim().is_empty() => (Some(number), unit),
-            _ => (None, String::new()),
-        };
-        let unit = if unit.is_empty() {
-            claim.unit.trim().to_owned()
-        } else {
-            unit
-        };
-        let mut qualifiers: Vec<String> = claim
-            .qualifiers
-            .iter()
-            .map(|q| q.trim().to_lowercase())
-            .filter(|q| !q.is_empty() && q.chars().count() <= 40)
-            .take(3)
-            .collect();
-        qualifiers.sort();
-        qualifiers.dedup();
-        let mut found = Claim::new(
-            &entity,
-            attribute,
-            (value.to_owned(), number, unit),
-            analysis.date,
-            claim.sentence,
-        );
-        found.qualifiers = qualifiers;
-        analysis.claims.push(found);
-        merged.claims_added += 1;
     }
     merged
+}
+
+/// Whether a model's entity may join: written in the source, as a name (capitalised, 1 to 6
+/// words, not a month or a stop word), within the per-ingest cap.
+fn checked_entity(analysis: &Analysis, name: &str, max_entities: usize) -> Result<(), String> {
+    let words = name.split_whitespace().count();
+    let is_name = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
+        && (1..=6).contains(&words)
+        && name.chars().count() <= 80
+        && !text::is_calendar(name)
+        && !text::is_stopword(&name.to_lowercase());
+    if !is_name || !analysis.sentences.iter().any(|s| s.contains(name)) {
+        return Err("not written in the source as a name".into());
+    }
+    if analysis.entities.len() >= max_entities {
+        return Err(format!("over {max_entities} entities per ingest"));
+    }
+    Ok(())
+}
+
+/// A model's claim as the store keeps it, when its sentence exists, its entity is one of the
+/// source's (or an alias of one), its attribute reads as one and that sentence writes its
+/// value; `None` when the deterministic reading already made it; else why not.
+fn checked_claim(
+    analysis: &Analysis,
+    claim: &crate::llm::Extracted,
+) -> Result<Option<Claim>, String> {
+    let Some(sentence) = analysis.sentences.get(claim.sentence) else {
+        return Err(format!(
+            "claim of sentence {}: no such sentence",
+            claim.sentence
+        ));
+    };
+    let entity = analysis
+        .aliases
+        .iter()
+        .find(|(alias, _)| key(alias) == key(&claim.entity))
+        .map(|(_, of)| of.clone())
+        .or_else(|| {
+            analysis
+                .entities
+                .iter()
+                .find(|e| key(e) == key(&claim.entity))
+                .cloned()
+        })
+        .ok_or_else(|| {
+            format!(
+                "claim about {:?}: not an entity of the source",
+                claim.entity
+            )
+        })?;
+    let attribute = claims::attribute(&claim.attribute)
+        .ok_or_else(|| format!("claim {:?}: not an attribute", claim.attribute))?;
+    let value = claim.value.trim();
+    if value.is_empty() || !sentence.to_lowercase().contains(&value.to_lowercase()) {
+        return Err(format!(
+            "claim {attribute} of {entity} = {value:?}: sentence {} does not write it",
+            claim.sentence
+        ));
+    }
+    let claim_key = key(&entity);
+    if analysis
+        .claims
+        .iter()
+        .any(|c| c.key == claim_key && c.attribute == attribute && c.sentence == claim.sentence)
+    {
+        return Ok(None);
+    }
+    let (number, unit) = match claims::values::number(value) {
+        Some((_, number, unit, rest)) if rest.trim().is_empty() => (Some(number), unit),
+        _ => (None, String::new()),
+    };
+    let unit = if unit.is_empty() {
+        claim.unit.trim().to_owned()
+    } else {
+        unit
+    };
+    let mut qualifiers: Vec<String> = claim
+        .qualifiers
+        .iter()
+        .map(|q| q.trim().to_lowercase())
+        .filter(|q| !q.is_empty() && q.chars().count() <= 40)
+        .take(3)
+        .collect();
+    qualifiers.sort();
+    qualifiers.dedup();
+    let mut found = Claim::new(
+        &entity,
+        attribute,
+        (value.to_owned(), number, unit),
+        analysis.date,
+        claim.sentence,
+    );
+    found.qualifiers = qualifiers;
+    Ok(Some(found))
 }
 
 #[cfg(test)]
