@@ -65,7 +65,7 @@ async fn every_tenant_and_role_sees_exactly_its_registry_and_nothing_else() {
 async fn polymorphic_actions_and_arguments_are_checked_before_forwarding() {
     let fleet = Fleet::start(1, "").await;
     let executor = fleet.client(0, "acme", "executor", LEGACY);
-    // The executor role's client_wiki schema only offers `query`.
+    // The executor role's client_wiki schema offers `query` and `synonyms` (without `set`).
     let reply = executor.request(1, "tools/list", json!({})).await;
     let wiki = reply.result()["tools"]
         .as_array()
@@ -76,7 +76,7 @@ async fn polymorphic_actions_and_arguments_are_checked_before_forwarding() {
         .clone();
     assert_eq!(
         wiki["inputSchema"]["properties"]["action"]["enum"],
-        json!(["query"])
+        json!(["query", "synonyms"])
     );
     let forbidden = executor.call("client_wiki", json!({"action": "ingest", "source": {"type": "text", "text": "x", "source_label": "y"}})).await;
     let nonexistent = executor
