@@ -45,6 +45,15 @@ pub(crate) fn rss_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// How long and how much.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Run {
+    /// Seconds per load run.
+    pub(crate) seconds: u64,
+    /// Fewer calls and writes.
+    pub(crate) quick: bool,
+}
+
 /// One load run's figures.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Load {

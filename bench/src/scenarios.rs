@@ -37,14 +37,7 @@ pub(crate) enum Scenario {
     Wiki,
 }
 
-/// How long and how much.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Run {
-    /// Seconds per load run.
-    pub(crate) seconds: u64,
-    /// Fewer calls and writes.
-    pub(crate) quick: bool,
-}
+pub(crate) use crate::load::Run;
 
 /// Runs `scenario`.
 pub(crate) async fn run(

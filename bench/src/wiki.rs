@@ -16,8 +16,7 @@ use tp_proto::pb;
 use tp_test_support::admin::NewExecutor;
 use tp_test_support::{ControlPlaneProcess, EdgeProcess, McpHttp, WikiProcess};
 
-use crate::load::{LEGACY, Load, Table, percentile, pin, rss_mib};
-use crate::scenarios::Run;
+use crate::load::{LEGACY, Load, Run, Table, percentile, pin, rss_mib};
 
 /// The memos, shared with the wiki's in-process scale benchmark.
 #[path = "../../crates/wiki/benches/support/memos.rs"]

@@ -67,34 +67,7 @@ impl Claim {
     }
 }
 
-/// The normalised key of an entity name: lower case, no leading article, no possessive, no
-/// dots (so `U.S.` and `US` meet), single spaces.
-pub fn key(name: &str) -> String {
-    let lower = name.to_lowercase();
-    let mut words: Vec<&str> = lower
-        .split(|c: char| c.is_whitespace())
-        .filter(|w| !w.is_empty())
-        .collect();
-    while words
-        .first()
-        .is_some_and(|w| matches!(*w, "the" | "a" | "an"))
-        && words.len() > 1
-    {
-        words.remove(0);
-    }
-    let joined = words.join(" ");
-    let joined = joined
-        .trim_end_matches("'s")
-        .trim_end_matches("’s")
-        .replace(['.', ','], "");
-    joined
-        .chars()
-        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '&')
-        .collect::<String>()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
+pub use crate::text::key;
 
 /// The normal form of an attribute phrase: lower case, no article, synonyms applied, a plain
 /// plural of the last word made singular (`employees` stays: it is its own attribute).

@@ -130,6 +130,39 @@ pub fn links(text: &str) -> Vec<String> {
     out
 }
 
+/// Pages of a tenant by path (relative to `wiki/{tenant}/wiki/`).
+pub type Pages = std::collections::BTreeMap<String, Page>;
+
+/// The citable sentences of a page with their citation: `^sN` lines of sources, dated
+/// mention lines elsewhere.
+pub fn cited_sentences(page: &Page) -> Vec<(String, String)> {
+    let link = page.link();
+    let mut out = Vec::new();
+    for line in page.body.lines() {
+        if let Some((sentence, anchor)) = line.rsplit_once(" ^s")
+            && anchor.chars().all(|c| c.is_ascii_digit())
+            && !anchor.is_empty()
+        {
+            out.push((sentence.to_owned(), format!("[[{link}#^s{anchor}]]")));
+        } else if let Some(rest) = line.strip_prefix("- [")
+            && let Some((_, rest)) = rest.split_once("] [[")
+            && let Some((target, sentence)) = rest.split_once("]]: ")
+        {
+            out.push((sentence.to_owned(), format!("[[{target}]]")));
+        }
+    }
+    out
+}
+
+/// A date code as people write it: `2024`, `2024-07`.
+pub fn show_date(date: u32) -> String {
+    match (date / 10_000, (date / 100) % 100) {
+        (0, _) => String::new(),
+        (year, 0) => year.to_string(),
+        (year, month) => format!("{year}-{month:02}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

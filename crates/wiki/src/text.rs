@@ -465,6 +465,50 @@ pub fn term_set(text: &str) -> BTreeSet<String> {
     terms(text).into_iter().collect()
 }
 
+/// Whether a sentence mentions a name (whole words, case-insensitive).
+pub fn mentions(sentence: &str, name: &str) -> bool {
+    // ASCII lower case keeps byte offsets; names and sentences are compared the same way.
+    let lower = sentence.to_ascii_lowercase();
+    let name = name.to_ascii_lowercase();
+    if name.is_empty() {
+        return false;
+    }
+    lower.match_indices(&name).any(|(at, _)| {
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + name.len()..].chars().next();
+        before.is_none_or(|c| !c.is_alphanumeric()) && after.is_none_or(|c| !c.is_alphanumeric())
+    })
+}
+
+/// The normalised key of an entity name: lower case, no leading article, no possessive, no
+/// dots (so `U.S.` and `US` meet), single spaces.
+pub fn key(name: &str) -> String {
+    let lower = name.to_lowercase();
+    let mut words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace())
+        .filter(|w| !w.is_empty())
+        .collect();
+    while words
+        .first()
+        .is_some_and(|w| matches!(*w, "the" | "a" | "an"))
+        && words.len() > 1
+    {
+        words.remove(0);
+    }
+    let joined = words.join(" ");
+    let joined = joined
+        .trim_end_matches("'s")
+        .trim_end_matches("’s")
+        .replace(['.', ','], "");
+    joined
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '&')
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub mod dates;
 pub mod document;
 mod names;

@@ -10,8 +10,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Mutex, OnceLock};
 
-use crate::engine::WikiError;
-
 /// The nice value of the pool's threads (0 is the default; higher yields more).
 const NICE: i32 = 19;
 
@@ -106,8 +104,13 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// Work that did not finish: the pool was closed or the job panicked.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct WorkError(&'static str);
+
 /// Runs `job` on the work pool and waits for its result.
-pub async fn cpu<T, F>(job: F) -> Result<T, WikiError>
+pub async fn cpu<T, F>(job: F) -> Result<T, WorkError>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -121,11 +124,11 @@ where
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .send(job)
-        .map_err(|_| WikiError::Internal("the work pool is closed".into()))?;
+        .map_err(|_| WorkError("the work pool is closed"))?;
     match result.await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(_)) => Err(WikiError::Internal("the wiki work failed (a panic)".into())),
-        Err(_) => Err(WikiError::Internal("the work pool dropped a job".into())),
+        Ok(Err(_)) => Err(WorkError("the wiki work failed (a panic)")),
+        Err(_) => Err(WorkError("the work pool dropped a job")),
     }
 }
 

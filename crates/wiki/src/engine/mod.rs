@@ -51,6 +51,12 @@ pub enum WikiError {
     Internal(String),
 }
 
+impl From<crate::work::WorkError> for WikiError {
+    fn from(error: crate::work::WorkError) -> WikiError {
+        WikiError::Internal(error.to_string())
+    }
+}
+
 impl From<crate::index::IndexError> for WikiError {
     fn from(error: crate::index::IndexError) -> WikiError {
         WikiError::Internal(error.to_string())
@@ -148,8 +154,7 @@ pub(crate) fn hash(text: &str) -> String {
     hex::encode(&Sha256::digest(text.as_bytes())[..8])
 }
 
-/// Pages of a tenant by path (relative to `wiki/{tenant}/wiki/`).
-pub type Pages = std::collections::BTreeMap<String, Page>;
+pub use crate::page::Pages;
 
 impl Wiki {
     /// A wiki over `storage`, its search indexes in memory (tests, benchmarks; see

@@ -13,42 +13,8 @@ use serde_json::{Value, json};
 use crate::claims::{Claim, key};
 use crate::index::Doc;
 use crate::page::Page;
-
-/// Whether a sentence mentions a name (whole words, case-insensitive).
-pub fn mentions(sentence: &str, name: &str) -> bool {
-    // ASCII lower case keeps byte offsets; names and sentences are compared the same way.
-    let lower = sentence.to_ascii_lowercase();
-    let name = name.to_ascii_lowercase();
-    if name.is_empty() {
-        return false;
-    }
-    lower.match_indices(&name).any(|(at, _)| {
-        let before = lower[..at].chars().next_back();
-        let after = lower[at + name.len()..].chars().next();
-        before.is_none_or(|c| !c.is_alphanumeric()) && after.is_none_or(|c| !c.is_alphanumeric())
-    })
-}
-
-/// The citable sentences of a page with their citation: `^sN` lines of sources, dated
-/// mention lines elsewhere.
-pub fn cited_sentences(page: &Page) -> Vec<(String, String)> {
-    let link = page.link();
-    let mut out = Vec::new();
-    for line in page.body.lines() {
-        if let Some((sentence, anchor)) = line.rsplit_once(" ^s")
-            && anchor.chars().all(|c| c.is_ascii_digit())
-            && !anchor.is_empty()
-        {
-            out.push((sentence.to_owned(), format!("[[{link}#^s{anchor}]]")));
-        } else if let Some(rest) = line.strip_prefix("- [")
-            && let Some((_, rest)) = rest.split_once("] [[")
-            && let Some((target, sentence)) = rest.split_once("]]: ")
-        {
-            out.push((sentence.to_owned(), format!("[[{target}]]")));
-        }
-    }
-    out
-}
+pub use crate::page::{cited_sentences, show_date};
+pub use crate::text::mentions;
 
 /// The claims a page records in its front matter.
 pub(crate) fn page_claims(page: &Page) -> Vec<Claim> {
@@ -85,15 +51,6 @@ pub(crate) fn page_date(page: &Page) -> u32 {
         .and_then(Value::as_u64)
         .and_then(|d| u32::try_from(d).ok())
         .unwrap_or(0)
-}
-
-/// A date code as people write it: `2024`, `2024-07`.
-pub fn show_date(date: u32) -> String {
-    match (date / 10_000, (date / 100) % 100) {
-        (0, _) => String::new(),
-        (year, 0) => year.to_string(),
-        (year, month) => format!("{year}-{month:02}"),
-    }
 }
 
 /// Whether a sentence names a multi-word entity by its first word alone ("Northwind" for

@@ -16,8 +16,8 @@ pub mod rules;
 
 use serde_json::{Value, json};
 
-use crate::engine::Pages;
 use crate::index::FoundClaim;
+use crate::page::Pages;
 
 pub use rules::RULES;
 

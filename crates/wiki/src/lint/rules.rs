@@ -4,9 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Finding, Input, Rule, Severity};
 use crate::claims::{Claim, disagree, key};
-use crate::engine::{cited_sentences, mentions};
 use crate::index::FoundClaim;
+use crate::page::cited_sentences;
 use crate::page::{Page, links};
+use crate::text::mentions;
 
 /// A rule: its name and the function that runs it.
 pub type RuleFn = fn(&Input<'_>) -> Vec<Finding>;
@@ -44,7 +45,7 @@ fn entity_page(claim: &Claim) -> String {
 }
 
 fn show(claim: &FoundClaim) -> String {
-    let date = crate::engine::show_date(claim.claim.date);
+    let date = crate::page::show_date(claim.claim.date);
     let unit = if claim.claim.unit.is_empty() || claim.claim.value.contains(&claim.claim.unit) {
         String::new()
     } else {

@@ -236,7 +236,7 @@ pub(super) fn initials(name: &str) -> String {
 pub fn aliases(names: &[String]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for alias in names {
-        let compact = crate::claims::key(alias).replace(' ', "");
+        let compact = super::key(alias).replace(' ', "");
         let is_acronym = alias
             .chars()
             .filter(|c| c.is_alphabetic())
