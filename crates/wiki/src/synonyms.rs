@@ -27,6 +27,9 @@ const MAX_WORDS: usize = 6;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Synonyms {
     pairs: BTreeMap<String, String>,
+    /// Each meaning with every phrase that means it, derived from `pairs` whenever they change
+    /// (a query expands every candidate sentence with them).
+    groups: Vec<Vec<String>>,
 }
 
 /// The normal form of a phrase: lower-case words of letters, digits and hyphens, one space
@@ -58,7 +61,19 @@ impl Synonyms {
                 }
             }
         }
-        Synonyms { pairs }
+        Synonyms::from_pairs(pairs)
+    }
+
+    fn from_pairs(pairs: BTreeMap<String, String>) -> Synonyms {
+        let mut groups: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (phrase, meaning) in &pairs {
+            groups
+                .entry(meaning.as_str())
+                .or_insert_with(|| vec![meaning.clone()])
+                .push(phrase.clone());
+        }
+        let groups = groups.into_values().collect();
+        Synonyms { pairs, groups }
     }
 
     /// The table as stored and as shown: a JSON object, phrases in order.
@@ -137,7 +152,7 @@ impl Synonyms {
                 next.len()
             ));
         }
-        self.pairs = next;
+        *self = Synonyms::from_pairs(next);
         Ok(changed)
     }
 
@@ -163,17 +178,10 @@ impl Synonyms {
     /// it contains (a meaning and every phrase that means it are one group): what a question
     /// and a sentence are compared by.
     pub fn expand<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        if self.pairs.is_empty() {
+        if self.groups.is_empty() {
             return Cow::Borrowed(text);
         }
-        let mut groups: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for (phrase, meaning) in &self.pairs {
-            groups
-                .entry(meaning.as_str())
-                .or_insert_with(|| vec![meaning.clone()])
-                .push(phrase.clone());
-        }
-        crate::vocabulary::expand(text, groups.values().map(Vec::as_slice))
+        crate::vocabulary::expand(text, self.groups.iter().map(Vec::as_slice))
     }
 }
 
