@@ -75,7 +75,7 @@ async fn scoped_admin_tokens_allow_what_their_scope_says_and_every_write_names_i
 
     // Bad requests change nothing.
     let before = revision(&mut root).await;
-    let now = tp_ctl::output::now_ms() / 1000;
+    let now = tp_proto::clock::now_ms() / 1000;
     for (what, request, expected) in [
         (
             "no scope",
@@ -548,7 +548,7 @@ async fn scoped_admin_tokens_allow_what_their_scope_says_and_every_write_names_i
         .admins
         .issue_admin_token(pb::IssueAdminTokenRequest {
             scope: pb::AdminScope::ReadOnly as i32,
-            expires_at: tp_ctl::output::now_ms() / 1000 + 2,
+            expires_at: tp_proto::clock::now_ms() / 1000 + 2,
             ..Default::default()
         })
         .await

@@ -174,7 +174,7 @@ impl Stack {
         eventually("control-plane-1 answering", Duration::from_secs(60), || {
             let (url, token) = (url.clone(), token.clone());
             async move {
-                let mut admin = tp_ctl::Admin::connect(&url, &token).await.ok()?;
+                let mut admin = tp_client::Admin::connect(&url, &token).await.ok()?;
                 admin
                     .tenants
                     .get_tenant(pb::GetTenantRequest { id: "acme".into() })
@@ -242,8 +242,8 @@ impl Stack {
         format!("127.0.0.1:{}", self.http_port)
     }
 
-    async fn admin(&self) -> tp_ctl::Admin {
-        tp_ctl::Admin::connect(&self.grpc_url(), &self.admin_token)
+    async fn admin(&self) -> tp_client::Admin {
+        tp_client::Admin::connect(&self.grpc_url(), &self.admin_token)
             .await
             .expect("admin client")
     }

@@ -388,7 +388,7 @@ async fn watch_resumes_after_a_dropped_stream_without_loss_or_duplicates() {
 #[tokio::test]
 async fn tokens_guard_every_service() {
     let cp = ControlPlaneProcess::start(true).await;
-    let wrong = tp_ctl::Admin::connect(&cp.url(), "not-the-token-at-all")
+    let wrong = tp_client::Admin::connect(&cp.url(), "not-the-token-at-all")
         .await
         .unwrap();
     let mut wrong_catalog = wrong.catalog.clone();

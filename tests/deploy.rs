@@ -202,8 +202,12 @@ fn workspace_binaries() -> BTreeSet<String> {
         .filter_map(|l| l.split('"').nth(1).map(str::to_owned))
         .collect();
     assert!(members.len() > 5, "{members:?}");
-    // The load benchmark is a developer tool, not a service: it ships in no image.
-    for member in members.into_iter().filter(|m| m != "bench") {
+    // The load benchmark is a developer tool, not a service, and the launcher (`toolplane up`,
+    // `export`, `import`) runs on an operator's machine: neither ships in an image.
+    for member in members
+        .into_iter()
+        .filter(|m| m != "bench" && m != "crates/launcher")
+    {
         let text = read(&format!("{member}/Cargo.toml"));
         let mut in_bin = false;
         for line in text.lines() {

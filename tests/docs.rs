@@ -30,7 +30,7 @@ async fn tools_md_is_generated_from_the_demo_catalogue_and_no_document_contradic
         committed == rendered,
         "docs/TOOLS.md has drifted from the demo catalogue; regenerate it with\n  \
          TOOLPLANE_UPDATE_GOLDEN=1 cargo nextest run --workspace -E 'test(/tools_md/)'\n\
-         or `toolplanectl docs render > docs/TOOLS.md` against `toolplanectl up`"
+         or `toolplanectl docs render > docs/TOOLS.md` against `toolplane up`"
     );
     let count = rendered.lines().filter(|l| l.starts_with("| `")).count();
     assert_eq!(count, 34, "the demo catalogue has 34 tools");

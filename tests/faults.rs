@@ -377,7 +377,7 @@ async fn kill_9_during_a_stream_of_writes_loses_no_acknowledged_write_and_watche
             let mut seen: Vec<u64> = Vec::new();
             let mut reconnects = 0;
             while !stop.load(Ordering::SeqCst) {
-                let Ok(mut client) = tp_ctl::Admin::connect(&addr, &token).await else {
+                let Ok(mut client) = tp_client::Admin::connect(&addr, &token).await else {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };

@@ -235,7 +235,7 @@ impl Fleet {
 
 /// The registry of (tenant, role) as the control plane resolves it.
 pub(crate) async fn registry_of(
-    admin: &mut tp_ctl::Admin,
+    admin: &mut tp_client::Admin,
     tenant: &str,
     role: &str,
 ) -> Vec<String> {
@@ -255,7 +255,11 @@ pub(crate) async fn registry_of(
 }
 
 /// What `tools/list` should show (tenant, role), computed from the control plane's answers.
-pub(crate) async fn listing_of(admin: &mut tp_ctl::Admin, tenant: &str, role: &str) -> Vec<String> {
+pub(crate) async fn listing_of(
+    admin: &mut tp_client::Admin,
+    tenant: &str,
+    role: &str,
+) -> Vec<String> {
     let registry = registry_of(admin, tenant, role).await;
     let disclosure: tp_registry::Disclosure = admin
         .tenants

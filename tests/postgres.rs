@@ -414,14 +414,13 @@ async fn a_past_sunset_is_refused_and_a_passed_one_retires_the_tool_once_across_
     let mut admin = source.admin().await;
     let tool = registry(&source).await[0].clone();
     let day = |offset: i64| {
-        let days = (std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            / 86_400) as i64
-            + offset;
-        let (y, m, d) = tp_telemetry::civil_from_days(days);
-        format!("{y:04}-{m:02}-{d:02}")
+        let date = time::OffsetDateTime::now_utc().date() + time::Duration::days(offset);
+        format!(
+            "{:04}-{:02}-{:02}",
+            date.year(),
+            u8::from(date.month()),
+            date.day()
+        )
     };
     let refused = admin
         .catalog

@@ -278,7 +278,7 @@ async fn every_hop_speaks_tls_and_certificates_reload_without_a_restart() {
         !output.status.success() && stderr.contains("TOOLPLANE_TLS_CLIENT_CERT_FILE"),
         "{stderr}"
     );
-    assert!(!stderr.contains("toolplanectl up"), "{stderr}");
+    assert!(!stderr.contains("toolplane up"), "{stderr}");
 
     // The wiki: TLS with client certificates required; the edge calls it over https.
     let wiki = WikiProcess::start_with_args(&[

@@ -12,7 +12,7 @@ use tp_test_support::{ControlPlaneProcess, EdgeProcess, McpHttp, eventually};
 use crate::fleet::{Fleet, LEGACY};
 
 /// A fresh key for (tenant, role) and its id.
-async fn issue(admin: &mut tp_ctl::Admin, tenant: &str, role: &str) -> (String, String) {
+async fn issue(admin: &mut tp_client::Admin, tenant: &str, role: &str) -> (String, String) {
     let issued = admin
         .tenants
         .issue_api_key(pb::IssueApiKeyRequest {

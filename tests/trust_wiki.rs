@@ -118,7 +118,7 @@ async fn t7_the_wiki_fetches_no_special_purpose_address() {
 async fn t10_a_deleted_tenants_wiki_is_gone_for_its_successor() {
     let mut fleet = Fleet::start(1, "").await;
     let mut admin = fleet.cp.admin().await;
-    let create = |admin: &mut tp_ctl::Admin| {
+    let create = |admin: &mut tp_client::Admin| {
         let mut admin = admin.clone();
         async move {
             admin
@@ -139,7 +139,7 @@ async fn t10_a_deleted_tenants_wiki_is_gone_for_its_successor() {
                 .into_inner()
         }
     };
-    let issue = |admin: &mut tp_ctl::Admin| {
+    let issue = |admin: &mut tp_client::Admin| {
         let mut admin = admin.clone();
         async move {
             admin
@@ -155,7 +155,7 @@ async fn t10_a_deleted_tenants_wiki_is_gone_for_its_successor() {
                 .key
         }
     };
-    let delete = |admin: &mut tp_ctl::Admin| {
+    let delete = |admin: &mut tp_client::Admin| {
         let mut admin = admin.clone();
         async move {
             admin
@@ -366,7 +366,7 @@ async fn t11_unicode_html_and_a_dead_writer_neither_crash_nor_block_the_wiki() {
 }
 
 /// T12. One tenant's ingest cannot flood its wiki with pages, and its large ingests and lints
-/// run off the request threads: in `toolplanectl up` (everything in one process) another
+/// run off the request threads: in `toolplane up` (everything in one process) another
 /// tenant's `tools/list` is answered meanwhile.
 #[tokio::test]
 async fn t12_one_tenants_wiki_work_neither_floods_pages_nor_stalls_others() {

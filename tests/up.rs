@@ -1,4 +1,5 @@
-//! `toolplanectl up`: the whole stack in one process, as the README's first command runs it.
+//! `toolplane up`: the whole stack in one process, as the README's first command runs it
+//! (`toolplanectl up`, which hands over to it, in the tour and the first-hour test).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -30,7 +31,7 @@ async fn start(dir: &Path, run: u32) -> (Process, String) {
     .map(|s| (*s).to_owned())
     .collect();
     let mut process = Process::spawn(
-        &binary("toolplanectl"),
+        &binary("toolplane"),
         &args,
         &dir.join(format!("up-{run}.log")),
         &[],
@@ -158,7 +159,7 @@ async fn up_runs_the_seeded_stack_prints_how_to_connect_and_restarts_on_its_data
     printed_client_configs_connect(&first, &names, dir.path()).await;
 
     // Every demo key sees exactly what the control plane resolves for it.
-    let mut admin = tp_ctl::Admin::connect(
+    let mut admin = tp_client::Admin::connect(
         &format!("http://{}", first["grpc_addr"].as_str().unwrap()),
         first["admin_token"].as_str().unwrap(),
     )
@@ -225,7 +226,7 @@ async fn up_runs_the_seeded_stack_prints_how_to_connect_and_restarts_on_its_data
 }
 
 /// The README's five-minute tour, run as written (the `tp` line points at the built CLI instead
-/// of `cargo run`) in a folder where `toolplanectl up` keeps its data in `./.toolplane`.
+/// of `cargo run`) in a folder where `toolplane up` keeps its data in `./.toolplane`.
 #[tokio::test]
 async fn the_readme_tour_runs_as_written_against_up() {
     let readme =
@@ -578,7 +579,7 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
     assert!(
         !ok && stderr.contains(&format!("http://{closed}"))
             && stderr.contains("--addr or TOOLPLANE_ADDR")
-            && stderr.contains("toolplanectl up"),
+            && stderr.contains("toolplane up"),
         "{stderr}"
     );
     let elsewhere = tempfile::tempdir().unwrap();
@@ -685,9 +686,7 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&edge.stderr);
     assert!(
-        !edge.status.success()
-            && stderr.contains("edge-token")
-            && stderr.contains("toolplanectl up"),
+        !edge.status.success() && stderr.contains("edge-token") && stderr.contains("toolplane up"),
         "{stderr}"
     );
     let usage =
@@ -717,7 +716,7 @@ async fn first_hour_mistakes_get_sentences_and_change_nothing() {
     .await;
     let pid = first.id().unwrap();
     assert!(
-        !ok && stderr.contains("another `toolplanectl up`")
+        !ok && stderr.contains("another `toolplane up`")
             && stderr.contains(&format!("pid {pid}"))
             && stderr.contains("--mcp-listen"),
         "{stderr}"
@@ -813,7 +812,7 @@ async fn up_with_json_logs_writes_only_json_and_stops_without_reconnecting() {
     let ready = dir.path().join("ready");
     let port = || format!("127.0.0.1:{}", free_port());
     let stderr_file = dir.path().join("up.err");
-    let mut up = tokio::process::Command::new(binary("toolplanectl"))
+    let mut up = tokio::process::Command::new(binary("toolplane"))
         .args([
             "up",
             "--log-format",
@@ -867,4 +866,42 @@ async fn up_with_json_logs_writes_only_json_and_stops_without_reconnecting() {
         "a stopping edge reconnects: {log}"
     );
     println!("up --log-format json: {lines} lines, every one JSON; stopped without reconnecting");
+}
+
+/// The CLI links no service: `up`, `export` and `import` are handed over to the `toolplane`
+/// launcher beside it (or on PATH). Without one, the CLI says which binary is missing and how
+/// to build it, and starts nothing; `--help` reaches the launcher untouched.
+#[tokio::test]
+async fn the_cli_hands_up_over_to_the_launcher_and_says_so_when_it_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lonely = dir.path().join("toolplanectl");
+    std::fs::copy(binary("toolplanectl"), &lonely).unwrap();
+    for command in ["up", "export", "import"] {
+        let output = tokio::process::Command::new(&lonely)
+            .args([command, "--data-dir", "data"])
+            .current_dir(dir.path())
+            .env("PATH", dir.path().join("empty"))
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "`toolplanectl {command}` is run by the `toolplane` launcher"
+            )) && stderr.contains("cargo build --release --bin toolplane"),
+            "{stderr}"
+        );
+    }
+    assert!(!dir.path().join("data").exists(), "nothing started");
+    let help = tokio::process::Command::new(binary("toolplanectl"))
+        .args(["up", "--help"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.status.success() && stdout.contains("--mcp-listen") && stdout.contains("toolplane up"),
+        "{stdout}"
+    );
 }

@@ -67,10 +67,8 @@ fn digest(token: &str) -> [u8; 32] {
 
 /// Whether two digests are equal, in a time that does not depend on where they differ.
 pub(crate) fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
+    use subtle::ConstantTimeEq as _;
+    bool::from(a.ct_eq(b))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! committed first, the engine catches up from the change log and validates again.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::{Mutex, RwLock, broadcast};
 use tp_registry::{Adr, AdrStatus, Change, DomainError, DomainResult, ErrorCode, Role, State};
@@ -47,18 +47,7 @@ pub struct Engine {
     committed: broadcast::Sender<u64>,
 }
 
-/// Unix milliseconds now.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-/// Unix seconds now.
-pub fn now_secs() -> u64 {
-    now_ms() / 1000
-}
+pub use tp_proto::clock::{now_ms, now_secs};
 
 /// Today's UTC date as `YYYY-MM-DD`.
 pub fn today() -> String {

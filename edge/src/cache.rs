@@ -10,7 +10,7 @@
 //! (docs/performance.md).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use moka::future::Cache;
 use prost::Message;
@@ -165,19 +165,7 @@ impl std::fmt::Debug for Caches {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+use tp_proto::clock::{now_ms, now_secs};
 
 fn hit(level: &'static str, kind: &'static str) {
     match (level, kind) {

@@ -9,8 +9,7 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-/// The default of `executors.credential_env_prefix`.
-pub const DEFAULT_CREDENTIAL_ENV_PREFIX: &str = "TOOLPLANE_CRED_";
+use tp_upstream::DEFAULT_CREDENTIAL_ENV_PREFIX;
 
 /// Prefix of the edge's environment variables (`TOOLPLANE_EDGE_LISTEN`, ...).
 pub const ENV_PREFIX: &str = "TOOLPLANE_EDGE_";
@@ -471,7 +470,7 @@ impl RawConfig {
                     .map(|dir| format!(" (from {})", dir.display()))
                     .unwrap_or_default();
                 format!(
-                    "the edge needs the fleet's edge token: edge_token (TOOLPLANE_EDGE_EDGE_TOKEN) is empty and edge_token_file {:?}{at} cannot be read. The control plane writes it to <its data_dir>/edge-token on first start (toolplanectl up: .toolplane/edge-token); point edge_token_file there, or set the token itself",
+                    "the edge needs the fleet's edge token: edge_token (TOOLPLANE_EDGE_EDGE_TOKEN) is empty and edge_token_file {:?}{at} cannot be read. The control plane writes it to <its data_dir>/edge-token on first start (toolplane up: .toolplane/edge-token); point edge_token_file there, or set the token itself",
                     self.edge_token_file
                 )
             })?;
@@ -627,7 +626,7 @@ impl RawConfig {
                 "executors.credential_env_prefix: must be at least 3 characters of A-Z, 0-9 and _ (e.g. TOOLPLANE_CRED_)"
             );
         }
-        let upstream_http = crate::upstream::http_client(
+        let upstream_http = tp_upstream::http_client(
             &self.executors.upstream_ca_file,
             &self.executors.upstream_cert_file,
             &self.executors.upstream_key_file,

@@ -1,5 +1,5 @@
 //! Forwarding tool calls to executors over the gRPC `Executor` contract (or to MCP servers
-//! through [`crate::upstream`]): one lazily connected channel per executor, signed calls, the
+//! through the `tp-upstream` crate): one lazily connected channel per executor, signed calls, the
 //! deadline, a retry only when it is safe (idempotent tool, the executor was never reached),
 //! and — per (executor, tool) — circuit breakers and concurrency limits that no tenant can turn
 //! against another:
@@ -31,6 +31,7 @@ use tonic::transport::Channel;
 use tp_proto::invoke_auth::ExecutorKey;
 use tp_proto::pb::{self, executor_client::ExecutorClient};
 use tp_registry::{Executor, ExecutorProtocol};
+use tp_upstream::CallEvent;
 
 #[cfg(test)]
 use self::breaker::BreakerState;
@@ -76,8 +77,6 @@ impl Reply {
     }
 }
 
-pub use crate::events::CallEvent;
-
 /// Concurrency slots and breakers of one (executor, tool).
 #[derive(Debug)]
 struct Gate {
@@ -89,7 +88,7 @@ struct Handle {
     info: Executor,
     /// The gRPC contract's client, or the MCP upstream's session holder.
     client: Option<ExecutorClient<Channel>>,
-    upstream: Option<Arc<crate::upstream::Upstream>>,
+    upstream: Option<Arc<tp_upstream::Upstream>>,
     permits: Arc<Semaphore>,
     tools: Mutex<HashMap<String, Arc<Gate>>>,
     tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -200,7 +199,7 @@ impl Executors {
             }
             ExecutorProtocol::Mcp => (
                 None,
-                Some(Arc::new(crate::upstream::Upstream::new(
+                Some(Arc::new(tp_upstream::Upstream::new(
                     info.clone(),
                     &self.settings.credential_env_prefix,
                     self.settings.upstream_http.clone(),
@@ -420,13 +419,13 @@ async fn call(
             .await
             .map(Reply::Done)
             .map_err(|error| match error {
-                crate::upstream::UpstreamError::Unreachable(message) => ForwardError::Unreachable {
+                tp_upstream::UpstreamError::Unreachable(message) => ForwardError::Unreachable {
                     tool: tool.clone(),
                     executor: name.clone(),
                     message,
                 },
                 // The upstream's JSON-RPC error for the call: its own answer to the caller.
-                crate::upstream::UpstreamError::Failed(message) => ForwardError::Failed {
+                tp_upstream::UpstreamError::Failed(message) => ForwardError::Failed {
                     tool: tool.clone(),
                     executor: name.clone(),
                     code: Code::InvalidArgument,

@@ -1,6 +1,6 @@
 //! The edge's module graph, read from the sources: which top-level modules name which others
 //! (`crate::x` paths outside test code), and the cycles among them. There are none: the
-//! request path runs app → mcp → (state, registry, forward) → (cache, transport, upstream), and
+//! request path runs app → mcp → (state, registry, forward) → (cache, transport), and
 //! `transport` (pages, cursors, session and request-state seals, server → client request ids)
 //! names none of the modules that use it. The test fails when a cycle appears; `KNOWN_CYCLES`
 //! is where debt would be listed, and it stays empty.
@@ -137,13 +137,7 @@ fn the_module_graph_has_no_cycles_but_the_known_ones() {
         found, known,
         "module cycles changed: shorten KNOWN_CYCLES when one is broken, never lengthen it"
     );
-    // Forwarding and the MCP upstream executor no longer name each other; the configuration
-    // names no part of the request path.
-    assert!(
-        !graph["upstream"].contains("forward"),
-        "{:?}",
-        graph["upstream"]
-    );
+    // The configuration names no part of the request path.
     assert!(!graph["config"].contains("mcp"), "{:?}", graph["config"]);
     // The registry builds its precomputed pages with the transport's code, not the handlers';
     // the edge's state holds the transport's seals, not the handlers'.

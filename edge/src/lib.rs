@@ -6,7 +6,7 @@
 //! the relay of progress; [`mcp::fast`] precomputed pages, [`mcp::session`]
 //! sealed 2025-xx sessions, [`mcp::ask`] questions on a call's stream, [`mcp::input`]
 //! 2026-07-28 input-required) → [`cache`] (L1/L2/L3) → [`versions`] + [`watch`] (push
-//! invalidation) → [`forward`] (executors: deadlines, breakers, limits; [`upstream`] for MCP
+//! invalidation) → [`forward`] (executors: deadlines, breakers, limits; the `tp-upstream` crate for MCP
 //! servers as executors) → [`limits`], [`audit`].
 
 pub mod access;
@@ -16,7 +16,6 @@ pub mod cache;
 pub mod config;
 pub mod control;
 pub mod disclosure;
-pub mod events;
 pub mod forward;
 pub mod identity;
 pub mod limits;
@@ -27,7 +26,6 @@ pub mod shared;
 pub mod state;
 pub mod tool;
 pub mod transport;
-pub mod upstream;
 pub mod versions;
 pub mod watch;
 

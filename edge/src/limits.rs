@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use moka::sync::Cache;
 
@@ -68,12 +68,7 @@ pub struct Limited {
     pub retry_after_secs: u64,
 }
 
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+use tp_proto::clock::now_secs;
 
 // === impl RateLimiter ===
 

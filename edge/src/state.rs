@@ -139,7 +139,7 @@ impl EdgeState {
             max_backoff: Duration::from_millis(state.config.watch.max_backoff_ms),
         };
         // The watch ends when the edge starts stopping: a control plane that goes away then
-        // (as under `toolplanectl up`, which stops it after the edge) is not reconnected to.
+        // (as under `toolplane up`, which stops it after the edge) is not reconnected to.
         let watching = watch::run(
             Arc::clone(&control),
             Arc::clone(&state.versions),

@@ -111,7 +111,7 @@ pub(crate) fn token(
 /// How to point the CLI at a control plane, for the end of error messages.
 fn how_to_point() -> String {
     format!(
-        "start one with `toolplanectl up`, or point the CLI at it with --addr HOST:PORT or \
+        "start one with `toolplane up`, or point the CLI at it with --addr HOST:PORT or \
          TOOLPLANE_ADDR (`up` writes its address as grpc_addr in {CREDENTIALS})"
     )
 }

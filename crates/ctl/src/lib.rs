@@ -5,12 +5,10 @@ mod args;
 mod commands;
 mod connect;
 pub mod executor_key;
+pub mod handover;
 pub mod output;
-mod ports;
 pub mod profiles;
 pub mod progress;
-pub mod transfer;
-pub mod up;
 pub mod upstreams;
 
 use std::path::PathBuf;
@@ -100,12 +98,15 @@ pub enum Command {
     Docs(DocsCmd),
     /// Run the whole stack in this process (control plane, demo executor, wiki service, one
     /// MCP edge) on embedded defaults, seeded with the demo world; prints how to connect.
-    Up(up::UpArgs),
+    /// (Run by the `toolplane` launcher, which must sit beside toolplanectl or on PATH.)
+    Up(handover::Handover),
     /// Write the whole state of a store (catalogue, ceiling, ADRs, tenants, key hashes,
     /// executors) as one JSON document; reads the store directly.
-    Export(transfer::ExportArgs),
+    /// (Run by the `toolplane` launcher.)
+    Export(handover::Handover),
     /// Load an `export` document into a new, empty store (e.g. SQLite → PostgreSQL).
-    Import(transfer::ImportArgs),
+    /// (Run by the `toolplane` launcher.)
+    Import(handover::Handover),
     /// Print the key the fleet's edges sign executor calls with (derived from the edge token),
     /// for the executors' `--auth-key-file`; a new random one with `--generate`; or the
     /// signature of a call made by hand with `--sign METHOD JSON`.
@@ -145,11 +146,14 @@ pub async fn run(cli: Cli) -> i32 {
     match commands::run(cli).await {
         Ok(code) => code,
         Err(error) => {
-            eprintln!(
-                "error: {}",
-                output::printable(&commands::describe_error(&error))
-            );
+            eprintln!("error: {}", describe(&error));
             1
         }
     }
+}
+
+/// An error as the CLI prints it: a gRPC status with its field violations spelled out, any
+/// control character escaped.
+pub fn describe(error: &anyhow::Error) -> String {
+    output::printable(&commands::describe_error(error)).into_owned()
 }

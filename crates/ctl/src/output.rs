@@ -118,13 +118,7 @@ mod tests {
     }
 }
 
-/// Unix milliseconds now.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+pub use tp_proto::clock::now_ms;
 
 /// `2026-11-25 08:49 UTC (3 days ago)` for a Unix-milliseconds instant seen at `now_ms`;
 /// `never` for 0.
@@ -132,14 +126,20 @@ pub fn when(at_ms: u64, now_ms: u64) -> String {
     if at_ms == 0 {
         return "never".into();
     }
-    let secs = at_ms / 1000;
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = tp_telemetry::civil_from_days(i64::try_from(days).unwrap_or(i64::MAX));
-    let stamp = format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        rest / 3600,
-        rest % 3600 / 60
-    );
+    let at = i64::try_from(at_ms / 1000)
+        .ok()
+        .and_then(|secs| time::OffsetDateTime::from_unix_timestamp(secs).ok());
+    let stamp = match at {
+        Some(at) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+            at.year(),
+            u8::from(at.month()),
+            at.day(),
+            at.hour(),
+            at.minute()
+        ),
+        None => format!("{at_ms} ms after 1970"),
+    };
     format!("{stamp} ({})", ago(at_ms, now_ms))
 }
 
@@ -179,8 +179,7 @@ mod time_tests {
         assert_eq!(ago(now - 60_000, now), "1 minute ago");
         assert_eq!(ago(now - 7_200_000, now), "2 hours ago");
         assert_eq!(ago(now + 86_400_000 * 4, now), "in 4 days");
-        assert_eq!(tp_telemetry::civil_from_days(0), (1970, 1, 1));
-        assert_eq!(tp_telemetry::civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(tp_telemetry::civil_from_days(-1), (1969, 12, 31));
+        assert!(when(951_782_400_000, now).starts_with("2000-02-29 00:00 UTC"));
+        assert!(when(1, now).starts_with("1970-01-01 00:00 UTC"));
     }
 }

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use anyhow::bail;
 use serde_json::{Value, json};
-use tp_edge::upstream::Upstream;
 use tp_proto::pb;
 use tp_registry as domain;
+use tp_upstream::Upstream;
 
 use crate::Admin;
 
@@ -54,7 +54,7 @@ async fn upstream(
     };
     // The edges' TLS settings for MCP upstreams, from the same environment variables.
     let var = |name: &str| std::env::var(name).unwrap_or_default();
-    let http = tp_edge::upstream::http_client(
+    let http = tp_upstream::http_client(
         &var("TOOLPLANE_EDGE_EXECUTORS__UPSTREAM_CA_FILE"),
         &var("TOOLPLANE_EDGE_EXECUTORS__UPSTREAM_CERT_FILE"),
         &var("TOOLPLANE_EDGE_EXECUTORS__UPSTREAM_KEY_FILE"),
@@ -65,7 +65,7 @@ async fn upstream(
         }
         None => Upstream::new(
             executor.clone(),
-            tp_edge::config::DEFAULT_CREDENTIAL_ENV_PREFIX,
+            tp_upstream::DEFAULT_CREDENTIAL_ENV_PREFIX,
             http,
         ),
     };

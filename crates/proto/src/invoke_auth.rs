@@ -56,12 +56,7 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     mac.finalize().into_bytes().into()
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 /// A key that signs (edges, the control plane) or verifies (executors) executor calls.
 #[derive(Clone, PartialEq, Eq)]
@@ -453,7 +448,7 @@ pub struct CallerAuth {
 enum Keys {
     /// Keys from a file, read again when it changes (production).
     File(std::sync::Arc<KeyFile>),
-    /// Fixed keys (in-process launchers such as `toolplanectl up`).
+    /// Fixed keys (in-process launchers such as `toolplane up`).
     Fixed(Vec<ExecutorKey>),
     /// No check at all: only for an executor reachable by nothing but its edges, when the
     /// operator says so explicitly (`--allow-unsigned`).
@@ -461,7 +456,7 @@ enum Keys {
 }
 
 impl CallerAuth {
-    /// Fixed keys (in-process launchers such as `toolplanectl up`).
+    /// Fixed keys (in-process launchers such as `toolplane up`).
     pub fn keys(keys: Vec<ExecutorKey>) -> CallerAuth {
         CallerAuth::with(Keys::Fixed(keys))
     }

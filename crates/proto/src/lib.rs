@@ -2,6 +2,7 @@
 //! descriptor set for gRPC reflection, conversions between protobuf messages and the domain
 //! types of `tp-registry`, and the one table mapping error codes to gRPC and HTTP statuses.
 
+pub mod clock;
 pub mod codec;
 pub mod convert;
 pub mod invoke_auth;

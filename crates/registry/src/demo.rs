@@ -1,6 +1,6 @@
 //! The demo world of the seeds (ADR-002, ADR-037, ADR-039, invariant #7): roles,
 //! providers, executors, ADRs, the ceiling of 35, the 34-tool catalogue and three tenants.
-//! Used by `toolplanectl up`, tests and benchmarks.
+//! Used by `toolplane up`, tests and benchmarks.
 
 use serde::Deserialize;
 

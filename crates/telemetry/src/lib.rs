@@ -66,7 +66,7 @@ impl Drop for Telemetry {
 /// Installs the global subscriber: logs on stderr, and OpenTelemetry spans exported over OTLP
 /// as `service` when the `OTEL_*` variables ask for it ([`trace`]). Safe to call more than
 /// once (later calls do nothing), so one process can host several components
-/// (`toolplanectl up`).
+/// (`toolplane up`).
 pub fn init(level: &str, json: bool, service: &str) -> Telemetry {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("{QUIET},{level}")));
@@ -220,31 +220,22 @@ pub fn push_padded(out: &mut String, value: u32, width: usize) {
     out.extend(digits[start..].iter().map(|&d| char::from(d)));
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
-/// `civil_from_days`).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// `since_epoch` as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (UTC, microseconds).
 fn rfc3339_micros(out: &mut String, since_epoch: std::time::Duration) {
     use std::fmt::Write as _;
     let secs = since_epoch.as_secs();
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    // The Julian day of 1970-01-01; `time` does the calendar.
+    const UNIX_EPOCH_JULIAN_DAY: i32 = 2_440_588;
+    let days = i32::try_from(secs / 86_400).unwrap_or(0);
     let of_day = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
+    let date = time::Date::from_julian_day(UNIX_EPOCH_JULIAN_DAY.saturating_add(days))
+        .unwrap_or(time::Date::MAX);
     let _ = write!(
         out,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        date.year(),
+        u8::from(date.month()),
+        date.day(),
         of_day / 3_600,
         of_day % 3_600 / 60,
         of_day % 60,

@@ -1,5 +1,5 @@
 //! Prometheus metrics shared by every Toolplane process: one recorder per process (so
-//! `toolplanectl up`, which hosts every component, exposes them all in one place), latencies
+//! `toolplane up`, which hosts every component, exposes them all in one place), latencies
 //! as histograms with the same buckets everywhere (so they aggregate across a fleet), a
 //! tower layer that measures every gRPC call a server answers, and a small `/metrics`
 //! listener for the processes that have no HTTP listener of their own.

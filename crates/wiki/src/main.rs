@@ -12,7 +12,7 @@ struct Args {
     /// gRPC listen address.
     #[arg(long, default_value = "127.0.0.1:50052")]
     listen: String,
-    /// Folder holding `wiki/{tenant}/…` (the same data dir as `toolplanectl up`).
+    /// Folder holding `wiki/{tenant}/…` (the same data dir as `toolplane up`).
     #[arg(long, default_value = ".toolplane")]
     data_dir: PathBuf,
     /// Folder of the per-tenant search indexes (default `<data-dir>/index`). Local to each

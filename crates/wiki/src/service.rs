@@ -642,12 +642,7 @@ impl Executor for WikiService {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+use tp_proto::clock::now_ms;
 
 /// Serves the wiki executor (with health) on `listener` until `shutdown`.
 pub async fn serve(

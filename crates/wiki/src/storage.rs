@@ -48,12 +48,7 @@ const LEASE_RENEW: Duration = Duration::from_secs(3);
 /// How long a writer waits for a lease.
 pub const LEASE_WAIT: Duration = Duration::from_secs(30);
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+use tp_proto::clock::now_ms;
 
 fn random_id() -> String {
     let bytes: [u8; 12] = rand::random();

@@ -3,7 +3,7 @@
 //! below the threads that answer requests; writes to the store run on a runtime of their own
 //! at the same priority. One tenant's bulk load or lint then never holds the
 //! request threads, and when the machine's cores are all busy the scheduler gives other
-//! tenants' queries (and, in `toolplanectl up`, the edge) the larger share and lets their
+//! tenants' queries (and, in `toolplane up`, the edge) the larger share and lets their
 //! threads in at once when they wake (docs/wiki.md, "Through the edge").
 
 use std::panic::AssertUnwindSafe;

@@ -13,12 +13,7 @@ fn request_id() -> String {
     hex::encode(bytes)
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+use tp_proto::clock::now_ms;
 
 /// The request id of a call: the HTTP request's (`x-request-id`, in the access log), so that
 /// the reference a caller is shown, the executor's request id and the audit record agree.

@@ -43,9 +43,10 @@ use tp_registry::Fault;
 
 use crate::cache::{Identity, LookupError};
 use crate::disclosure::{self, MetaTool};
-use crate::forward::{CallEvent, Reply};
+use crate::forward::Reply;
 use crate::registry::{EdgeTool, Registry};
 use crate::state::EdgeState;
+use tp_upstream::CallEvent;
 
 pub use crate::transport::cursor::{decode_cursor, encode_cursor};
 

@@ -135,9 +135,9 @@ fn split_list(value: &str) -> Vec<String> {
 /// Runs the command; returns the exit code.
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
     let cli = match cli.command {
-        Command::Up(args) => return crate::up::up(args).await,
-        Command::Export(args) => return crate::transfer::export(args).await,
-        Command::Import(args) => return crate::transfer::import(args).await,
+        Command::Up(args) => return crate::handover::run("up", args),
+        Command::Export(args) => return crate::handover::run("export", args),
+        Command::Import(args) => return crate::handover::run("import", args),
         Command::ExecutorKey(args) => return crate::executor_key::run(&args),
         command => Cli { command, ..cli },
     };

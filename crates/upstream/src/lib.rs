@@ -31,9 +31,14 @@ use tokio::sync::mpsc;
 use tp_proto::pb;
 use tp_registry::Executor;
 
-use crate::events::CallEvent;
+pub use crate::events::CallEvent;
 
+mod events;
 mod traced;
+
+/// The prefix of the environment variables that hold executors' credentials when an executor
+/// names none (`TOOLPLANE_CRED_<EXECUTOR>`).
+pub const DEFAULT_CREDENTIAL_ENV_PREFIX: &str = "TOOLPLANE_CRED_";
 
 /// Why an upstream call failed.
 #[derive(Debug, Clone, thiserror::Error)]

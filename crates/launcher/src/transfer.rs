@@ -1,4 +1,4 @@
-//! `toolplanectl export` / `import`: the whole control-plane state — catalogue, ceiling and its
+//! `toolplane export` / `import`: the whole control-plane state — catalogue, ceiling and its
 //! history, ADRs, tenants, API keys (hashes only), executors, providers, roles — as one JSON
 //! document, read from and written to a store directly. For moving from SQLite to PostgreSQL,
 //! backups you can read, and seeding test environments.
@@ -243,7 +243,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<i32> {
     let document = Export {
         format: FORMAT.to_owned(),
         revision: snapshot.revision,
-        exported_at_ms: crate::output::now_ms(),
+        exported_at_ms: tp_ctl::output::now_ms(),
         objects: snapshot.objects,
         audit,
         usage,
@@ -280,7 +280,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
     // each tool object is checked again, as written, as a definition.
     let raw: serde_json::Value = serde_json::from_str(&text)?;
     let objects = raw["objects"].as_array().map_or(0, Vec::len);
-    let mut progress = crate::progress::Progress::new("import: checking objects", objects);
+    let mut progress = tp_ctl::progress::Progress::new("import: checking objects", objects);
     for object in raw["objects"].as_array().into_iter().flatten() {
         progress.step(object["kind"].as_str().unwrap_or_default());
         if object["kind"] == "tool" {
@@ -330,7 +330,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
     let count = changes.len();
     eprintln!("import: writing {count} objects as one revision…");
     match store
-        .commit(0, &changes, crate::output::now_ms(), "system")
+        .commit(0, &changes, tp_ctl::output::now_ms(), "system")
         .await?
     {
         Commit::Committed(revision) => {

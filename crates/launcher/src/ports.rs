@@ -1,5 +1,5 @@
 //! Whether `up`'s listen addresses are free, and who holds one that is not: another
-//! `toolplanectl up` (with its pid and data dir), another process of this user (pid and
+//! `toolplane up` (with its pid and data dir), another process of this user (pid and
 //! command line, found through `/proc`), or something this user cannot see.
 
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs as _};
@@ -39,7 +39,7 @@ fn held_message(flag: &str, socket: SocketAddr) -> String {
                 _ => PathBuf::from(data_dir),
             };
             format!(
-                "{socket} ({flag}) is held by another `toolplanectl up` (pid {pid}, data dir {}); \
+                "{socket} ({flag}) is held by another `toolplane up` (pid {pid}, data dir {}); \
                  {fix}. To use the running one, see {}/credentials.json",
                 data_dir.display(),
                 data_dir.display()
@@ -57,8 +57,10 @@ fn held_message(flag: &str, socket: SocketAddr) -> String {
 }
 
 fn is_up(argv: &[String]) -> bool {
-    argv.first().is_some_and(|a| a.ends_with("toolplanectl"))
-        && argv.iter().skip(1).any(|a| a == "up")
+    // `toolplane up`, or `toolplanectl up` before it handed over (same pid).
+    argv.first().is_some_and(|a| {
+        a.ends_with("/toolplane") || a == "toolplane" || a.ends_with("toolplanectl")
+    }) && argv.iter().skip(1).any(|a| a == "up")
 }
 
 /// A process listening on a port.

@@ -1,4 +1,4 @@
-//! `toolplanectl up`: the whole stack in one process on embedded defaults — the control plane
+//! `toolplane up`: the whole stack in one process on embedded defaults — the control plane
 //! (SQLite under the data dir), the demo executor, the wiki service and one MCP edge (in-process cache; Redis
 //! only when a URL is given) — seeded with the demo world on first start. Prints how to
 //! connect and writes the same to `<data-dir>/credentials.json` (mode 0600). Ctrl-C or SIGTERM
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tp_proto::pb;
 
-use crate::Admin;
+use tp_client::Admin;
 
 /// `up [--data-dir D] [--mcp-listen A] [--grpc-listen A] [--executor-listen A] [--redis-url U]`
 #[derive(Debug, Args)]
@@ -51,7 +51,8 @@ pub struct UpArgs {
     pub ready_file: Option<PathBuf>,
 }
 
-/// The label of the keys `up` issues.
+/// The label of the keys `up` issues (still the name `up` had when it lived in the CLI:
+/// keys issued then are recognised, and revoked, by the same label).
 const UP_LABEL: &str = "toolplanectl up";
 
 /// Demo tenants and roles that get a key each.
