@@ -23,6 +23,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
 fi
 
+# cargo-deny: the dependency policy in deny.toml (duplicates, licences, sources).
+if ! cargo deny --version >/dev/null 2>&1; then
+  echo "installing cargo-deny"
+  cargo install cargo-deny --locked
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "installing cargo-nextest"
   cargo install cargo-nextest --locked

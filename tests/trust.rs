@@ -261,7 +261,7 @@ fn invoke(tenant: &str) -> pb::InvokeRequest {
 #[tokio::test]
 async fn t3_executors_refuse_calls_the_fleet_did_not_sign() {
     let fleet = Fleet::start(0, "").await;
-    let (key_text, _) = tp_test_support::services::executor_key();
+    let (key_text, _) = tp_test_support::executor_key();
     let key = tp_proto::invoke_auth::ExecutorKey::parse(key_text).unwrap();
     let forged = tp_proto::invoke_auth::ExecutorKey::generate();
     let mut refused = 0;

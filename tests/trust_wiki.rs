@@ -34,7 +34,7 @@ pub(crate) async fn invoke_wiki(
     tenant: &str,
     arguments: Value,
 ) -> Result<Value, tonic::Status> {
-    let (key, _) = tp_test_support::services::executor_key();
+    let (key, _) = tp_test_support::executor_key();
     let key = tp_proto::invoke_auth::ExecutorKey::parse(key).unwrap();
     let mut client = pb::executor_client::ExecutorClient::connect(format!("http://{addr}"))
         .await

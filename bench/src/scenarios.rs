@@ -167,9 +167,8 @@ async fn call_overhead(world: &mut World, run: Run, table: &mut Table) -> anyhow
             .await?,
     );
     // Executors take only signed calls: sign each one with the key the edges use, as they do.
-    let key =
-        tp_proto::invoke_auth::ExecutorKey::parse(&tp_test_support::services::executor_key().0)
-            .map_err(anyhow::Error::msg)?;
+    let key = tp_proto::invoke_auth::ExecutorKey::parse(&tp_test_support::executor_key().0)
+        .map_err(anyhow::Error::msg)?;
     // Paired: each call through the edge is followed by one straight to the executor, so
     // both samples see the same moments of a shared machine.
     let mut through = Vec::with_capacity(calls);

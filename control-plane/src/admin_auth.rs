@@ -3,7 +3,7 @@
 //! `admin`, scope full), an issued admin token, or an OpenID provider's access token when
 //! `[admin_oidc]` is configured ([`crate::admin_oidc`]) — checks the method against the token's
 //! scope, and hands the handlers the caller ([`AdminCaller`] in the request's extensions) and
-//! the author every write it commits is recorded under ([`AUTHOR`]).
+//! the author every write it commits is recorded under ([`author`]).
 //!
 //! The method table lives here, in one place; handlers that touch one tenant narrow further
 //! with [`check_tenant`], once they know which tenant. Unknown methods of an admin service
@@ -22,17 +22,15 @@ use crate::admin_oidc::AdminOidc;
 use crate::auth::constant_time_eq;
 use crate::engine::{Engine, now_secs};
 
-tokio::task_local! {
-    /// The author of the writes a call commits (the caller's name).
-    pub static AUTHOR: String;
-}
-
-/// The author recorded for a write: the admin caller serving it, else `system` (bootstrap,
-/// seeding, imports, background work).
-pub fn current_author() -> String {
-    AUTHOR
-        .try_with(Clone::clone)
-        .unwrap_or_else(|_| "system".to_owned())
+/// The author a request's writes are recorded under: the admin caller this layer found for it
+/// (`system` for a request that never passed the layer, as in-process tests send). Handlers
+/// pass it to [`crate::engine::Engine::write`] explicitly; work that serves no request names
+/// its own (`system`, `system:sunset`).
+pub fn author<T>(request: &tonic::Request<T>) -> String {
+    request
+        .extensions()
+        .get::<AdminCaller>()
+        .map_or_else(|| "system".to_owned(), |caller| caller.name.clone())
 }
 
 /// The admin services this layer guards (others pass: `Registry` has the edge token's
@@ -219,9 +217,8 @@ where
             let header = request.headers().get(http::header::AUTHORIZATION).cloned();
             match layer.authorize(header.as_ref(), access, &method).await {
                 Ok(caller) => {
-                    let author = caller.name.clone();
                     request.extensions_mut().insert(caller);
-                    AUTHOR.scope(author, inner.call(request)).await
+                    inner.call(request).await
                 }
                 Err(status) => Ok(status.into_http()),
             }

@@ -350,7 +350,7 @@ impl RawConfig {
             ("bootstrap.demo_executor", &self.bootstrap.demo_executor),
             ("bootstrap.wiki_executor", &self.bootstrap.wiki_executor),
         ] {
-            tp_registry::model::check_http_url(url).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            tp_registry::ident::check_http_url(url).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         }
         if !(100..=60_000).contains(&self.watch.heartbeat_ms) {
             bail!("watch.heartbeat_ms: must be between 100 and 60000");

@@ -100,11 +100,13 @@ impl Engine {
         self.committed.subscribe()
     }
 
-    /// Validates and commits one write. `mutation` may run several times (after conflicts)
-    /// and must be pure. A write with no changes commits nothing. A refusal is returned only
-    /// after checking that it was decided against the store's latest revision.
+    /// Validates and commits one write, recorded under `author` (the admin caller's name, or
+    /// `system…` for work no caller asked for). `mutation` may run several times (after
+    /// conflicts) and must be pure. A write with no changes commits nothing. A refusal is
+    /// returned only after checking that it was decided against the store's latest revision.
     pub async fn write<T>(
         &self,
+        author: &str,
         mutation: impl Fn(&State) -> DomainResult<(Vec<Change>, T)>,
     ) -> EngineResult<Written<T>> {
         let _writer = self.write_lock.lock().await;
@@ -132,12 +134,7 @@ impl Engine {
             }
             match self
                 .store
-                .commit(
-                    expected,
-                    &changes,
-                    now_ms(),
-                    &crate::admin_auth::current_author(),
-                )
+                .commit(expected, &changes, now_ms(), author)
                 .await?
             {
                 Commit::Committed(revision) => {
@@ -223,7 +220,7 @@ impl Engine {
         }
         let writes = self.read(|state| world.seed(state)).await?;
         for changes in writes {
-            self.write(|_| Ok((changes.clone(), ()))).await?;
+            self.write("system", |_| Ok((changes.clone(), ()))).await?;
         }
         Ok(true)
     }
@@ -243,7 +240,7 @@ impl Engine {
                     name: name.clone(),
                     description: String::new(),
                 };
-                self.write(|state| Ok((state.upsert_role(role.clone())?, ())))
+                self.write("system", |state| Ok((state.upsert_role(role.clone())?, ())))
                     .await?;
             }
         }
@@ -257,8 +254,10 @@ impl Engine {
             summary: "Recorded by the control plane on first start; amend the ceiling with a new ADR that supersedes it."
                 .to_owned(),
         };
-        self.write(|state| Ok((state.init_policy(ceiling, adr.clone())?, ())))
-            .await?;
+        self.write("system", |state| {
+            Ok((state.init_policy(ceiling, adr.clone())?, ()))
+        })
+        .await?;
         Ok(())
     }
 }
@@ -314,7 +313,7 @@ mod tests {
             .unwrap();
         let before = engine.revision().await;
         let err = engine
-            .write(|state| Ok((state.retire_tool("ghost")?, ())))
+            .write("system", |state| Ok((state.retire_tool("ghost")?, ())))
             .await
             .unwrap_err();
         assert!(matches!(err, EngineError::Domain(ref e) if e.code == ErrorCode::NotFound));
@@ -334,11 +333,13 @@ mod tests {
             .unwrap();
         let world = DemoWorld::load();
         for changes in world.seed(&State::default()).unwrap() {
-            a.write(|_| Ok((changes.clone(), ()))).await.unwrap();
+            a.write("system", |_| Ok((changes.clone(), ())))
+                .await
+                .unwrap();
         }
         // b is stale; its write conflicts, catches up, revalidates against the real state.
         let written = b
-            .write(|state| Ok((state.retire_tool("gemini")?, ())))
+            .write("system", |state| Ok((state.retire_tool("gemini")?, ())))
             .await
             .unwrap();
         assert_eq!(written.revision, a.revision().await + 1);

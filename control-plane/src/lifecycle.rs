@@ -17,23 +17,19 @@ use crate::engine::Engine;
 /// Retires the tools whose sunset is before today; returns how many.
 pub async fn retire_due(engine: &Engine) -> anyhow::Result<usize> {
     let today = crate::engine::today();
-    let written = crate::admin_auth::AUTHOR
-        .scope("system:sunset".to_owned(), async {
-            engine
-                .write(|state| {
-                    let changes = state.retire_sunsets(&today);
-                    let names: Vec<String> = changes
-                        .iter()
-                        .filter_map(|change| match change {
-                            Change::Put {
-                                object: Object::Tool(tool),
-                            } => Some(tool.def.name.clone()),
-                            _ => None,
-                        })
-                        .collect();
-                    Ok((changes, names))
+    let written = engine
+        .write("system:sunset", |state| {
+            let changes = state.retire_sunsets(&today);
+            let names: Vec<String> = changes
+                .iter()
+                .filter_map(|change| match change {
+                    Change::Put {
+                        object: Object::Tool(tool),
+                    } => Some(tool.def.name.clone()),
+                    _ => None,
                 })
-                .await
+                .collect();
+            Ok((changes, names))
         })
         .await?;
     for name in &written.value {

@@ -7,12 +7,14 @@
 //!
 //! L1 is a `quick_cache` (CLOCK-Pro, entries in a slab): about 0.5 KiB per resident tenant
 //! (identity + registry) where one `moka` cache per purpose took about 2.5 KiB
-//! (docs/performance.md).
+//! (docs/performance.md). The edge has no other in-process cache crate.
+
+/// How long a key the control plane refused stays refused without asking again.
+const REFUSED_FOR: Duration = Duration::from_secs(10);
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moka::future::Cache;
 use prost::Message;
 use quick_cache::sync::{Cache as Slab, EntryAction, EntryResult};
 use tonic::Code;
@@ -150,7 +152,9 @@ pub struct Caches {
     registries: Slab<RegistryKey, Slot>,
     /// By the SHA-256 of the key (the raw 32 bytes: half the memory of its hex form).
     identities: Slab<KeyHash, Held<Identity>>,
-    refused: Cache<KeyHash, u64>,
+    /// Keys the control plane refused a moment ago: the revision it refused them at, and
+    /// when (read as missing after [`REFUSED_FOR`]).
+    refused: Slab<KeyHash, (u64, Instant)>,
     /// When this process's caches were made (Unix ms): an identity confirmed before it was
     /// confirmed by another process, or by an earlier life of this one.
     started_ms: u64,
@@ -201,10 +205,7 @@ impl Caches {
         Caches {
             registries: Slab::new(capacity(settings.registries)),
             identities: Slab::new(capacity(settings.identities)),
-            refused: Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(Duration::from_secs(10))
-                .build(),
+            refused: Slab::new(10_000),
             versions,
             control,
             shared,
@@ -441,7 +442,7 @@ impl Caches {
     pub fn clear(&self) {
         self.registries.clear();
         self.identities.clear();
-        self.refused.invalidate_all();
+        self.refused.clear();
     }
 }
 

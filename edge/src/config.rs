@@ -461,7 +461,7 @@ impl RawConfig {
             bail!("control_plane: at least one URL is needed");
         }
         for url in &self.control_plane {
-            tp_registry::model::check_http_url(url)
+            tp_registry::ident::check_http_url(url)
                 .map_err(|e| anyhow::anyhow!("control_plane: {e}"))?;
         }
         let edge_token = if self.edge_token.is_empty() {

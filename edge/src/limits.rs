@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use moka::sync::Cache;
+use quick_cache::sync::Cache;
 
 use crate::shared::Shared;
 
@@ -82,10 +82,8 @@ impl RateLimiter {
     pub fn with_policy(shared: Option<Arc<Shared>>, when_down: WhenRedisDown) -> RateLimiter {
         RateLimiter {
             shared,
-            local: Cache::builder()
-                .max_capacity(200_000)
-                .time_to_live(Duration::from_secs(120))
-                .build(),
+            // Old windows are never read again: they leave as the newest fill the slab.
+            local: Cache::new(200_000),
             when_down,
             fleet: Arc::new(AtomicU64::new(1)),
         }
@@ -180,9 +178,13 @@ impl RateLimiter {
     }
 
     fn count_locally(&self, tenant: &str, window: u64) -> u64 {
+        let key = (tenant.to_owned(), window);
         let counter = self
             .local
-            .get_with((tenant.to_owned(), window), || Arc::new(AtomicU64::new(0)));
+            .get_or_insert_with(&key, || {
+                Ok::<_, std::convert::Infallible>(Arc::new(AtomicU64::new(0)))
+            })
+            .unwrap_or_else(|never| match never {});
         counter.fetch_add(1, Ordering::Relaxed) + 1
     }
 }

@@ -50,7 +50,7 @@ impl RawOAuth {
             }
             return Ok(None);
         }
-        tp_registry::model::check_http_url(&self.resource)
+        tp_registry::ident::check_http_url(&self.resource)
             .map_err(|e| anyhow::anyhow!("oauth.resource: {e}"))?;
         if self.resource.contains('#') || self.resource.contains('?') {
             anyhow::bail!("oauth.resource: no query or fragment (RFC 8707)");

@@ -9,7 +9,7 @@ use tp_proto::pb::{self, admins_server::Admins};
 use tp_registry::{AdminCaller, AdminScope, AdminToken, DomainError};
 
 use super::{domain, required, status};
-use crate::admin_auth::caller;
+use crate::admin_auth::{author, caller};
 use crate::engine::{Engine, EngineError, now_secs};
 
 /// Prefix of admin token secrets (API keys have `tpk_`).
@@ -87,6 +87,7 @@ impl Admins for AdminsService {
         &self,
         request: Request<pb::IssueAdminTokenRequest>,
     ) -> Result<Response<pb::IssueAdminTokenResponse>, Status> {
+        let author = author(&request);
         let issuer = caller(&request);
         let request = request.into_inner();
         let scope = try_scope(request.scope).map_err(domain)?;
@@ -110,7 +111,9 @@ impl Admins for AdminsService {
             revoked_at: None,
         };
         self.engine
-            .write(|state| Ok((state.issue_admin_token(token.clone(), now)?, ())))
+            .write(&author, |state| {
+                Ok((state.issue_admin_token(token.clone(), now)?, ()))
+            })
             .await
             .map_err(status)?;
         tracing::info!(token = %token.id, scope = token.scope.as_str(), by = %token.created_by, "admin token issued");
@@ -135,11 +138,14 @@ impl Admins for AdminsService {
         &self,
         request: Request<pb::RevokeAdminTokenRequest>,
     ) -> Result<Response<pb::AdminTokenInfo>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("id", &request.id)?;
         let now = now_secs();
         self.engine
-            .write(|state| Ok((state.revoke_admin_token(&request.id, now)?, ())))
+            .write(&author, |state| {
+                Ok((state.revoke_admin_token(&request.id, now)?, ()))
+            })
             .await
             .map_err(status)?;
         tracing::info!(token = %request.id, "admin token revoked");

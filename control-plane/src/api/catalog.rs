@@ -8,6 +8,7 @@ use tp_proto::pb::{self, catalog_server::Catalog};
 use tp_registry::DomainError;
 
 use super::{domain, required, status};
+use crate::admin_auth::author;
 use crate::engine::Engine;
 
 /// Default page size of `ListTools`.
@@ -59,10 +60,11 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::RegisterToolRequest>,
     ) -> Result<Response<pb::Tool>, Status> {
+        let author = author(&request);
         let def = try_tool_def(request.into_inner().tool).map_err(domain)?;
         let name = def.name.clone();
         self.engine
-            .write(|state| Ok((state.register_tool(def.clone())?, ())))
+            .write(&author, |state| Ok((state.register_tool(def.clone())?, ())))
             .await
             .map_err(status)?;
         tracing::info!(tool = %name, "tool registered");
@@ -73,10 +75,11 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::UpdateToolRequest>,
     ) -> Result<Response<pb::Tool>, Status> {
+        let author = author(&request);
         let def = try_tool_def(request.into_inner().tool).map_err(domain)?;
         let name = def.name.clone();
         self.engine
-            .write(|state| Ok((state.update_tool(def.clone())?, ())))
+            .write(&author, |state| Ok((state.update_tool(def.clone())?, ())))
             .await
             .map_err(status)?;
         Ok(Response::new(self.tool(&name).await?))
@@ -86,6 +89,7 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::DeprecateToolRequest>,
     ) -> Result<Response<pb::Tool>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("name", &request.name)?;
         // A tool is removed after its sunset date: a date already past would retire it at
@@ -103,7 +107,7 @@ impl Catalog for CatalogService {
             )));
         }
         self.engine
-            .write(|state| {
+            .write(&author, |state| {
                 Ok((
                     state.deprecate_tool(&request.name, &request.sunset_date)?,
                     (),
@@ -118,10 +122,11 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::RetireToolRequest>,
     ) -> Result<Response<pb::Tool>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("name", &request.name)?;
         self.engine
-            .write(|state| Ok((state.retire_tool(&request.name)?, ())))
+            .write(&author, |state| Ok((state.retire_tool(&request.name)?, ())))
             .await
             .map_err(status)?;
         Ok(Response::new(self.tool(&request.name).await?))
@@ -131,10 +136,13 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::ReactivateToolRequest>,
     ) -> Result<Response<pb::Tool>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("name", &request.name)?;
         self.engine
-            .write(|state| Ok((state.reactivate_tool(&request.name)?, ())))
+            .write(&author, |state| {
+                Ok((state.reactivate_tool(&request.name)?, ()))
+            })
             .await
             .map_err(status)?;
         Ok(Response::new(self.tool(&request.name).await?))
@@ -216,6 +224,7 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::UpsertProviderRequest>,
     ) -> Result<Response<pb::Provider>, Status> {
+        let author = author(&request);
         let provider: tp_registry::Provider = request
             .into_inner()
             .provider
@@ -223,7 +232,9 @@ impl Catalog for CatalogService {
             .into();
         let id = provider.id.clone();
         self.engine
-            .write(|state| Ok((state.upsert_provider(provider.clone())?, ())))
+            .write(&author, |state| {
+                Ok((state.upsert_provider(provider.clone())?, ()))
+            })
             .await
             .map_err(status)?;
         let stored = self
@@ -239,11 +250,14 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::DeleteProviderRequest>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("id", &request.id)?;
         let written = self
             .engine
-            .write(|state| Ok((state.delete_provider(&request.id)?, ())))
+            .write(&author, |state| {
+                Ok((state.delete_provider(&request.id)?, ()))
+            })
             .await
             .map_err(status)?;
         Ok(Response::new(pb::DeleteResponse {
@@ -266,6 +280,7 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::UpsertRoleRequest>,
     ) -> Result<Response<pb::Role>, Status> {
+        let author = author(&request);
         let role: tp_registry::Role = request
             .into_inner()
             .role
@@ -273,7 +288,7 @@ impl Catalog for CatalogService {
             .into();
         let name = role.name.clone();
         self.engine
-            .write(|state| Ok((state.upsert_role(role.clone())?, ())))
+            .write(&author, |state| Ok((state.upsert_role(role.clone())?, ())))
             .await
             .map_err(status)?;
         let stored = self
@@ -289,11 +304,12 @@ impl Catalog for CatalogService {
         &self,
         request: Request<pb::DeleteRoleRequest>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("name", &request.name)?;
         let written = self
             .engine
-            .write(|state| Ok((state.delete_role(&request.name)?, ())))
+            .write(&author, |state| Ok((state.delete_role(&request.name)?, ())))
             .await
             .map_err(status)?;
         Ok(Response::new(pb::DeleteResponse {

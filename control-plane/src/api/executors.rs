@@ -8,6 +8,7 @@ use tp_proto::pb::{self, executors_server::Executors};
 use tp_registry::DomainError;
 
 use super::{domain, required, status};
+use crate::admin_auth::author;
 use crate::engine::Engine;
 
 /// The executors service.
@@ -36,6 +37,7 @@ impl Executors for ExecutorsService {
         &self,
         request: Request<pb::UpsertExecutorRequest>,
     ) -> Result<Response<pb::ExecutorInfo>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         let submitted = request
             .executor
@@ -43,7 +45,7 @@ impl Executors for ExecutorsService {
         let name = submitted.name.clone();
         let mask = request.update_mask;
         self.engine
-            .write(|state| {
+            .write(&author, |state| {
                 let executor =
                     patch_executor(state.executors.get(&name), submitted.clone(), mask.as_ref())?;
                 Ok((state.upsert_executor(executor)?, ()))
@@ -83,11 +85,14 @@ impl Executors for ExecutorsService {
         &self,
         request: Request<pb::DeleteExecutorRequest>,
     ) -> Result<Response<pb::DeleteExecutorResponse>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("name", &request.name)?;
         let written = self
             .engine
-            .write(|state| Ok((state.delete_executor(&request.name)?, ())))
+            .write(&author, |state| {
+                Ok((state.delete_executor(&request.name)?, ()))
+            })
             .await
             .map_err(status)?;
         Ok(Response::new(pb::DeleteExecutorResponse {

@@ -8,6 +8,7 @@ use tp_proto::pb::{self, policy_server::Policy};
 use tp_registry::{DomainError, State, docs};
 
 use super::{domain, required, status};
+use crate::admin_auth::author;
 use crate::engine::Engine;
 
 /// Largest document `CheckDocument` accepts (bytes).
@@ -52,10 +53,13 @@ impl Policy for PolicyService {
         &self,
         request: Request<pb::AmendCeilingRequest>,
     ) -> Result<Response<pb::PolicyStatus>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("adr", &request.adr)?;
         self.engine
-            .write(|state| Ok((state.amend_ceiling(request.ceiling, &request.adr)?, ())))
+            .write(&author, |state| {
+                Ok((state.amend_ceiling(request.ceiling, &request.adr)?, ()))
+            })
             .await
             .map_err(status)?;
         tracing::info!(ceiling = request.ceiling, adr = %request.adr, "ceiling amended");
@@ -67,10 +71,11 @@ impl Policy for PolicyService {
         &self,
         request: Request<pb::CreateAdrRequest>,
     ) -> Result<Response<pb::Adr>, Status> {
+        let author = author(&request);
         let adr = try_adr(request.into_inner().adr).map_err(domain)?;
         let id = adr.id.clone();
         self.engine
-            .write(|state| Ok((state.create_adr(adr.clone())?, ())))
+            .write(&author, |state| Ok((state.create_adr(adr.clone())?, ())))
             .await
             .map_err(status)?;
         Ok(Response::new(self.adr(&id).await?))
@@ -80,10 +85,11 @@ impl Policy for PolicyService {
         &self,
         request: Request<pb::UpdateAdrRequest>,
     ) -> Result<Response<pb::Adr>, Status> {
+        let author = author(&request);
         let adr = try_adr(request.into_inner().adr).map_err(domain)?;
         let id = adr.id.clone();
         self.engine
-            .write(|state| Ok((state.update_adr(adr.clone())?, ())))
+            .write(&author, |state| Ok((state.update_adr(adr.clone())?, ())))
             .await
             .map_err(status)?;
         Ok(Response::new(self.adr(&id).await?))
@@ -93,11 +99,14 @@ impl Policy for PolicyService {
         &self,
         request: Request<pb::SetAdrStatusRequest>,
     ) -> Result<Response<pb::Adr>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("id", &request.id)?;
         let next = try_adr_status(request.status, None).map_err(domain)?;
         self.engine
-            .write(|state| Ok((state.set_adr_status(&request.id, next)?, ())))
+            .write(&author, |state| {
+                Ok((state.set_adr_status(&request.id, next)?, ()))
+            })
             .await
             .map_err(status)?;
         Ok(Response::new(self.adr(&request.id).await?))

@@ -9,7 +9,7 @@ use tp_proto::pb::{self, tenants_server::Tenants};
 use tp_registry::{AdminScope, ApiKey, DomainError, ErrorCode, resolve};
 
 use super::{domain, required, status};
-use crate::admin_auth::{caller, check_tenant};
+use crate::admin_auth::{author, caller, check_tenant};
 use crate::engine::{Engine, now_secs};
 
 /// Longest key lifetime that can be requested (10 years).
@@ -52,6 +52,7 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::CreateTenantRequest>,
     ) -> Result<Response<pb::Tenant>, Status> {
+        let author = author(&request);
         let mut tenant = try_tenant(request.into_inner().tenant).map_err(domain)?;
         // A fresh incarnation: executors keep data per (tenant, uid), so a tenant deleted and
         // created again never reads what its predecessor left.
@@ -59,7 +60,9 @@ impl Tenants for TenantsService {
         tenant.uid = hex::encode(uid);
         let id = tenant.id.clone();
         self.engine
-            .write(|state| Ok((state.create_tenant(tenant.clone())?, ())))
+            .write(&author, |state| {
+                Ok((state.create_tenant(tenant.clone())?, ()))
+            })
             .await
             .map_err(status)?;
         Ok(Response::new(self.tenant(&id).await?))
@@ -69,6 +72,7 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::UpdateTenantRequest>,
     ) -> Result<Response<pb::Tenant>, Status> {
+        let author = author(&request);
         let who = caller(&request);
         let request = request.into_inner();
         let submitted = request
@@ -79,7 +83,7 @@ impl Tenants for TenantsService {
         let id = submitted.id.clone();
         let mask = request.update_mask;
         self.engine
-            .write(|state| {
+            .write(&author, |state| {
                 let existing = state.tenant(&id)?;
                 if submitted.revision != 0 && submitted.revision != existing.revision {
                     return Err(DomainError::precondition(
@@ -146,11 +150,12 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::DeleteTenantRequest>,
     ) -> Result<Response<pb::DeleteTenantResponse>, Status> {
+        let author = author(&request);
         let request = request.into_inner();
         required("id", &request.id)?;
         let written = self
             .engine
-            .write(|state| {
+            .write(&author, |state| {
                 let uid = state.tenant(&request.id)?.uid.clone();
                 let executors: Vec<(String, String)> = state
                     .executors
@@ -177,6 +182,7 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::IssueApiKeyRequest>,
     ) -> Result<Response<pb::IssueApiKeyResponse>, Status> {
+        let author = author(&request);
         let who = caller(&request);
         let request = request.into_inner();
         required("tenant", &request.tenant)?;
@@ -201,7 +207,9 @@ impl Tenants for TenantsService {
             revoked_at: None,
         };
         self.engine
-            .write(|state| Ok((state.issue_key(record.clone(), now)?, ())))
+            .write(&author, |state| {
+                Ok((state.issue_key(record.clone(), now)?, ()))
+            })
             .await
             .map_err(status)?;
         tracing::info!(key_id = %record.id, tenant = %record.tenant, role = %record.role, "api key issued");
@@ -245,6 +253,7 @@ impl Tenants for TenantsService {
         &self,
         request: Request<pb::RevokeApiKeyRequest>,
     ) -> Result<Response<pb::ApiKeyInfo>, Status> {
+        let author = author(&request);
         let who = caller(&request);
         let request = request.into_inner();
         required("id", &request.id)?;
@@ -259,7 +268,9 @@ impl Tenants for TenantsService {
         }
         let now = now_secs();
         self.engine
-            .write(|state| Ok((state.revoke_key(&request.id, now)?, ())))
+            .write(&author, |state| {
+                Ok((state.revoke_key(&request.id, now)?, ()))
+            })
             .await
             .map_err(status)?;
         tracing::info!(key_id = %request.id, "api key revoked");

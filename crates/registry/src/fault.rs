@@ -75,6 +75,15 @@ pub enum Fault {
     ForbiddenOrigin,
     /// Nothing at this path.
     NotFound,
+    /// `/mcp` with an HTTP method other than POST (and not a 2025-xx session's GET stream).
+    MethodNotAllowed,
+    /// An `Accept` that does not take both `application/json` and `text/event-stream`.
+    NotAcceptable,
+    /// A POST body whose `Content-Type` is not `application/json`.
+    UnsupportedMediaType,
+    /// An `MCP-Protocol-Version` header that is repeated, not text, or names a version the
+    /// edge does not speak.
+    BadVersionHeader,
     /// The body did not arrive within `http.body_read_timeout_ms`.
     BodyTimedOut,
     /// A body larger than `mcp.max_body_bytes`.
@@ -92,7 +101,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every row, in the order of `docs/errors.md`.
-    pub const ALL: [Fault; 22] = [
+    pub const ALL: [Fault; 26] = [
         Fault::ParseError,
         Fault::InvalidRequest,
         Fault::MethodNotFound,
@@ -109,6 +118,10 @@ impl Fault {
         Fault::BadHeaders,
         Fault::ForbiddenOrigin,
         Fault::NotFound,
+        Fault::MethodNotAllowed,
+        Fault::NotAcceptable,
+        Fault::UnsupportedMediaType,
+        Fault::BadVersionHeader,
         Fault::BodyTimedOut,
         Fault::BodyTooLarge,
         Fault::TooManyStreams,
@@ -136,6 +149,10 @@ impl Fault {
             Fault::BadHeaders => "bad headers",
             Fault::ForbiddenOrigin => "forbidden origin or host",
             Fault::NotFound => "not found",
+            Fault::MethodNotAllowed => "method not allowed",
+            Fault::NotAcceptable => "not acceptable",
+            Fault::UnsupportedMediaType => "unsupported media type",
+            Fault::BadVersionHeader => "bad protocol version header",
             Fault::BodyTimedOut => "body timed out",
             Fault::BodyTooLarge => "body too large",
             Fault::TooManyStreams => "too many streams",
@@ -154,6 +171,10 @@ impl Fault {
             | Fault::HeaderMismatch
             | Fault::UnsupportedProtocolVersion
             | Fault::BadHeaders
+            | Fault::MethodNotAllowed
+            | Fault::NotAcceptable
+            | Fault::UnsupportedMediaType
+            | Fault::BadVersionHeader
             | Fault::BodyTooLarge => ErrorCode::InvalidArgument,
             Fault::MethodNotFound
             | Fault::ResourceNotFound
@@ -191,6 +212,10 @@ impl Fault {
             | Fault::BadHeaders
             | Fault::ForbiddenOrigin
             | Fault::NotFound
+            | Fault::MethodNotAllowed
+            | Fault::NotAcceptable
+            | Fault::UnsupportedMediaType
+            | Fault::BadVersionHeader
             | Fault::BodyTimedOut
             | Fault::BodyTooLarge
             | Fault::TooManyStreams
@@ -230,7 +255,10 @@ impl Fault {
             | Fault::UnsupportedProtocolVersion => 400,
             Fault::SessionNotFound | Fault::NotFound => 404,
             Fault::Unauthenticated => 401,
-            Fault::BadHeaders => 400,
+            Fault::BadHeaders | Fault::BadVersionHeader => 400,
+            Fault::MethodNotAllowed => 405,
+            Fault::NotAcceptable => 406,
+            Fault::UnsupportedMediaType => 415,
             Fault::ForbiddenOrigin => 403,
             Fault::BodyTimedOut => 408,
             Fault::BodyTooLarge => 413,

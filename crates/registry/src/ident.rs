@@ -199,6 +199,20 @@ pub fn check_text(value: &str, max: usize, required: bool) -> Result<(), String>
     Ok(())
 }
 
+/// `http://` or `https://` URLs with a host, at most 500 characters.
+pub fn check_http_url(url: &str) -> Result<(), String> {
+    check_text(url, MAX_LINK, true)?;
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("must start with http:// or https:// (got {url:?})"))?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err(format!("must name a host (got {url:?})"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

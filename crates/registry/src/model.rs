@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DomainResult, Violations};
-use crate::ident::{MAX_DESCRIPTION, MAX_LINK, MAX_TITLE, check_slug, check_text, check_tool_name};
+use crate::ident::check_http_url;
+use crate::ident::{MAX_DESCRIPTION, MAX_TITLE, check_slug, check_text, check_tool_name};
+use crate::tokens::MAX_TOKEN_ISSUERS;
 
 /// Default visible-tool threshold of `auto` disclosure (ADR-037's routing-accuracy limit).
 pub const DEFAULT_AUTO_THRESHOLD: u32 = 30;
@@ -299,7 +301,7 @@ impl Tenant {
         if let Some(url) = &self.lint_webhook {
             v.check("tenant.lint_webhook", check_http_url(url));
         }
-        crate::tokens::check_issuers(self, v);
+        check_issuers(self, v);
     }
 }
 
@@ -438,18 +440,26 @@ impl Role {
     }
 }
 
-/// `http://` or `https://` URLs with a host, at most 500 characters.
-pub fn check_http_url(url: &str) -> Result<(), String> {
-    check_text(url, MAX_LINK, true)?;
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-        .ok_or_else(|| format!("must start with http:// or https:// (got {url:?})"))?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if host.is_empty() || host.contains(char::is_whitespace) {
-        return Err(format!("must name a host (got {url:?})"));
+/// Field checks of a tenant's token issuers (references are checked by the state).
+pub(crate) fn check_issuers(tenant: &mut Tenant, v: &mut Violations) {
+    if tenant.token_issuers.len() > MAX_TOKEN_ISSUERS {
+        v.add(
+            "tenant.token_issuers",
+            format!("at most {MAX_TOKEN_ISSUERS} issuers"),
+        );
     }
-    Ok(())
+    for (i, trust) in tenant.token_issuers.iter_mut().enumerate() {
+        trust.check_fields(v, &format!("tenant.token_issuers[{i}]"));
+    }
+    let mut issuers: Vec<&str> = tenant
+        .token_issuers
+        .iter()
+        .map(|t| t.issuer.as_str())
+        .collect();
+    issuers.sort_unstable();
+    if issuers.windows(2).any(|w| w[0] == w[1]) {
+        v.add("tenant.token_issuers", "each issuer at most once");
+    }
 }
 
 #[cfg(test)]

@@ -585,6 +585,7 @@ fn check_ceiling_value(ceiling: u32) -> DomainResult<()> {
 
 mod admins;
 mod adrs;
+mod issuers;
 mod tenants;
 mod tools;
 

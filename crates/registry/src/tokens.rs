@@ -10,9 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::Violations;
+use crate::ident::check_http_url;
 use crate::ident::{MAX_LINK, check_text};
-use crate::model::{Tenant, check_http_url};
-use crate::state::State;
 
 /// Most token issuers per tenant.
 pub const MAX_TOKEN_ISSUERS: usize = 8;
@@ -130,7 +129,7 @@ impl TokenIssuer {
             .or(self.default_role.as_deref())
     }
 
-    fn check_fields(&mut self, v: &mut Violations, at: &str) {
+    pub(crate) fn check_fields(&mut self, v: &mut Violations, at: &str) {
         v.check(&format!("{at}.issuer"), check_issuer_url(&self.issuer));
         if let Some(uri) = &self.jwks_uri {
             v.check(&format!("{at}.jwks_uri"), check_issuer_url(uri));
@@ -182,7 +181,7 @@ impl TokenIssuer {
         }
     }
 
-    fn roles(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn roles(&self) -> impl Iterator<Item = &str> {
         self.group_roles
             .iter()
             .map(|entry| entry.role.as_str())
@@ -216,135 +215,6 @@ pub fn check_issuer_url(url: &str) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Field checks of a tenant's token issuers (references are checked by the state).
-pub(crate) fn check_issuers(tenant: &mut Tenant, v: &mut Violations) {
-    if tenant.token_issuers.len() > MAX_TOKEN_ISSUERS {
-        v.add(
-            "tenant.token_issuers",
-            format!("at most {MAX_TOKEN_ISSUERS} issuers"),
-        );
-    }
-    for (i, trust) in tenant.token_issuers.iter_mut().enumerate() {
-        trust.check_fields(v, &format!("tenant.token_issuers[{i}]"));
-    }
-    let mut issuers: Vec<&str> = tenant
-        .token_issuers
-        .iter()
-        .map(|t| t.issuer.as_str())
-        .collect();
-    issuers.sort_unstable();
-    if issuers.windows(2).any(|w| w[0] == w[1]) {
-        v.add("tenant.token_issuers", "each issuer at most once");
-    }
-}
-
-// === impl State ===
-
-impl State {
-    /// Checks of a tenant's token issuers against the rest of the state: every mapped role
-    /// exists and the tenant allows it, and no other tenant trusts the same issuer in a way
-    /// that could accept the same token.
-    pub(crate) fn check_token_issuers(&self, tenant: &Tenant, v: &mut Violations) {
-        for (i, trust) in tenant.token_issuers.iter().enumerate() {
-            for role in trust.roles() {
-                if !self.roles.contains_key(role) {
-                    v.add(
-                        format!("tenant.token_issuers[{i}]"),
-                        format!("unknown role {role:?}: register it first"),
-                    );
-                } else if !tenant.allows_role(role) {
-                    v.add(
-                        format!("tenant.token_issuers[{i}]"),
-                        format!("role {role:?} is not among the tenant's roles"),
-                    );
-                }
-            }
-            for other in self.tenants.values().filter(|t| t.id != tenant.id) {
-                // An issuer's keys are the issuer's: configured once, the same for every
-                // tenant that trusts it. Otherwise one tenant could name keys it controls and
-                // mint tokens that another tenant's trust maps (the claims pick the tenant).
-                if let Some(o) = other
-                    .token_issuers
-                    .iter()
-                    .find(|o| o.issuer == trust.issuer && o.jwks_uri != trust.jwks_uri)
-                {
-                    v.add(
-                        format!("tenant.token_issuers[{i}].jwks_uri"),
-                        format!(
-                            "tenant {:?} trusts {:?} with {}; an issuer's keys are configured once, the same for every tenant",
-                            other.id,
-                            trust.issuer,
-                            o.jwks_uri.as_deref().map_or_else(
-                                || "keys discovered from its metadata".to_owned(),
-                                |uri| format!("jwks_uri {uri:?}")
-                            )
-                        ),
-                    );
-                }
-                let clash = other
-                    .token_issuers
-                    .iter()
-                    .filter(|o| o.issuer == trust.issuer)
-                    .any(|o| match (&trust.tenant_claim, &o.tenant_claim) {
-                        (Some(a), Some(b)) => a != b || trust.tenant_value == o.tenant_value,
-                        _ => true,
-                    });
-                if clash {
-                    v.add(
-                        format!("tenant.token_issuers[{i}]"),
-                        format!(
-                            "tenant {:?} trusts {:?} too: both need tenant_claim (same claim, different values)",
-                            other.id, trust.issuer
-                        ),
-                    );
-                }
-            }
-        }
-    }
-
-    /// The one trust (and its tenant) that a token from `issuer` with `claims` belongs to:
-    /// the trust whose tenant claim the claims hold. The claims need not be verified yet —
-    /// this picks the one key set and audience to verify the token with; the verified claims
-    /// must then select the same trust ([`State::map_token`]).
-    pub fn select_trust(
-        &self,
-        issuer: &str,
-        claims: &Value,
-    ) -> Result<(&Tenant, &TokenIssuer), TokenRefusal> {
-        let mut matches = self.tenants.values().filter_map(|tenant| {
-            tenant
-                .token_issuers
-                .iter()
-                .find(|trust| trust.issuer == issuer && trust.selects(claims))
-                .map(|trust| (tenant, trust))
-        });
-        let Some(found) = matches.next() else {
-            return Err(TokenRefusal::UnknownIssuer);
-        };
-        let others: Vec<String> = matches.map(|(t, _)| t.id.clone()).collect();
-        if !others.is_empty() {
-            let mut all = vec![found.0.id.clone()];
-            all.extend(others);
-            return Err(TokenRefusal::Ambiguous(all));
-        }
-        Ok(found)
-    }
-
-    /// The (tenant, role) a token from `issuer` with verified `claims` belongs to.
-    pub fn map_token(
-        &self,
-        issuer: &str,
-        claims: &Value,
-    ) -> Result<(&Tenant, String), TokenRefusal> {
-        let (tenant, trust) = self.select_trust(issuer, claims)?;
-        let role = trust.role(claims).ok_or(TokenRefusal::NoRole)?;
-        if !tenant.allows_role(role) || !self.roles.contains_key(role) {
-            return Err(TokenRefusal::RoleNotAllowed(role.to_owned()));
-        }
-        Ok((tenant, role.to_owned()))
-    }
 }
 
 #[cfg(test)]
@@ -412,6 +282,7 @@ mod tests {
 
     #[test]
     fn field_checks_refuse_half_a_tenant_claim_and_no_role_at_all() {
+        use crate::model::{Tenant, check_issuers};
         let mut tenant = Tenant::new("acme");
         tenant.token_issuers = vec![TokenIssuer {
             tenant_claim: Some("org".into()),

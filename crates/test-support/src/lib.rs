@@ -136,3 +136,21 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The key the tests' edges sign executor calls with, and the file the tests' executors read
+/// it from (one per test process).
+pub fn executor_key() -> &'static (String, std::path::PathBuf) {
+    static KEY: std::sync::OnceLock<(String, std::path::PathBuf, tempfile::TempDir)> =
+        std::sync::OnceLock::new();
+    let (key, path, _) = KEY.get_or_init(|| {
+        let bytes: [u8; 32] = rand::random();
+        let key = format!("tpx_{}", hex::encode(bytes));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("executor-key");
+        std::fs::write(&path, format!("{key}\n")).expect("executor key file");
+        (key, path, dir)
+    });
+    // The tuple without the directory guard (kept alive in the static).
+    static VIEW: std::sync::OnceLock<(String, std::path::PathBuf)> = std::sync::OnceLock::new();
+    VIEW.get_or_init(|| (key.clone(), path.clone()))
+}

@@ -166,7 +166,7 @@ impl ControlPlaneProcess {
         {
             all_envs.push((
                 "TOOLPLANE_CP_AUTH__EXECUTOR_KEY",
-                crate::services::executor_key().0.clone(),
+                crate::executor_key().0.clone(),
             ));
         }
         // The tests' identity providers listen on loopback.

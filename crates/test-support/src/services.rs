@@ -7,25 +7,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::process::{ControlPlaneProcess, Process, wait_ready};
-use crate::{binary, eventually};
-
-/// The key the tests' edges sign executor calls with, and the file the tests' executors read
-/// it from (one per test process).
-pub fn executor_key() -> &'static (String, PathBuf) {
-    static KEY: std::sync::OnceLock<(String, PathBuf, tempfile::TempDir)> =
-        std::sync::OnceLock::new();
-    let (key, path, _) = KEY.get_or_init(|| {
-        let bytes: [u8; 32] = rand::random();
-        let key = format!("tpx_{}", hex::encode(bytes));
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("executor-key");
-        std::fs::write(&path, format!("{key}\n")).expect("executor key file");
-        (key, path, dir)
-    });
-    // The tuple without the directory guard (kept alive in the static).
-    static VIEW: std::sync::OnceLock<(String, PathBuf)> = std::sync::OnceLock::new();
-    VIEW.get_or_init(|| (key.clone(), path.clone()))
-}
+use crate::{binary, eventually, executor_key};
 
 /// A free TCP port on 127.0.0.1 (bound then released; fine for tests).
 pub fn free_port() -> u16 {

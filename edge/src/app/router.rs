@@ -362,7 +362,4 @@ pub(super) fn jsonrpc_refusal(fault: Fault, id: serde_json::Value, message: &str
         .into_response()
 }
 
-pub(super) fn status_of(fault: Fault, answers_an_id: bool) -> StatusCode {
-    StatusCode::from_u16(fault.http_status(answers_an_id))
-        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-}
+pub(super) use crate::transport::rules::status_of;

@@ -93,8 +93,11 @@ impl Caches {
         // Refused by the control plane a moment ago: while the watch is caught up, until the
         // next change; while it is not, until the entry expires (a refused key stays refused
         // through an outage).
-        match self.refused.get(&id).await {
-            Some(head) if !self.versions.synced() || head == self.versions.head() => {
+        match self.refused.get(&id) {
+            Some((head, at))
+                if at.elapsed() < REFUSED_FOR
+                    && (!self.versions.synced() || head == self.versions.head()) =>
+            {
                 return Err(LookupError::Unauthenticated);
             }
             _ => {}
@@ -135,7 +138,8 @@ impl Caches {
             Err(status) if status.code() == Code::Unauthenticated => {
                 // A cached identity of the key stays, so that the edge still knows the key
                 // changed (and refuses it) if the control plane becomes unreachable later.
-                self.refused.insert(id, self.versions.head()).await;
+                self.refused
+                    .insert(id, (self.versions.head(), Instant::now()));
                 Err(LookupError::Unauthenticated)
             }
             Err(status) => {

@@ -42,7 +42,7 @@ const BASE64_SUFFIX: &str = "?=";
 pub enum Refused {
     /// An HTTP status with a plain-text reason (no JSON-RPC message was read, or the version
     /// header says nothing can be).
-    Http(StatusCode, String),
+    Http(Fault, String),
     /// A JSON-RPC error answering `id` (`Null` for a notification), sent with `status`.
     JsonRpc(StatusCode, Value, rmcp::ErrorData),
 }
@@ -79,8 +79,8 @@ impl Refused {
     pub fn into_response(self) -> axum::response::Response {
         use axum::response::IntoResponse as _;
         match self {
-            Refused::Http(status, text) => (
-                status,
+            Refused::Http(fault, text) => (
+                status_of(fault, false),
                 [(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("text/plain; charset=utf-8"),
@@ -148,18 +148,25 @@ pub fn media(headers: &HeaderMap) -> Result<(), Refused> {
     }
     if !json || !sse {
         return Err(Refused::Http(
-            StatusCode::NOT_ACCEPTABLE,
+            Fault::NotAcceptable,
             "Not Acceptable: Client must accept both application/json and text/event-stream"
                 .to_owned(),
         ));
     }
     if !is_json(headers) {
         return Err(Refused::Http(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Fault::UnsupportedMediaType,
             "Unsupported Media Type: Content-Type must be application/json".to_owned(),
         ));
     }
     Ok(())
+}
+
+/// The HTTP status `fault` is answered with (`answers_an_id`: a JSON-RPC answer to a request
+/// with an id), from the one table ([`Fault::http_status`]).
+pub fn status_of(fault: Fault, answers_an_id: bool) -> StatusCode {
+    StatusCode::from_u16(fault.http_status(answers_an_id))
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// Whether `Accept` takes `text/event-stream` (a GET stream's one requirement).
@@ -302,7 +309,7 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
         (Some(value), None) => Some(value),
         (Some(_), Some(_)) => {
             return Err(Refused::Http(
-                StatusCode::BAD_REQUEST,
+                Fault::BadVersionHeader,
                 "Bad Request: more than one MCP-Protocol-Version header".to_owned(),
             ));
         }
@@ -321,7 +328,7 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
         }
         Some(Err(_)) => {
             return Err(Refused::Http(
-                StatusCode::BAD_REQUEST,
+                Fault::BadVersionHeader,
                 "Bad Request: Invalid MCP-Protocol-Version header encoding".to_owned(),
             ));
         }
@@ -346,7 +353,7 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
         && !known(version)
     {
         return Err(Refused::Http(
-            StatusCode::BAD_REQUEST,
+            Fault::BadVersionHeader,
             format!("Bad Request: Unsupported MCP-Protocol-Version: {version}"),
         ));
     }

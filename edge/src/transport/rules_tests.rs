@@ -5,6 +5,7 @@ use super::rules::*;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::json;
 use serde_json::{Map, Value};
+use tp_registry::Fault;
 
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
@@ -42,15 +43,15 @@ fn media_types() {
     );
     assert!(matches!(
         ok("application/json, text/event-stream;q=0"),
-        Err(Refused::Http(StatusCode::NOT_ACCEPTABLE, _))
+        Err(Refused::Http(Fault::NotAcceptable, _))
     ));
     assert!(matches!(
         ok("application/json, text/event-stream;q=0.000"),
-        Err(Refused::Http(StatusCode::NOT_ACCEPTABLE, _))
+        Err(Refused::Http(Fault::NotAcceptable, _))
     ));
     assert!(matches!(
         ok("application/json"),
-        Err(Refused::Http(StatusCode::NOT_ACCEPTABLE, _))
+        Err(Refused::Http(Fault::NotAcceptable, _))
     ));
     assert_eq!(
         ok(r#"application/json;x="a,b", text/event-stream"#),
@@ -63,7 +64,7 @@ fn media_types() {
     ]));
     assert!(matches!(
         text,
-        Err(Refused::Http(StatusCode::UNSUPPORTED_MEDIA_TYPE, _))
+        Err(Refused::Http(Fault::UnsupportedMediaType, _))
     ));
     let charset = media(&headers(&[
         ("accept", plain),
@@ -91,7 +92,7 @@ fn generations_and_refusals() {
             &headers(&[("mcp-protocol-version", "1999-01-01")]),
             request(None)
         ),
-        Err(Refused::Http(StatusCode::BAD_REQUEST, _))
+        Err(Refused::Http(Fault::BadVersionHeader, _))
     ));
     // Below 2026-07-28, Mcp-Method is not the transport's to check.
     assert_eq!(
@@ -174,7 +175,7 @@ fn generations_and_refusals() {
     ]);
     assert!(matches!(
         admit(&twice, request(None)),
-        Err(Refused::Http(StatusCode::BAD_REQUEST, _))
+        Err(Refused::Http(Fault::BadVersionHeader, _))
     ));
 }
 

@@ -8,7 +8,7 @@ use super::*;
 pub(in crate::app) fn method_not_allowed() -> Response {
     direct_requests(Method::NotAllowed).increment(1);
     (
-        StatusCode::METHOD_NOT_ALLOWED,
+        crate::transport::rules::status_of(tp_registry::Fault::MethodNotAllowed, false),
         [(header::ALLOW, HeaderValue::from_static("POST"))],
         "Method Not Allowed",
     )
