@@ -4,6 +4,15 @@
 use super::*;
 
 impl Caches {
+    /// Refused by the control plane a moment ago: while the watch is caught up, until the next
+    /// change; while it is not, until the entry expires (a refused key stays refused through an
+    /// outage).
+    fn refused_recently(&self, id: &KeyHash) -> bool {
+        self.refused.get(id).is_some_and(|(head, at)| {
+            at.elapsed() < REFUSED_FOR && (!self.versions.synced() || head == self.versions.head())
+        })
+    }
+
     /// Whether a cached identity may be served without asking the control plane: while the
     /// watch is caught up, resolved at or after the tenant's latest revision; while it is not,
     /// trusted as the last known good ([`Caches::trusted_while_unreachable`]).
@@ -90,17 +99,8 @@ impl Caches {
             return Ok(Arc::clone(identity));
         }
         let cached = cached.map(|(identity, _)| identity);
-        // Refused by the control plane a moment ago: while the watch is caught up, until the
-        // next change; while it is not, until the entry expires (a refused key stays refused
-        // through an outage).
-        match self.refused.get(&id) {
-            Some((head, at))
-                if at.elapsed() < REFUSED_FOR
-                    && (!self.versions.synced() || head == self.versions.head()) =>
-            {
-                return Err(LookupError::Unauthenticated);
-            }
-            _ => {}
+        if self.refused_recently(&id) {
+            return Err(LookupError::Unauthenticated);
         }
         let shared_key = self.shared.as_ref().map(|s| s.key(&["id", &hash]));
         let mut stale = cached;
