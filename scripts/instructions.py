@@ -10,15 +10,17 @@ instructions a process executes for one request does not. This script runs, each
   - a standalone release edge (`tp-edge`), against `toolplane up` (control plane, demo
     executor and wiki in another process, not counted),
 
-warms each one, zeroes its counters, sends N requests one after another on one keep-alive
-connection, dumps the counters and prints instructions per request:
+runs each process twice, sending N/4 and then N requests one after another on one keep-alive
+connection before stopping it, and prints the difference of the two totals divided by 3N/4 —
+instructions per request, with start-up, the first (cold) requests and shutdown cancelled out:
 
   bare server, warm `tools/list` on the edge (2025-11-25 and 2026-07-28), and `tools/call`
   (`discover_apis`, answered by the demo executor) on the edge,
 
-with the ratio of the warm list to the bare server. The counters cover the whole process
-(every thread) between the zero and the dump, so timers that tick meanwhile are counted too;
-they are small beside N requests. Targets (issue 33): warm list <= 1.5x the bare server,
+with the ratio of the warm list to the bare server. The totals cover the whole process
+(every thread), so timers that tick while the longer run lasts are counted too; they are
+small beside N requests. (Zeroing and dumping the counters of a running process through
+`callgrind_control` interrupts its system calls, which the bare server does not survive.) Targets (issue 33): warm list <= 1.5x the bare server,
 <= 120 k instructions per `tools/call` on the edge; `--check` exits 1 when one is missed.
 
 Usage: python3 scripts/instructions.py [--requests N] [--check] [--no-build]
@@ -45,6 +47,7 @@ STATELESS = "2026-07-28"
 LEGACY = "2025-11-25"
 WARM_TARGET = 1.5
 CALL_TARGET = 120_000
+RUNS = 3
 
 
 def free_port():
@@ -64,6 +67,29 @@ def wait_port(port, what, process, timeout=120):
         except OSError:
             time.sleep(0.2)
     sys.exit(f"{what} did not listen on {port} within {timeout} s")
+
+
+def wait_ready(port, what, timeout=120):
+    """Until `GET /readyz` answers 200: for the edge, its registry watch is open and caught up,
+    so that no start-up work lands in one run of a pair and not the other."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            connection.request("GET", "/readyz")
+            status = connection.getresponse().status
+            connection.close()
+            if status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    sys.exit(f"{what} was not ready within {timeout} s")
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
 
 
 def list_request(version, key):
@@ -113,46 +139,45 @@ def send(port, request, n, expect):
     connection.close()
 
 
-def callgrind_control(flag, pid):
-    subprocess.run(["callgrind_control", flag, str(pid)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def total_instructions(path):
+    """The Ir total of one callgrind output file."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.match(r"(summary|totals):\s+(\d+)", line)
+            if m:
+                return int(m.group(2))
+    sys.exit(f"no instruction total in {path}")
 
 
-def instructions(out_dir, pid, before):
-    """Ir of the dump files of `pid` written since `before` (one per thread with --separate-threads=no: one)."""
-    total = 0
-    found = False
-    for name in os.listdir(out_dir):
-        path = os.path.join(out_dir, name)
-        if not name.startswith(f"callgrind.{pid}") or path in before:
-            continue
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                m = re.match(r"(summary|totals):\s+(\d+)", line)
-                if m:
-                    total += int(m.group(2))
-                    found = True
-                    break
-    if not found:
-        sys.exit(f"no callgrind dump of pid {pid} in {out_dir}")
-    return total
+def run_once(out_dir, argv, env, log, port, request, expect, count, what):
+    """Starts `argv` under callgrind, sends `count` requests, stops it; its total Ir."""
+    process = valgrind(out_dir, argv, env, log)
+    try:
+        wait_port(port, what, process)
+        wait_ready(port, what)
+        send(port, request, count, expect)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return total_instructions(os.path.join(out_dir, f"callgrind.{process.pid}"))
 
 
-def measure(out_dir, process, port, request, n, expect, warmup):
-    send(port, request, warmup, expect)
-    callgrind_control("-z", process.pid)
-    before = {os.path.join(out_dir, f) for f in os.listdir(out_dir)}
-    send(port, request, n, expect)
-    callgrind_control("-d", process.pid)
-    # The dump is written by the process itself; give it a moment to appear.
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        now = {os.path.join(out_dir, f) for f in os.listdir(out_dir)}
-        if now - before:
-            time.sleep(0.5)
-            break
-        time.sleep(0.2)
-    return instructions(out_dir, process.pid, before) / n
+def measure(out_dir, argv, env, log, port, request, expect, n, what):
+    """Instructions per request: two runs of the same process, with n/4 and n requests; the
+    difference divided by 3n/4 (start-up, warm-up and shutdown cancel out). The median of
+    RUNS pairs, and every pair's figure."""
+    print(f"measuring {what} ...", file=sys.stderr, flush=True)
+    few = max(1, n // 4)
+    per_request = []
+    for _ in range(RUNS):
+        small = run_once(out_dir, argv, env, log, port, request, expect, few, what)
+        large = run_once(out_dir, argv, env, log, port, request, expect, n, what)
+        per_request.append((large - small) / (n - few))
+    return median(per_request), per_request
 
 
 def valgrind(out_dir, argv, env, log):
@@ -172,7 +197,7 @@ def main():
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "--bins", "--quiet"], cwd=ROOT, check=True,
                        env={**os.environ, "CARGO_TARGET_DIR": TARGET})
-    n, warmup = args.requests, max(200, args.requests // 10)
+    n = args.requests
     work = tempfile.mkdtemp(prefix="tp-instructions-")
     out_dir = os.path.join(work, "callgrind")
     os.makedirs(out_dir)
@@ -198,41 +223,50 @@ def main():
         key = next(k["key"] for k in credentials["keys"]
                    if k["tenant"] == "acme" and k["role"] == "collector")
 
-        # The edge under callgrind, against up's control plane.
+        # The edge under callgrind, against up's control plane (a new edge process per run:
+        # its first requests load the caller's registry and identity; the difference of two
+        # runs leaves them out).
         edge_port = free_port()
         edge_env = {**env,
                     "TOOLPLANE_EDGE_LISTEN": f"127.0.0.1:{edge_port}",
                     "TOOLPLANE_EDGE_ADMIN_LISTEN": "127.0.0.1:0",
-                    }
+                    # Work by the clock (the watch's heartbeat, the audit flush) is not work
+                    # per request: under valgrind a run lasts seconds, and how many ticks land
+                    # in the longer run of a pair would move the figure by thousands.
+                    "TOOLPLANE_EDGE_WATCH__HEARTBEAT_MS": "60000",
+                    "TOOLPLANE_EDGE_WATCH__DEAD_AFTER_MS": "600000",
+                    "TOOLPLANE_EDGE_AUDIT__FLUSH_MS": "600000"}
+        edge_argv = [os.path.join(RELEASE, "tp-edge"),
+                     "--control-plane", "http://" + credentials["grpc_addr"],
+                     "--edge-token-file", os.path.join(work, "data", "edge-token")]
         edge_log = open(os.path.join(work, "edge.log"), "w")
-        edge = valgrind(out_dir, [os.path.join(RELEASE, "tp-edge"),
-                                  "--control-plane", "http://" + credentials["grpc_addr"],
-                                  "--edge-token-file", os.path.join(work, "data", "edge-token")],
-                        edge_env, edge_log)
+        warm_legacy = measure(out_dir, edge_argv, edge_env, edge_log, edge_port,
+                              list_request(LEGACY, key), b'"tools"', n,
+                              f"the edge's warm tools/list at {LEGACY}")
+        warm_stateless = measure(out_dir, edge_argv, edge_env, edge_log, edge_port,
+                                 list_request(STATELESS, key), b'"tools"', n,
+                                 f"the edge's warm tools/list at {STATELESS}")
+        call = measure(out_dir, edge_argv, edge_env, edge_log, edge_port, call_request(key),
+                       b'"result"', n, "the edge's tools/call")
+
+        # The bare server, with the edge's own warm answer (fetched from a plain edge).
+        edge = subprocess.Popen(edge_argv, env=edge_env, stdout=edge_log,
+                                stderr=subprocess.STDOUT)
         processes.append(edge)
         wait_port(edge_port, "the edge", edge)
-        warm_legacy = measure(out_dir, edge, edge_port, list_request(LEGACY, key), n,
-                              b'"tools"', warmup)
-        warm_stateless = measure(out_dir, edge, edge_port, list_request(STATELESS, key), n,
-                                 b'"tools"', warmup)
-        call = measure(out_dir, edge, edge_port, call_request(key), n, b'"result"', warmup)
-
-        # The bare server, with the edge's own warm answer.
         headers, body = list_request(LEGACY, key)
         connection = http.client.HTTPConnection("127.0.0.1", edge_port, timeout=60)
         connection.request("POST", "/mcp", body=body, headers=headers)
         answer = connection.getresponse().read()
         connection.close()
         answer_file = os.path.join(work, "answer.json")
-        open(answer_file, "wb").write(answer)
+        with open(answer_file, "wb") as f:
+            f.write(answer)
         bare_port = free_port()
         bare_log = open(os.path.join(work, "bare.log"), "w")
-        bare = valgrind(out_dir, [os.path.join(RELEASE, "tp-bench"), "bare", str(bare_port),
-                                  answer_file], env, bare_log)
-        processes.append(bare)
-        wait_port(bare_port, "the bare server", bare)
-        baseline = measure(out_dir, bare, bare_port, list_request(LEGACY, key), n, b'"tools"',
-                           warmup)
+        baseline = measure(out_dir, [os.path.join(RELEASE, "tp-bench"), "bare", str(bare_port),
+                                     answer_file], env, bare_log, bare_port,
+                           list_request(LEGACY, key), b'"tools"', n, "the bare server")
     finally:
         for process in processes:
             process.terminate()
@@ -242,17 +276,23 @@ def main():
             except subprocess.TimeoutExpired:
                 process.kill()
 
+    (baseline, baseline_runs) = baseline
+    (warm_legacy, legacy_runs) = warm_legacy
+    (warm_stateless, stateless_runs) = warm_stateless
+    (call, call_runs) = call
     rows = [
-        ("bare server, same bytes", baseline, None),
-        (f"edge warm tools/list, {LEGACY}", warm_legacy, f"{warm_legacy / baseline:.2f}x bare"),
-        (f"edge warm tools/list, {STATELESS}", warm_stateless,
+        ("bare server, same bytes", baseline, baseline_runs, None),
+        (f"edge warm tools/list, {LEGACY}", warm_legacy, legacy_runs,
+         f"{warm_legacy / baseline:.2f}x bare"),
+        (f"edge warm tools/list, {STATELESS}", warm_stateless, stateless_runs,
          f"{warm_stateless / baseline:.2f}x bare"),
-        (f"edge tools/call discover_apis, {STATELESS}", call, None),
+        (f"edge tools/call discover_apis, {STATELESS}", call, call_runs, None),
     ]
-    print(f"instructions per request (callgrind, {n} sequential requests on one connection, "
-          "one runtime worker, whole process)")
-    for name, value, note in rows:
-        print(f"  {name:<44} {value:>10,.0f}" + (f"   {note}" if note else ""))
+    print(f"instructions per request (callgrind; median of {RUNS} pairs of runs with {n // 4} "
+          f"and {n} sequential requests on one connection; one runtime worker; whole process)")
+    for name, value, runs, note in rows:
+        spread = " / ".join(f"{r / 1000:.1f}k" for r in runs)
+        print(f"  {name:<44} {value:>10,.0f}   ({spread})" + (f"   {note}" if note else ""))
     worst_warm = max(warm_legacy, warm_stateless) / baseline
     print(f"targets: warm list <= {WARM_TARGET}x bare (worst {worst_warm:.2f}x); "
           f"tools/call <= {CALL_TARGET:,} on the edge ({call:,.0f})")

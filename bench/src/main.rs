@@ -73,7 +73,10 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// The baseline: an axum server that answers every request with the bytes in `file` (the
-/// edge's own warm answer), as `application/json`.
+/// edge's own warm answer), as `application/json`. It reads each request's body first, as
+/// any MCP server must: a handler that answers before the body has arrived makes hyper close
+/// the connection (a race, one request in a few hundred on this machine), and the client's
+/// reconnections were counted against the baseline until 2026-11-27.
 fn bare(port: u16, file: &std::path::Path) -> anyhow::Result<()> {
     let body = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -81,7 +84,7 @@ fn bare(port: u16, file: &std::path::Path) -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async move {
         let body = axum::body::Bytes::from(body);
-        let app = axum::Router::new().fallback(move || {
+        let app = axum::Router::new().fallback(move |_request: axum::body::Bytes| {
             let body = body.clone();
             async move {
                 (
