@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use figment::providers::Serialized;
+use serde::Serialize;
 use tp_control_plane::{ControlPlane, config};
 
 /// The Toolplane control plane.
@@ -14,18 +15,10 @@ struct Args {
     /// TOML configuration file (keys: see docs/configuration.md).
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// Listen address (overrides the file and environment).
-    #[arg(long)]
-    listen: Option<String>,
-    /// Data directory (overrides the file and environment).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// Seed the demo world into an empty store (`bootstrap.demo`).
-    #[arg(long)]
-    demo: bool,
-    /// Log format, `text` or `json` (`log.format`; overrides the file and environment).
-    #[arg(long, value_parser = ["text", "json"])]
-    log_format: Option<String>,
+    /// Settings given as flags: the last layer of the configuration (defaults < file <
+    /// environment < flags), merged by figment as one provider.
+    #[command(flatten)]
+    settings: Flags,
     /// Once listening, write the bound address to this file (for launchers and tests that
     /// listen on port 0).
     #[arg(long)]
@@ -35,22 +28,60 @@ struct Args {
     check_config: bool,
 }
 
+/// The configuration keys a flag can set; a flag not given sets nothing.
+#[derive(Debug, clap::Args, Serialize)]
+struct Flags {
+    /// Listen address (overrides the file and environment).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<String>,
+    /// Data directory (overrides the file and environment).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    #[serde(skip_serializing_if = "BootstrapFlags::is_empty")]
+    bootstrap: BootstrapFlags,
+    #[command(flatten)]
+    #[serde(skip_serializing_if = "LogFlags::is_empty")]
+    log: LogFlags,
+}
+
+/// `[bootstrap]` keys given as flags.
+#[derive(Debug, clap::Args, Serialize)]
+struct BootstrapFlags {
+    /// Seed the demo world into an empty store (`bootstrap.demo`).
+    #[arg(long = "demo")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    demo: bool,
+}
+
+impl BootstrapFlags {
+    fn is_empty(&self) -> bool {
+        !self.demo
+    }
+}
+
+/// `[log]` keys given as flags.
+#[derive(Debug, clap::Args, Serialize)]
+struct LogFlags {
+    /// Log format, `text` or `json` (`log.format`; overrides the file and environment).
+    #[arg(long = "log-format", value_parser = ["text", "json"])]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<String>,
+}
+
+impl LogFlags {
+    fn is_empty(&self) -> bool {
+        self.format.is_none()
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let mut figment = config::figment(args.config.as_deref());
-    if let Some(listen) = &args.listen {
-        figment = figment.merge(Serialized::default("listen", listen));
-    }
-    if let Some(data_dir) = &args.data_dir {
-        figment = figment.merge(Serialized::default("data_dir", data_dir));
-    }
-    if let Some(format) = &args.log_format {
-        figment = figment.merge(Serialized::default("log.format", format));
-    }
-    if args.demo {
-        figment = figment.merge(Serialized::default("bootstrap.demo", true));
-    }
+    let figment =
+        config::figment(args.config.as_deref()).merge(Serialized::defaults(&args.settings));
     let config = config::load(figment)?;
     if args.check_config {
         println!(

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use figment::providers::Serialized;
+use serde::Serialize;
 use tp_edge::config;
 
 /// The Toolplane MCP edge.
@@ -14,24 +15,10 @@ struct Args {
     /// TOML configuration file (keys: docs/configuration.md).
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// Listen address.
-    #[arg(long)]
-    listen: Option<String>,
-    /// Control-plane URL (repeat for several replicas).
-    #[arg(long = "control-plane")]
-    control_plane: Vec<String>,
-    /// File holding the edge token.
-    #[arg(long)]
-    edge_token_file: Option<String>,
-    /// Redis URL.
-    #[arg(long)]
-    redis_url: Option<String>,
-    /// Edge name for logs and audit records.
-    #[arg(long)]
-    name: Option<String>,
-    /// Log format, `text` or `json` (`log.format`; overrides the file and environment).
-    #[arg(long, value_parser = ["text", "json"])]
-    log_format: Option<String>,
+    /// Settings given as flags: the last layer of the configuration (defaults < file <
+    /// environment < flags), merged by figment as one provider.
+    #[command(flatten)]
+    settings: Flags,
     /// Once listening, write the bound address here.
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -40,28 +27,54 @@ struct Args {
     check_config: bool,
 }
 
+/// The configuration keys a flag can set; a flag not given sets nothing.
+#[derive(Debug, clap::Args, Serialize)]
+struct Flags {
+    /// Listen address.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<String>,
+    /// Control-plane URL (repeat for several replicas).
+    #[arg(long = "control-plane")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    control_plane: Vec<String>,
+    /// File holding the edge token.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    edge_token_file: Option<String>,
+    /// Redis URL.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redis_url: Option<String>,
+    /// Edge name for logs and audit records.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[command(flatten)]
+    #[serde(skip_serializing_if = "LogFlags::is_empty")]
+    log: LogFlags,
+}
+
+/// `[log]` keys given as flags.
+#[derive(Debug, clap::Args, Serialize)]
+struct LogFlags {
+    /// Log format, `text` or `json` (`log.format`; overrides the file and environment).
+    #[arg(long = "log-format", value_parser = ["text", "json"])]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<String>,
+}
+
+impl LogFlags {
+    fn is_empty(&self) -> bool {
+        self.format.is_none()
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let mut figment = config::figment(args.config.as_deref());
-    if let Some(listen) = &args.listen {
-        figment = figment.merge(Serialized::default("listen", listen));
-    }
-    if !args.control_plane.is_empty() {
-        figment = figment.merge(Serialized::default("control_plane", &args.control_plane));
-    }
-    if let Some(file) = &args.edge_token_file {
-        figment = figment.merge(Serialized::default("edge_token_file", file));
-    }
-    if let Some(url) = &args.redis_url {
-        figment = figment.merge(Serialized::default("redis_url", url));
-    }
-    if let Some(name) = &args.name {
-        figment = figment.merge(Serialized::default("name", name));
-    }
-    if let Some(format) = &args.log_format {
-        figment = figment.merge(Serialized::default("log.format", format));
-    }
+    let figment =
+        config::figment(args.config.as_deref()).merge(Serialized::defaults(&args.settings));
     let config = config::load(figment)?;
     if args.check_config {
         println!(
