@@ -3,9 +3,9 @@
 //!
 //! Reading order: [`app`] (HTTP: router, auth, the JSON-RPC check, the warm `tools/list` path)
 //! and [`access`] (a log line per request) → [`mcp`] (the handler; one call, the meta-tools,
-//! the relay of progress; [`mcp::fast`] precomputed pages, [`mcp::session`]
-//! sealed 2025-xx sessions, [`mcp::ask`] questions on a call's stream, [`mcp::input`]
-//! 2026-07-28 input-required) → [`cache`] (L1/L2/L3) → [`versions`] + [`watch`] (push
+//! the relay of progress) → [`transport`] (the rules every request passes, precomputed
+//! `tools/list` pages, sealed 2025-xx sessions, questions on a call's stream, 2026-07-28
+//! input-required state) → [`cache`] (L1/L2/L3) → [`versions`] + [`watch`] (push
 //! invalidation) → [`forward`] (executors: deadlines, breakers, limits; the `tp-upstream` crate for MCP
 //! servers as executors) → [`limits`], [`audit`].
 

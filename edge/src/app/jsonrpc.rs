@@ -18,7 +18,7 @@ pub(super) async fn check_jsonrpc(state: Arc<EdgeState>, request: Request) -> Re
     if request.method() == axum::http::Method::GET
         && request
             .headers()
-            .contains_key(&crate::mcp::fast::SESSION_ID)
+            .contains_key(&crate::transport::session::SESSION_ID)
         && state.config.mcp.session_ttl_secs > 0
     {
         return notification_stream(&state, request);
@@ -74,7 +74,7 @@ pub(super) async fn check_jsonrpc(state: Arc<EdgeState>, request: Request) -> Re
         Ok(Inspected::Request(request)) => {
             let mut parts = parts;
             // A 2025-xx session id holds its session; one that does not open is 404.
-            if let Some(id) = parts.headers.get(&crate::mcp::fast::SESSION_ID)
+            if let Some(id) = parts.headers.get(&crate::transport::session::SESSION_ID)
                 && state.config.mcp.session_ttl_secs > 0
             {
                 let session = parts.extensions.get::<Caller>().and_then(|caller| {
@@ -277,7 +277,7 @@ pub(super) fn inspect_jsonrpc(
         // A response to a server request: to one of the edge's questions, or for the
         // transport (which refuses it: a stateless edge has no other).
         if let Value::String(id) = &id
-            && id.starts_with(crate::mcp::ask::ID_PREFIX)
+            && id.starts_with(crate::transport::questions::ID_PREFIX)
         {
             return Ok(Inspected::Answer(id.clone(), Value::Object(message)));
         }
@@ -352,7 +352,7 @@ pub(super) async fn answer(
     id: String,
     message: serde_json::Value,
 ) -> Response {
-    use crate::mcp::ask::Refused;
+    use crate::transport::questions::Refused;
     let Some(caller) = parts.extensions.get::<Caller>() else {
         return unauthorized(
             state.config.oauth.as_ref(),
@@ -386,7 +386,7 @@ pub(super) async fn fast_list(
     parts: &axum::http::request::Parts,
     id: &serde_json::Value,
     params: Option<&serde_json::Map<String, serde_json::Value>>,
-    generation: crate::mcp::fast::Generation,
+    generation: crate::transport::pages::Generation,
 ) -> Option<Response> {
     let caller = parts.extensions.get::<Caller>()?;
     let registry = state
@@ -398,8 +398,8 @@ pub(super) async fn fast_list(
     if params.is_some_and(|p| p.keys().any(|k| k != "cursor" && k != "_meta")) {
         return None;
     }
-    let cursor = crate::mcp::fast::cursor(params)?;
-    let id = crate::mcp::fast::id_bytes(id)?;
+    let cursor = crate::transport::pages::cursor(params)?;
+    let id = crate::transport::pages::id_bytes(id)?;
     let response = precomputed_list(state, id, cursor, generation, &caller.0, &registry)?;
     if let Some(log) = crate::access::of(&parts.extensions) {
         log.outcome("ok");
@@ -409,17 +409,17 @@ pub(super) async fn fast_list(
 
 /// The answer to a `tools/list` of `identity`, admitted as `generation`, from `registry`'s
 /// precomputed pages: the first page, or one that starts at a `cursor` this edge issued. `id`
-/// is the request's id as JSON (`fast::id_bytes`).
+/// is the request's id as JSON (`transport::pages::id_bytes`).
 pub(super) fn precomputed_list(
     state: &EdgeState,
     id: axum::body::Bytes,
     cursor: Option<&str>,
-    generation: crate::mcp::fast::Generation,
+    generation: crate::transport::pages::Generation,
     identity: &Identity,
     registry: &crate::registry::Registry,
 ) -> Option<Response> {
-    use crate::mcp::fast;
-    let response = fast::answer(registry.pages(generation, &state.config.mcp), cursor, id)?;
+    let response =
+        crate::transport::pages::answer(registry.pages(generation, &state.config.mcp), cursor, id)?;
     crate::mcp::count_request("tools/list", &identity.tenant, "ok", None);
     precomputed_counter().increment(1);
     Some(response)

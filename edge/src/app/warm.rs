@@ -66,7 +66,7 @@ impl crate::transport::rules::Params for WarmParams<'_> {
 }
 
 /// A request id as JSON, when it is one the answer may echo as written: a string, or an
-/// integer in `i64` (what `fast::id_bytes` takes from a parsed id); anything else is the
+/// integer in `i64` (what `transport::pages::id_bytes` takes from a parsed id); anything else is the
 /// router's.
 fn raw_id(id: &serde_json::value::RawValue) -> Option<axum::body::Bytes> {
     let raw = id.get();
@@ -95,7 +95,7 @@ pub(super) async fn warm_answer(
         .strip_prefix("Bearer ")?
         .trim();
     let identity = state.caches.identity_l1(key).await?;
-    if let Some(id) = parts.headers.get(&crate::mcp::fast::SESSION_ID)
+    if let Some(id) = parts.headers.get(&crate::transport::session::SESSION_ID)
         && state.config.mcp.session_ttl_secs > 0
     {
         // A session id that does not open is the router's to refuse (404).
@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(id("0").as_deref(), Some("0"));
         assert_eq!(id(r#""a\"b""#).as_deref(), Some(r#""a\"b""#));
         assert_eq!(id(&i64::MIN.to_string()), Some(i64::MIN.to_string()));
-        // The router's, as `fast::id_bytes` leaves them.
+        // The router's, as `transport::pages::id_bytes` leaves them.
         for other in [
             "1.5",
             "1e3",

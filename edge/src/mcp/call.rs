@@ -6,6 +6,7 @@ use super::validate::{
     check_action, declared_capabilities, missing_client_capabilities, validate_schema,
 };
 use super::*;
+use crate::transport::request_state;
 use tracing::Instrument as _;
 
 fn request_id() -> String {
@@ -188,7 +189,7 @@ impl McpHandler {
                 return Err(error);
             }
         };
-        let binding = input::binding(&identity.tenant, &identity.role, name, &arguments);
+        let binding = request_state::binding(&identity.tenant, &identity.role, name, &arguments);
         let state = match &retry.request_state {
             None => Vec::new(),
             Some(sealed) => match self.state.seal.open(&binding, sealed) {
@@ -259,12 +260,12 @@ impl McpHandler {
                 "input_unsupported",
             );
         };
-        if input.state.len() > input::MAX_EXECUTOR_STATE {
+        if input.state.len() > request_state::MAX_EXECUTOR_STATE {
             return Outcome::error(
                 format!(
                     "executor {executor:?} returned {} bytes of input-required state (at most {})",
                     input.state.len(),
-                    input::MAX_EXECUTOR_STATE
+                    request_state::MAX_EXECUTOR_STATE
                 ),
                 pb::CallOutcome::ExecutorError,
                 "executor_state_too_large",
@@ -275,7 +276,7 @@ impl McpHandler {
             .as_ref()
             .map(tp_proto::json::from_struct)
             .unwrap_or_else(|| json!({}));
-        let requests = match input::input_requests(&requests, Some(&declared)) {
+        let requests = match request_state::input_requests(&requests, Some(&declared)) {
             Ok(requests) => requests,
             Err(message) => {
                 return Outcome::error(
@@ -385,7 +386,7 @@ impl McpHandler {
                     // A 2025-xx caller is asked on this call's stream, and the executor called
                     // again with the answers (2026-07-28 callers get an input-required result).
                     Ok(Reply::InputRequired(input))
-                        if !stateless(ctx) && rounds < input::MAX_ROUNDS =>
+                        if !stateless(ctx) && rounds < request_state::MAX_ROUNDS =>
                     {
                         rounds += 1;
                         match self.ask_on_stream(identity, &input, deadline, ctx).await {
@@ -497,7 +498,7 @@ impl McpHandler {
             .unwrap_or_else(|| json!({}));
         // What the client declared at `initialize` (in its session id), when it kept one.
         let declared = declared_capabilities(ctx);
-        let requests = input::input_requests(&requests, declared.as_deref())
+        let requests = request_state::input_requests(&requests, declared.as_deref())
             .map_err(|message| format!("the executor asked for input it may not: {message}"))?;
         if requests.is_empty() {
             return Err("the executor asked for input without naming a request".into());

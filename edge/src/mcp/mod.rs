@@ -10,18 +10,14 @@
 // 2026-07-28 but still used by 2025-xx clients; executors' log events are relayed to them.
 #![allow(deprecated)]
 
-pub use crate::transport::questions as ask;
 pub mod bounds;
 mod call;
 mod content;
 pub mod context;
-pub mod fast;
-pub use crate::transport::request_state as input;
 mod meta;
 mod metrics;
 pub mod params;
 mod relay;
-pub use crate::transport::session;
 mod validate;
 
 use std::sync::Arc;
@@ -285,9 +281,9 @@ impl McpHandler {
             None => 0,
         };
         let generation = if stateless(ctx) {
-            fast::Generation::Stateless
+            crate::transport::pages::Generation::Stateless
         } else {
-            fast::Generation::Legacy
+            crate::transport::pages::Generation::Legacy
         };
         let (result, _) =
             crate::transport::pages::page(listing, start, &self.state.config.mcp, generation);

@@ -3,6 +3,7 @@
 //! deadline), and the client capabilities a 2026-07-28 caller declares.
 
 use super::*;
+use crate::transport::session;
 
 /// The action of a polymorphic tool, checked against the role's allowed actions ("" for plain
 /// tools). A forbidden action fails exactly like one that does not exist, and the caller's

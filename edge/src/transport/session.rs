@@ -17,6 +17,10 @@ use sha2::Digest as _;
 
 use crate::identity::Identity;
 
+/// `Mcp-Session-Id` (2025-xx sessions).
+pub const SESSION_ID: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("mcp-session-id");
+
 /// Longest session id accepted.
 pub const MAX_SESSION_ID: usize = 8 * 1024;
 

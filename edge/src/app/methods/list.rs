@@ -6,7 +6,7 @@ use super::*;
 pub(in crate::app) fn parse_list(
     params: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> Result<(RequestMetaObject, Option<String>), String> {
-    let cursor = crate::mcp::fast::cursor(params)
+    let cursor = crate::transport::pages::cursor(params)
         .ok_or("params.cursor must be a string")?
         .map(str::to_owned);
     let meta = match params.and_then(|p| p.get("_meta")) {

@@ -35,8 +35,8 @@ use rmcp::model::{
 use futures::StreamExt as _;
 
 use super::*;
-use crate::mcp::fast::Generation;
 use crate::mcp::{CallContext, Sink};
+use crate::transport::pages::Generation;
 
 /// Serves one JSON-RPC message the transport's rules admitted as `generation` (`None`: a
 /// response to no question of the edge's; an id of `null`: a notification).

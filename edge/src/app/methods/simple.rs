@@ -161,13 +161,15 @@ pub(in crate::app) async fn serve_simple(
             if state.config.mcp.session_ttl_secs > 0
                 && let Some(caller) = parts.extensions.get::<Caller>()
             {
-                let session =
-                    crate::mcp::session::Session::from_initialize(version.as_str(), &capabilities);
+                let session = crate::transport::session::Session::from_initialize(
+                    version.as_str(),
+                    &capabilities,
+                );
                 if let Ok(value) = HeaderValue::from_str(&state.sessions.issue(&caller.0, &session))
                 {
                     response
                         .headers_mut()
-                        .insert(crate::mcp::fast::SESSION_ID, value);
+                        .insert(crate::transport::session::SESSION_ID, value);
                 }
             }
             return response;
