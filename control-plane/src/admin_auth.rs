@@ -161,7 +161,7 @@ impl AdminAuthLayer {
         let presented = header
             .to_str()
             .ok()
-            .and_then(|value| value.strip_prefix("Bearer "))
+            .and_then(tp_proto::keys::bearer)
             .ok_or_else(|| Status::unauthenticated("authorization must be \"Bearer <token>\""))?;
         let presented = presented.trim();
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();

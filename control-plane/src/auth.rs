@@ -42,7 +42,7 @@ impl TokenCheck {
         let presented = header
             .to_str()
             .ok()
-            .and_then(|value| value.strip_prefix("Bearer "))
+            .and_then(tp_proto::keys::bearer)
             .ok_or_else(|| Status::unauthenticated("authorization must be \"Bearer <token>\""))?;
         // Compare digests so the comparison time does not depend on the token's content.
         let presented = digest(presented.trim());

@@ -6,6 +6,17 @@ use sha2::{Digest, Sha256};
 /// Prefix of every Toolplane API key, so secret scanners can recognise them.
 pub const KEY_PREFIX: &str = "tpk_";
 
+/// The credential of an `Authorization` header value in the Bearer scheme: the scheme's name
+/// matched without regard to case (RFC 9110 §11.1: `bearer`, `BEARER` and `Bearer` are one
+/// scheme), the credential with surrounding whitespace trimmed; `None` for another scheme.
+/// Every Toolplane process reads bearer credentials through this.
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credential) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credential.trim())
+}
+
 /// Hex SHA-256 of a key.
 pub fn hash(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
@@ -41,6 +52,18 @@ pub fn looks_like_credential(credential: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case_and_nothing_else_is() {
+        assert_eq!(super::bearer("Bearer tpk_abc"), Some("tpk_abc"));
+        assert_eq!(super::bearer("bearer  tpk_abc "), Some("tpk_abc"));
+        assert_eq!(super::bearer("BEARER tpk_abc"), Some("tpk_abc"));
+        assert_eq!(super::bearer("Bearer "), Some(""));
+        assert_eq!(super::bearer("Basic dXNlcjpwYXNz"), None);
+        assert_eq!(super::bearer("Bearertpk_abc"), None);
+        assert_eq!(super::bearer("Bearer"), None);
+        assert_eq!(super::bearer(""), None);
+    }
 
     #[test]
     fn jwt_shapes() {

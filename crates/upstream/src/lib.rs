@@ -278,10 +278,7 @@ async fn open(
     config.allow_stateless = true;
     match credential.map_err(UpstreamError::Unreachable)? {
         Some((header, value)) if header == "authorization" => {
-            let token = value
-                .strip_prefix("Bearer ")
-                .or_else(|| value.strip_prefix("bearer "))
-                .unwrap_or(&value);
+            let token = tp_proto::keys::bearer(&value).unwrap_or(&value);
             config.auth_header = Some(token.to_owned());
         }
         Some((header, value)) => {

@@ -74,7 +74,7 @@ pub(super) async fn authenticate(
             ));
         }
         Some(Ok(value)) => {
-            let Some(key) = value.strip_prefix("Bearer ").map(str::trim) else {
+            let Some(key) = tp_proto::keys::bearer(&value) else {
                 return Err(refused(
                     state,
                     "malformed",

@@ -149,8 +149,8 @@ pub(super) fn notification_stream(state: &Arc<EdgeState>, request: Request) -> R
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|v| v.trim().to_owned());
+        .and_then(tp_proto::keys::bearer)
+        .map(str::to_owned);
     let id = request
         .headers()
         .get("mcp-session-id")

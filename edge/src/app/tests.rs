@@ -281,6 +281,28 @@ async fn credentials_are_checked_before_anything_else() {
     assert_eq!(table.resolves.load(Ordering::SeqCst), 0);
 }
 
+/// The scheme of `Authorization` is case-insensitive (RFC 9110 §11.1): `bearer KEY` and
+/// `BEARER KEY` are the same credential as `Bearer KEY`, on the cold path and the warm one;
+/// another scheme is refused as malformed.
+#[tokio::test]
+async fn the_bearer_scheme_is_read_in_any_case() {
+    let table = table();
+    let (_state, service) = edge(&table, json!({}));
+    let with = |authorization: String| {
+        post(None)
+            .header(header::AUTHORIZATION, authorization)
+            .body(Body::from(list().to_string()))
+            .unwrap()
+    };
+    let cold = send(&service, with(format!("bearer {KEY}"))).await;
+    assert_eq!(cold.status, StatusCode::OK, "{}", cold.body);
+    let warm = send(&service, with(format!("BEARER  {KEY} "))).await;
+    assert_eq!(warm.status, StatusCode::OK, "{}", warm.body);
+    assert_eq!(names(&cold), names(&warm));
+    let basic = send(&service, with("Basic dXNlcjpwYXNz".to_owned())).await;
+    assert_eq!(basic.status, StatusCode::UNAUTHORIZED, "{}", basic.body);
+}
+
 #[tokio::test]
 async fn a_revoked_key_stops_working_when_the_change_arrives() {
     let table = table();

@@ -87,13 +87,7 @@ pub(super) async fn warm_answer(
     parts: &axum::http::request::Parts,
     bytes: &[u8],
 ) -> Option<Response> {
-    let key = parts
-        .headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")?
-        .trim();
+    let key = tp_proto::keys::bearer(parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?)?;
     let identity = state.caches.identity_l1(key).await?;
     if let Some(id) = parts.headers.get(&crate::transport::session::SESSION_ID)
         && state.config.mcp.session_ttl_secs > 0
@@ -207,10 +201,11 @@ pub(super) async fn warm_list(state: &EdgeState, request: Request) -> Result<Res
     if !small_json_post {
         return Err(request);
     }
-    if !headers
-        .get(header::AUTHORIZATION)
-        .is_some_and(|v| v.as_bytes().starts_with(b"Bearer "))
-    {
+    if !headers.get(header::AUTHORIZATION).is_some_and(|v| {
+        v.as_bytes()
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"bearer "))
+    }) {
         return Err(request);
     }
     let (parts, body) = request.into_parts();
