@@ -169,7 +169,7 @@ mod tests {
                     "{} / {} / {}",
                     fault.http_status(true),
                     fault.http_status(false),
-                    fault.http_status_current()
+                    fault.http_status_at_2026_07_28()
                 ),
                 grpc_name(grpc_code(fault.class())),
             ];

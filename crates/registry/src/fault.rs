@@ -272,7 +272,7 @@ impl Fault {
     /// [`Fault::http_status`], except that a method the edge does not serve is 404 (that
     /// version's HTTP binding: an intermediary routes on the status without reading the body).
     /// Before 2026-07-28 an error a method answers with travels in a JSON-RPC answer (200).
-    pub fn http_status_current(self) -> u16 {
+    pub fn http_status_at_2026_07_28(self) -> u16 {
         match self {
             Fault::MethodNotFound => 404,
             other => other.http_status(true),

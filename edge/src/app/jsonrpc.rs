@@ -14,7 +14,7 @@ use crate::transport::rules;
 /// shape, or arguments and input responses beyond [`crate::mcp::bounds`]. A well-formed
 /// message must then meet the transport's rules ([`rules::admit`]: versions, `_meta`,
 /// SEP-2243 headers), which choose the generation it is served as.
-pub(super) async fn check_jsonrpc(state: Arc<EdgeState>, request: Request) -> Response {
+pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -> Response {
     if request.method() == axum::http::Method::GET
         && request
             .headers()

@@ -27,7 +27,7 @@ pub fn router(state: Arc<EdgeState>) -> Router {
 
 /// One `/mcp` request after the shared steps of [`EdgeService`]: the body limit,
 /// authentication, then the JSON-RPC check, the transport's rules and the edge's methods
-/// ([`check_jsonrpc`]).
+/// ([`serve_mcp_request`]).
 async fn mcp(state: Arc<EdgeState>, request: Request) -> Response {
     let request = match limit_body(state.config.mcp.max_body_bytes, request).await {
         Ok(request) => request,
@@ -37,7 +37,7 @@ async fn mcp(state: Arc<EdgeState>, request: Request) -> Response {
         Ok(request) => request,
         Err(refused) => return refused,
     };
-    check_jsonrpc(state, request).await
+    serve_mcp_request(state, request).await
 }
 
 /// RFC 9728 metadata, when OAuth is on: at the path the resource URL implies, and at the root

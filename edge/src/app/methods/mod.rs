@@ -1,4 +1,4 @@
-//! The methods the edge serves itself, from the request [`check_jsonrpc`] parsed (no second
+//! The methods the edge serves itself, from the request [`serve_mcp_request`] parsed (no second
 //! parse, no per-request rmcp service and its tasks): `tools/call`, answered as JSON — or as
 //! SSE when the call sends the client something first (progress, log messages, questions), in
 //! the order it was sent, the answer last — the `tools/list` pages that are not precomputed (a
@@ -150,13 +150,13 @@ fn shape(
 }
 
 /// The answer as one JSON body, with the HTTP status of the error table
-/// ([`Fault::http_status_current`]) at 2026-07-28; earlier versions answer every JSON-RPC
+/// ([`Fault::http_status_at_2026_07_28`]) at 2026-07-28; earlier versions answer every JSON-RPC
 /// error a method returns with 200.
 fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
     let status = match message {
         ServerJsonRpcMessage::Error(error) if generation == Generation::Stateless => {
             Fault::from_jsonrpc(error.error.code.0).map_or(StatusCode::OK, |fault| {
-                StatusCode::from_u16(fault.http_status_current())
+                StatusCode::from_u16(fault.http_status_at_2026_07_28())
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
             })
         }
