@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How the workspace reads (issue 33): long functions and file-level dependency cycles, per crate.
+"""How the workspace reads (issue 33): long functions, file-level dependency cycles and error
+answers built outside the error modules, per crate.
 
     python3 scripts/structure.py            # print the figures
     python3 scripts/structure.py --list     # and every long function and every cycle
@@ -8,7 +9,10 @@
 A function's length is its lines from `fn` to its closing brace; test code (`tests/`, `benches/`,
 `#[cfg(test)]` modules) is not counted. A file depends on another when it names it through
 `crate::…`, `super::…` or `self::…` (in a `use` or a path); a cycle is a strongly connected
-group of two or more files of one crate. `--check` is a ratchet: the counts may go down (then
+group of two or more files of one crate. An error answer outside the error modules is a use of
+`StatusCode::…`, `ErrorData::…`/`ErrorData {` or a `Status::…(` constructor in a file that is not
+an error module (`error.rs`, `errors.rs`, `fault.rs`, `status.rs`, or a file under `error/`):
+where the one error type should turn a fault into HTTP, JSON-RPC or gRPC. `--check` is a ratchet: the counts may go down (then
 update the baseline with `--write`), never up.
 """
 
@@ -20,6 +24,17 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASELINE = os.path.join(ROOT, "scripts", "structure.json")
 LIMITS = (60, 80, 100)
+ERROR_MODULES = ("error.rs", "errors.rs", "fault.rs", "status.rs")
+ERROR_ANSWER = re.compile(r"\bStatusCode::[A-Z_]+|\bErrorData(::|\s*\{)|\bStatus::[a-z_]+\(")
+
+
+def error_answers(path):
+    """Error answers built in a file outside the error modules (0 in an error module)."""
+    parts = os.path.normpath(path).split(os.sep)
+    if parts[-1] in ERROR_MODULES or "error" in parts[:-1]:
+        return 0
+    code = without_tests(strip(open(path, encoding="utf-8").read()))
+    return len(ERROR_ANSWER.findall(code))
 
 
 def crates():
@@ -242,6 +257,7 @@ def measure():
     details = {}
     for name, src in crates():
         long = []
+        answers = []
         tests = test_files(src)
         for base, _, names in os.walk(src):
             for file in sorted(names):
@@ -249,6 +265,9 @@ def measure():
                     path = os.path.join(base, file)
                     if path in tests:
                         continue
+                    found = error_answers(path)
+                    if found:
+                        answers.append((found, os.path.relpath(path, ROOT)))
                     for fn, line, length in functions(path):
                         if length > LIMITS[0]:
                             long.append((length, os.path.relpath(path, ROOT), line, fn))
@@ -258,8 +277,13 @@ def measure():
             **{f"fns_over_{limit}": sum(1 for l in long if l[0] > limit) for limit in LIMITS},
             "file_cycles": len(groups),
             "files_in_cycles": sum(len(g) for g in groups),
+            "error_answers": sum(n for n, _ in answers),
         }
-        details[name] = (sorted(long, reverse=True), [[os.path.relpath(p, ROOT) for p in g] for g in groups])
+        details[name] = (
+            sorted(long, reverse=True),
+            [[os.path.relpath(p, ROOT) for p in g] for g in groups],
+            sorted(answers, reverse=True),
+        )
     return figures, details
 
 
@@ -282,14 +306,19 @@ def self_test():
         open(os.path.join(src, "a", "mod.rs"), "w").write("use crate::b::B;\npub struct A;\n")
         open(os.path.join(src, "b.rs"), "w").write("use super::a::A;\npub struct B;\n")
         open(os.path.join(src, "tests.rs"), "w").write(f"fn test_long() {{\n{body}\n}}\n")
+        # Two error answers outside the error modules; the error module's own are not counted.
+        open(os.path.join(src, "a", "mod.rs"), "a").write(
+            "fn f() -> u16 { let _ = Status::internal(\"x\"); StatusCode::NOT_FOUND.as_u16() }\n")
+        open(os.path.join(src, "error.rs"), "w").write("fn g() { Status::internal(\"x\"); }\n")
         ROOT = root
         try:
             figures, _ = measure()
         finally:
             ROOT = saved
-    expected = {"fns_over_60": 1, "fns_over_80": 1, "fns_over_100": 0, "file_cycles": 1, "files_in_cycles": 2}
+    expected = {"fns_over_60": 1, "fns_over_80": 1, "fns_over_100": 0, "file_cycles": 1,
+                "files_in_cycles": 2, "error_answers": 2}
     assert figures == {"demo": expected}, figures
-    print("structure: self-test passed (a planted long function and cycle are found, tests skipped)")
+    print("structure: self-test passed (a planted long function, cycle and error answers are found, tests skipped)")
 
 
 def main():
@@ -297,7 +326,8 @@ def main():
         self_test()
         return
     figures, details = measure()
-    keys = ["fns_over_60", "fns_over_80", "fns_over_100", "file_cycles", "files_in_cycles"]
+    keys = ["fns_over_60", "fns_over_80", "fns_over_100", "file_cycles", "files_in_cycles",
+            "error_answers"]
     print(f"{'crate':<24}" + "".join(f"{k:>17}" for k in keys))
     totals = {k: 0 for k in keys}
     for name, row in figures.items():
@@ -306,11 +336,13 @@ def main():
             totals[k] += row[k]
     print(f"{'total':<24}" + "".join(f"{totals[k]:>17}" for k in keys))
     if "--list" in sys.argv:
-        for name, (long, groups) in details.items():
+        for name, (long, groups, answers) in details.items():
             for length, path, line, fn in long:
                 print(f"  {length:>4} lines  {path}:{line}  {fn}")
             for group in groups:
                 print(f"  cycle: {' ↔ '.join(group)}")
+            for count, path in answers:
+                print(f"  {count:>4} error answers outside the error modules  {path}")
     if "--write" in sys.argv:
         with open(BASELINE, "w", encoding="utf-8") as f:
             json.dump(figures, f, indent=1, sort_keys=True)
@@ -325,7 +357,8 @@ def main():
                 if row[k] > allowed:
                     worse.append(f"{name}: {k} {row[k]} > {allowed} (scripts/structure.json)")
         if worse:
-            print("structure got worse (split the function or break the cycle; see --list):")
+            print("structure got worse (split the function, break the cycle, or build the error "
+                  "answer in an error module; see --list):")
             print("\n".join("  " + w for w in worse))
             sys.exit(1)
         print("structure: no figure worse than scripts/structure.json")
