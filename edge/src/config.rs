@@ -464,118 +464,11 @@ impl RawConfig {
             tp_registry::ident::check_http_url(url)
                 .map_err(|e| anyhow::anyhow!("control_plane: {e}"))?;
         }
-        let edge_token = if self.edge_token.is_empty() {
-            let text = std::fs::read_to_string(&self.edge_token_file).with_context(|| {
-                let at = std::env::current_dir()
-                    .map(|dir| format!(" (from {})", dir.display()))
-                    .unwrap_or_default();
-                format!(
-                    "the edge needs the fleet's edge token: edge_token (TOOLPLANE_EDGE_EDGE_TOKEN) is empty and edge_token_file {:?}{at} cannot be read. The control plane writes it to <its data_dir>/edge-token on first start (toolplane up: .toolplane/edge-token); point edge_token_file there, or set the token itself",
-                    self.edge_token_file
-                )
-            })?;
-            text.trim().to_owned()
-        } else {
-            self.edge_token
-        };
-        if edge_token.len() < 16 {
-            bail!("edge_token: must be at least 16 characters");
-        }
+        let edge_token = edge_token(self.edge_token, &self.edge_token_file)?;
         let redis_url = (!self.redis_url.is_empty()).then_some(self.redis_url);
-        if let Some(urls) = &redis_url {
-            let urls: Vec<&str> = urls.split(',').map(str::trim).collect();
-            for url in &urls {
-                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-                    bail!("redis_url: {url:?} must start with redis:// or rediss://");
-                }
-            }
-            let sentinel = !self.cache.redis_sentinel_master.is_empty();
-            if sentinel && self.cache.redis_cluster {
-                bail!(
-                    "cache.redis_sentinel_master and cache.redis_cluster: a Redis Cluster has no sentinels; set one of them"
-                );
-            }
-            if urls.len() > 1 && !self.cache.redis_cluster && !sentinel {
-                bail!(
-                    "redis_url: several URLs are the seed nodes of a Redis Cluster or the sentinels of a primary; set cache.redis_cluster = true or cache.redis_sentinel_master, or give one URL"
-                );
-            }
-            if sentinel && urls.iter().any(|u| u.starts_with("rediss://")) {
-                bail!(
-                    "cache.redis_sentinel_master: sentinels over TLS are not supported; use redis:// URLs"
-                );
-            }
-            let tls = urls.iter().all(|u| u.starts_with("rediss://"));
-            let files = [
-                &self.cache.redis_ca_file,
-                &self.cache.redis_cert_file,
-                &self.cache.redis_key_file,
-            ];
-            if !tls && files.iter().any(|f| !f.is_empty()) {
-                bail!(
-                    "cache.redis_ca_file, redis_cert_file, redis_key_file: only for TLS; make redis_url rediss://"
-                );
-            }
-        } else if self.cache.redis_cluster {
-            bail!("cache.redis_cluster: set redis_url to the cluster's seed nodes");
-        } else if !self.cache.redis_sentinel_master.is_empty() {
-            bail!("cache.redis_sentinel_master: set redis_url to the sentinels' addresses");
-        }
-        if self.cache.l1_registries == 0 || self.cache.l1_identities == 0 {
-            bail!("cache.l1_registries and cache.l1_identities: must be at least 1");
-        }
-        if self.cache.l1_ttl_secs == 0 || self.cache.l2_ttl_secs == 0 {
-            bail!("cache.l1_ttl_secs and cache.l2_ttl_secs: must be at least 1");
-        }
-        if !(1..=86_400).contains(&self.cache.identity_max_stale_secs) {
-            bail!("cache.identity_max_stale_secs: must be between 1 and 86400");
-        }
-        if self.cache.redis_prefix.is_empty()
-            || self.cache.redis_prefix.contains(char::is_whitespace)
-        {
-            bail!("cache.redis_prefix: must be a non-empty word");
-        }
-        if !(1..=1000).contains(&self.mcp.page_size) {
-            bail!("mcp.page_size: must be between 1 and 1000");
-        }
-        if !(1024..=64 * 1024 * 1024).contains(&self.mcp.max_body_bytes) {
-            bail!("mcp.max_body_bytes: must be between 1 KiB and 64 MiB");
-        }
-        if self.mcp.request_timeout_ms < 100 {
-            bail!("mcp.request_timeout_ms: must be at least 100");
-        }
-        if self.mcp.allowed_hosts.is_empty() {
-            bail!(
-                "mcp.allowed_hosts: list the host names clients use, or [\"*\"] to disable the check"
-            );
-        }
-        if !self.mcp.request_state_key.is_empty() && self.mcp.request_state_key.len() < 32 {
-            bail!("mcp.request_state_key: must be at least 32 characters (or empty)");
-        }
-        if !matches!(
-            self.cache.rate_limits_when_redis_down.as_str(),
-            "share" | "closed" | "local"
-        ) {
-            bail!(
-                "cache.rate_limits_when_redis_down: {:?} is not share, closed or local",
-                self.cache.rate_limits_when_redis_down
-            );
-        }
-        if self.mcp.max_streams_per_key == 0 {
-            bail!("mcp.max_streams_per_key: must be at least 1");
-        }
-        if !(1..=86_400).contains(&self.mcp.max_stream_secs) {
-            bail!("mcp.max_stream_secs: must be between 1 and 86400");
-        }
-        if self.mcp.session_ttl_secs > 30 * 86_400 {
-            bail!("mcp.session_ttl_secs: at most 2592000 (30 days); 0 issues no session ids");
-        }
-        if !(1..=86_400).contains(&self.mcp.input_required_ttl_secs) {
-            bail!("mcp.input_required_ttl_secs: must be between 1 and 86400");
-        }
-        if self.mcp.max_in_flight == 0 {
-            bail!("mcp.max_in_flight: must be at least 1");
-        }
+        self.cache.check_redis(redis_url.as_deref())?;
+        self.cache.check()?;
+        self.mcp.check()?;
         self.http.validate("http").map_err(anyhow::Error::msg)?;
         let admin_listen = if self.admin_listen.is_empty() {
             None
@@ -587,100 +480,17 @@ impl RawConfig {
                 )
             })?)
         };
-        if self.mcp.max_argument_bytes < 1024 {
-            bail!("mcp.max_argument_bytes: must be at least 1 KiB");
-        }
-        // Arguments travel in the body: they can never be larger.
-        let mut mcp = self.mcp;
-        mcp.max_argument_bytes = mcp.max_argument_bytes.min(mcp.max_body_bytes);
-        let raw_mcp = mcp;
-        if !(100..=10_000_000).contains(&raw_mcp.max_json_values) {
-            bail!("mcp.max_json_values: must be between 100 and 10000000");
-        }
-        if raw_mcp.max_in_flight_bytes
-            < raw_mcp.max_body_bytes * BODY_COPIES
-                + raw_mcp.max_json_values * (BYTES_PER_VALUE + BYTES_PER_KEY)
-        {
-            bail!(
-                "mcp.max_in_flight_bytes: must hold at least one largest request: 4 × mcp.max_body_bytes + 400 × mcp.max_json_values bytes"
-            );
-        }
-        if !(10..=60_000).contains(&raw_mcp.validation_timeout_ms) {
-            bail!("mcp.validation_timeout_ms: must be between 10 and 60000");
-        }
-        if !(1..=100).contains(&self.executors.tenant_share_percent)
-            || !(1..=100).contains(&self.executors.tool_share_percent)
-        {
-            bail!(
-                "executors.tenant_share_percent and executors.tool_share_percent: must be between 1 and 100"
-            );
-        }
-        if self.executors.credential_env_prefix.len() < 3
-            || !self
-                .executors
-                .credential_env_prefix
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-        {
-            bail!(
-                "executors.credential_env_prefix: must be at least 3 characters of A-Z, 0-9 and _ (e.g. TOOLPLANE_CRED_)"
-            );
-        }
+        let raw_mcp = self.mcp.bounded()?;
+        self.executors.check()?;
         let upstream_http = tp_upstream::http_client(
             &self.executors.upstream_ca_file,
             &self.executors.upstream_cert_file,
             &self.executors.upstream_key_file,
         )?;
-        let executor_key = {
-            let explicit = if !self.executors.auth_key.is_empty() {
-                Some(self.executors.auth_key.clone())
-            } else if !self.executors.auth_key_file.is_empty() {
-                let text =
-                    std::fs::read_to_string(&self.executors.auth_key_file).with_context(|| {
-                        format!(
-                            "executors.auth_key_file {:?} cannot be read",
-                            self.executors.auth_key_file
-                        )
-                    })?;
-                Some(text.lines().next().unwrap_or_default().trim().to_owned())
-            } else {
-                None
-            };
-            match explicit {
-                Some(text) => tp_proto::invoke_auth::ExecutorKey::parse(&text)
-                    .map_err(|e| anyhow::anyhow!("executors.auth_key: {e}"))?,
-                None => tp_proto::invoke_auth::ExecutorKey::derive(&edge_token),
-            }
-        };
-        if self.executors.breaker_shared_tenants < 2 {
-            bail!(
-                "executors.breaker_shared_tenants: must be at least 2 (one tenant must never open a breaker for the others)"
-            );
-        }
-        if self.executors.breaker_failures == 0 {
-            bail!("executors.breaker_failures: must be at least 1");
-        }
-        if !(100..=60_000).contains(&self.watch.heartbeat_ms) {
-            bail!("watch.heartbeat_ms: must be between 100 and 60000");
-        }
-        if self.watch.dead_after_ms <= u64::from(self.watch.heartbeat_ms) {
-            bail!("watch.dead_after_ms: must be longer than watch.heartbeat_ms");
-        }
-        if self.audit.buffer == 0 || self.audit.flush_ms == 0 {
-            bail!("audit.buffer and audit.flush_ms: must be at least 1");
-        }
-        if self.audit.spill_max_mb == 0 {
-            bail!("audit.spill_max_mb: must be at least 1");
-        }
-        if self.audit.stop_flush_ms > 600_000 {
-            bail!("audit.stop_flush_ms: at most 600000 (ten minutes)");
-        }
-        if self.shutdown.grace_ms > 600_000 {
-            bail!("shutdown.grace_ms: at most 600000 (ten minutes)");
-        }
-        if !(1..=3600).contains(&self.shutdown.drain_secs) {
-            bail!("shutdown.drain_secs: must be between 1 and 3600");
-        }
+        let executor_key = self.executors.executor_key(&edge_token)?;
+        self.watch.check()?;
+        self.audit.check()?;
+        self.shutdown.check()?;
         let anonymous = match (
             self.anonymous.tenant.is_empty(),
             self.anonymous.role.is_empty(),
@@ -752,6 +562,267 @@ pub fn figment(file: Option<&std::path::Path>) -> Figment {
 pub fn load(figment: Figment) -> anyhow::Result<EdgeConfig> {
     let raw: RawConfig = figment.extract().context("reading edge config")?;
     raw.validate()
+}
+
+/// The fleet's edge token: `edge_token` itself, else the first line of `edge_token_file`; at
+/// least 16 characters.
+fn edge_token(token: String, file: &str) -> anyhow::Result<String> {
+    let edge_token = if token.is_empty() {
+        let text = std::fs::read_to_string(file).with_context(|| {
+            let at = std::env::current_dir()
+                .map(|dir| format!(" (from {})", dir.display()))
+                .unwrap_or_default();
+            format!(
+                "the edge needs the fleet's edge token: edge_token (TOOLPLANE_EDGE_EDGE_TOKEN) is empty and edge_token_file {:?}{at} cannot be read. The control plane writes it to <its data_dir>/edge-token on first start (toolplane up: .toolplane/edge-token); point edge_token_file there, or set the token itself",
+                file
+            )
+        })?;
+        text.trim().to_owned()
+    } else {
+        token
+    };
+    if edge_token.len() < 16 {
+        bail!("edge_token: must be at least 16 characters");
+    }
+    Ok(edge_token)
+}
+
+// === per-section checks (each section's own ranges; what spans sections stays in validate) ===
+
+impl RawCache {
+    /// `redis_url` against the Redis settings of `[cache]`: one URL for a primary, several
+    /// only for a cluster's seed nodes or a primary's sentinels, TLS files only with TLS.
+    fn check_redis(&self, redis_url: Option<&str>) -> anyhow::Result<()> {
+        if let Some(urls) = redis_url {
+            let urls: Vec<&str> = urls.split(',').map(str::trim).collect();
+            for url in &urls {
+                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                    bail!("redis_url: {url:?} must start with redis:// or rediss://");
+                }
+            }
+            let sentinel = !self.redis_sentinel_master.is_empty();
+            if sentinel && self.redis_cluster {
+                bail!(
+                    "cache.redis_sentinel_master and cache.redis_cluster: a Redis Cluster has no sentinels; set one of them"
+                );
+            }
+            if urls.len() > 1 && !self.redis_cluster && !sentinel {
+                bail!(
+                    "redis_url: several URLs are the seed nodes of a Redis Cluster or the sentinels of a primary; set cache.redis_cluster = true or cache.redis_sentinel_master, or give one URL"
+                );
+            }
+            if sentinel && urls.iter().any(|u| u.starts_with("rediss://")) {
+                bail!(
+                    "cache.redis_sentinel_master: sentinels over TLS are not supported; use redis:// URLs"
+                );
+            }
+            let tls = urls.iter().all(|u| u.starts_with("rediss://"));
+            let files = [
+                &self.redis_ca_file,
+                &self.redis_cert_file,
+                &self.redis_key_file,
+            ];
+            if !tls && files.iter().any(|f| !f.is_empty()) {
+                bail!(
+                    "cache.redis_ca_file, redis_cert_file, redis_key_file: only for TLS; make redis_url rediss://"
+                );
+            }
+        } else if self.redis_cluster {
+            bail!("cache.redis_cluster: set redis_url to the cluster's seed nodes");
+        } else if !self.redis_sentinel_master.is_empty() {
+            bail!("cache.redis_sentinel_master: set redis_url to the sentinels' addresses");
+        }
+        Ok(())
+    }
+
+    /// `[cache]`: capacities, lifetimes, the Redis prefix and the rate-limit policy.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.l1_registries == 0 || self.l1_identities == 0 {
+            bail!("cache.l1_registries and cache.l1_identities: must be at least 1");
+        }
+        if self.l1_ttl_secs == 0 || self.l2_ttl_secs == 0 {
+            bail!("cache.l1_ttl_secs and cache.l2_ttl_secs: must be at least 1");
+        }
+        if !(1..=86_400).contains(&self.identity_max_stale_secs) {
+            bail!("cache.identity_max_stale_secs: must be between 1 and 86400");
+        }
+        if self.redis_prefix.is_empty() || self.redis_prefix.contains(char::is_whitespace) {
+            bail!("cache.redis_prefix: must be a non-empty word");
+        }
+        if !matches!(
+            self.rate_limits_when_redis_down.as_str(),
+            "share" | "closed" | "local"
+        ) {
+            bail!(
+                "cache.rate_limits_when_redis_down: {:?} is not share, closed or local",
+                self.rate_limits_when_redis_down
+            );
+        }
+        Ok(())
+    }
+}
+
+impl RawMcp {
+    /// The limits that depend on each other: arguments travel in the body (so never larger),
+    /// and the in-flight budget holds at least one largest request.
+    fn bounded(self) -> anyhow::Result<RawMcp> {
+        if self.max_argument_bytes < 1024 {
+            bail!("mcp.max_argument_bytes: must be at least 1 KiB");
+        }
+        // Arguments travel in the body: they can never be larger.
+        let mut mcp = self;
+        mcp.max_argument_bytes = mcp.max_argument_bytes.min(mcp.max_body_bytes);
+        if !(100..=10_000_000).contains(&mcp.max_json_values) {
+            bail!("mcp.max_json_values: must be between 100 and 10000000");
+        }
+        if mcp.max_in_flight_bytes
+            < mcp.max_body_bytes * BODY_COPIES
+                + mcp.max_json_values * (BYTES_PER_VALUE + BYTES_PER_KEY)
+        {
+            bail!(
+                "mcp.max_in_flight_bytes: must hold at least one largest request: 4 × mcp.max_body_bytes + 400 × mcp.max_json_values bytes"
+            );
+        }
+        if !(10..=60_000).contains(&mcp.validation_timeout_ms) {
+            bail!("mcp.validation_timeout_ms: must be between 10 and 60000");
+        }
+        Ok(mcp)
+    }
+
+    /// `[mcp]`: page size, body and time limits, hosts, streams and sessions.
+    fn check(&self) -> anyhow::Result<()> {
+        if !(1..=1000).contains(&self.page_size) {
+            bail!("mcp.page_size: must be between 1 and 1000");
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.max_body_bytes) {
+            bail!("mcp.max_body_bytes: must be between 1 KiB and 64 MiB");
+        }
+        if self.request_timeout_ms < 100 {
+            bail!("mcp.request_timeout_ms: must be at least 100");
+        }
+        if self.allowed_hosts.is_empty() {
+            bail!(
+                "mcp.allowed_hosts: list the host names clients use, or [\"*\"] to disable the check"
+            );
+        }
+        if !self.request_state_key.is_empty() && self.request_state_key.len() < 32 {
+            bail!("mcp.request_state_key: must be at least 32 characters (or empty)");
+        }
+        if self.max_streams_per_key == 0 {
+            bail!("mcp.max_streams_per_key: must be at least 1");
+        }
+        if !(1..=86_400).contains(&self.max_stream_secs) {
+            bail!("mcp.max_stream_secs: must be between 1 and 86400");
+        }
+        if self.session_ttl_secs > 30 * 86_400 {
+            bail!("mcp.session_ttl_secs: at most 2592000 (30 days); 0 issues no session ids");
+        }
+        if !(1..=86_400).contains(&self.input_required_ttl_secs) {
+            bail!("mcp.input_required_ttl_secs: must be between 1 and 86400");
+        }
+        if self.max_in_flight == 0 {
+            bail!("mcp.max_in_flight: must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+impl RawExecutors {
+    /// The key calls to executors are signed with: `auth_key`, else the first line of
+    /// `auth_key_file`, else derived from the fleet's edge token.
+    fn executor_key(&self, edge_token: &str) -> anyhow::Result<tp_proto::invoke_auth::ExecutorKey> {
+        let explicit = if !self.auth_key.is_empty() {
+            Some(self.auth_key.clone())
+        } else if !self.auth_key_file.is_empty() {
+            let text = std::fs::read_to_string(&self.auth_key_file).with_context(|| {
+                format!(
+                    "executors.auth_key_file {:?} cannot be read",
+                    self.auth_key_file
+                )
+            })?;
+            Some(text.lines().next().unwrap_or_default().trim().to_owned())
+        } else {
+            None
+        };
+        Ok(match explicit {
+            Some(text) => tp_proto::invoke_auth::ExecutorKey::parse(&text)
+                .map_err(|e| anyhow::anyhow!("executors.auth_key: {e}"))?,
+            None => tp_proto::invoke_auth::ExecutorKey::derive(edge_token),
+        })
+    }
+
+    /// `[executors]`: fair shares, the credential prefix, and breakers no tenant may open for
+    /// the others.
+    fn check(&self) -> anyhow::Result<()> {
+        if !(1..=100).contains(&self.tenant_share_percent)
+            || !(1..=100).contains(&self.tool_share_percent)
+        {
+            bail!(
+                "executors.tenant_share_percent and executors.tool_share_percent: must be between 1 and 100"
+            );
+        }
+        if self.credential_env_prefix.len() < 3
+            || !self
+                .credential_env_prefix
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            bail!(
+                "executors.credential_env_prefix: must be at least 3 characters of A-Z, 0-9 and _ (e.g. TOOLPLANE_CRED_)"
+            );
+        }
+        if self.breaker_shared_tenants < 2 {
+            bail!(
+                "executors.breaker_shared_tenants: must be at least 2 (one tenant must never open a breaker for the others)"
+            );
+        }
+        if self.breaker_failures == 0 {
+            bail!("executors.breaker_failures: must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+impl RawWatch {
+    /// `[watch]`: the heartbeat, and a dead stream detected after it.
+    fn check(&self) -> anyhow::Result<()> {
+        if !(100..=60_000).contains(&self.heartbeat_ms) {
+            bail!("watch.heartbeat_ms: must be between 100 and 60000");
+        }
+        if self.dead_after_ms <= u64::from(self.heartbeat_ms) {
+            bail!("watch.dead_after_ms: must be longer than watch.heartbeat_ms");
+        }
+        Ok(())
+    }
+}
+
+impl RawAudit {
+    /// `[audit]`: buffer, flush and spill limits.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.buffer == 0 || self.flush_ms == 0 {
+            bail!("audit.buffer and audit.flush_ms: must be at least 1");
+        }
+        if self.spill_max_mb == 0 {
+            bail!("audit.spill_max_mb: must be at least 1");
+        }
+        if self.stop_flush_ms > 600_000 {
+            bail!("audit.stop_flush_ms: at most 600000 (ten minutes)");
+        }
+        Ok(())
+    }
+}
+
+impl RawShutdown {
+    /// `[shutdown]`: grace and drain bounds.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.grace_ms > 600_000 {
+            bail!("shutdown.grace_ms: at most 600000 (ten minutes)");
+        }
+        if !(1..=3600).contains(&self.drain_secs) {
+            bail!("shutdown.drain_secs: must be between 1 and 3600");
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
