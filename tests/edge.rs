@@ -413,6 +413,65 @@ async fn keys_are_checked_and_revocation_reaches_every_edge() {
     println!("revocation refused on both edges after {slowest:?}");
 }
 
+/// A 2026-07-28 `subscriptions/listen` stream of a key that is revoked ends, with the
+/// subscription's result, on the next change it hears: a revoked caller hears nothing more.
+#[tokio::test]
+async fn a_listen_stream_ends_when_its_key_is_revoked() {
+    let fleet = Fleet::start(1, "").await;
+    let mut admin = fleet.cp.admin().await;
+    let issued = admin
+        .tenants
+        .issue_api_key(pb::IssueApiKeyRequest {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let (status, mut stream) = McpHttp::new(&fleet.edges[0].addr, Some(&issued.key), STATELESS)
+        .stream(
+            1,
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let acknowledged = tokio::time::timeout(Duration::from_secs(5), stream.recv())
+        .await
+        .expect("the acknowledgement within 5 s")
+        .expect("an acknowledgement");
+    assert_eq!(
+        acknowledged["method"], "notifications/subscriptions/acknowledged",
+        "{acknowledged}"
+    );
+    admin
+        .tenants
+        .revoke_api_key(pb::RevokeApiKeyRequest {
+            id: issued.info.unwrap().id,
+        })
+        .await
+        .unwrap();
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut rest = Vec::new();
+        while let Some(message) = stream.recv().await {
+            rest.push(message);
+        }
+        rest
+    })
+    .await
+    .expect("the stream of a revoked key ends within 5 s");
+    assert!(
+        rest.iter()
+            .all(|m| m["method"] != "notifications/tools/list_changed"),
+        "a revoked key heard a change: {rest:?}"
+    );
+    assert!(
+        rest.last().is_some_and(|m| m.get("result").is_some()),
+        "the stream ends with the subscription's result: {rest:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_connected_apis_change_reaches_both_edges_within_a_second() {
     let fleet = Fleet::start(2, "").await;

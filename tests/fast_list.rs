@@ -1,10 +1,10 @@
-//! The warm `tools/list` fast path (`mcp.precomputed_lists`, edge/src/mcp/fast.rs) against the
-//! edge's per-request answer: two edges on one control plane and Redis, one with precomputed
-//! pages and one without, must answer every request — every page of every (tenant, role) in
-//! both protocol generations, and a table of requests the fast path must leave alone — with the
-//! same status, content type and bytes. The fast edge's counter shows which requests it
-//! answered itself. (`tests/direct_call.rs` compares the per-request answer with rmcp's
-//! transport.)
+//! Precomputed `tools/list` pages (`mcp.precomputed_lists`, answered early in the edge's one
+//! request pipeline: `edge/src/app/methods/list.rs`) against the per-request paginator: two
+//! edges on one control plane and Redis, one with precomputed pages and one without, must
+//! answer every request — every page of every (tenant, role) in both protocol generations, and
+//! a table of requests the precomputed pages must leave alone — with the same status, content
+//! type and bytes. The fast edge's counter shows which requests it answered from its pages.
+//! (`tests/direct_call.rs` compares the per-request answer with rmcp's transport.)
 
 use serde_json::{Value, json};
 use tp_test_support::{EdgeProcess, McpHttp};

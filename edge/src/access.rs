@@ -192,8 +192,9 @@ fn new_request_id() -> String {
     id
 }
 
-/// The span to run the rest of a request in: its span, opened now if it was not (see
-/// [`AccessLog`]); none when the request already runs in it (opened with the request).
+/// The span to run (part of) a request in: its span, opened now if it was not (see
+/// [`AccessLog`]); none when the request already runs in it (opened with the request, when
+/// spans are exported).
 pub fn span_to_enter(extensions: &axum::http::Extensions) -> tracing::Span {
     match extensions.get::<Arc<AccessLog>>() {
         // Health checks have no span unless asked (TOOLPLANE_TRACE_HEALTH_CHECKS).
@@ -203,8 +204,8 @@ pub fn span_to_enter(extensions: &axum::http::Extensions) -> tracing::Span {
         {
             tracing::Span::none()
         }
-        Some(log) if log.span.get().is_none() => log.span().clone(),
-        Some(_) => tracing::Span::none(),
+        Some(_) if tp_telemetry::trace::exporting() => tracing::Span::none(),
+        Some(log) => log.span().clone(),
         None => tracing::Span::current(),
     }
 }

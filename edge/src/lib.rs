@@ -1,7 +1,9 @@
 //! The Toolplane MCP edge: a stateless Streamable HTTP server (rmcp) that shows every tenant
 //! and role exactly its tools and forwards calls to executors.
 //!
-//! Reading order: [`app`] (HTTP: router, auth, the JSON-RPC check, the warm `tools/list` path)
+//! Reading order: [`app`] (HTTP: the service's shared steps, then one request's stages — auth,
+//! body, the one parse of [`transport::envelope`], session, rules, dispatch, where a warm
+//! `tools/list` is answered from precomputed pages)
 //! and [`access`] (a log line per request) → [`mcp`] (the handler; one call, the meta-tools,
 //! the relay of progress) → [`transport`] (the rules every request passes, precomputed
 //! `tools/list` pages, sealed 2025-xx sessions, questions on a call's stream, 2026-07-28

@@ -81,15 +81,24 @@ pub(super) async fn authenticate(
                     "Authorization must be \"Bearer <api key or access token>\"",
                 ));
             };
-            // A span of its own only when spans are exported: at the fmt layer alone it cost
-            // a call more than the cached lookup it would time, and its events carry the
-            // request's span either way.
-            let lookup = if tp_telemetry::trace::exporting() {
-                tracing::info_span!("identity.lookup")
-            } else {
-                tracing::Span::none()
+            // The in-process cache first: a key it holds is answered with no I/O and no span.
+            // Otherwise the lookup runs in a span of its own when spans are exported, else in
+            // the request's (its events, a cache or control plane that cannot be reached,
+            // carry the request id either way); it is boxed, so the warm request's future
+            // stays small.
+            let cached = state.caches.identity_l1(key).await;
+            let identity = match cached {
+                Some(identity) => Ok(identity),
+                None => {
+                    let lookup = if tp_telemetry::trace::exporting() {
+                        tracing::info_span!("identity.lookup")
+                    } else {
+                        crate::access::span_to_enter(request.extensions())
+                    };
+                    Box::pin(state.caches.identity(key).instrument(lookup)).await
+                }
             };
-            match state.caches.identity(key).instrument(lookup).await {
+            match identity {
                 Ok(identity) => identity,
                 Err(LookupError::Unauthenticated | LookupError::NotFound) => {
                     return Err(refused(
@@ -111,9 +120,6 @@ pub(super) async fn authenticate(
             }
         }
     };
-    let span = tracing::Span::current();
-    span.record("tenant", identity.tenant.as_str());
-    span.record("role", identity.role.as_str());
     if let Some(log) = crate::access::of(request.extensions()) {
         log.caller(&identity.tenant, &identity.role);
     }

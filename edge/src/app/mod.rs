@@ -4,10 +4,9 @@
 
 mod auth;
 mod health;
-mod jsonrpc;
 mod methods;
+mod pipeline;
 mod router;
-mod warm;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,9 +27,8 @@ use crate::state::EdgeState;
 
 use self::auth::*;
 use self::health::*;
-use self::jsonrpc::*;
+use self::pipeline::*;
 use self::router::*;
-use self::warm::*;
 
 pub(crate) use self::router::body_timed_out;
 pub use self::router::{EdgeService, admin_router, router, service};

@@ -1,10 +1,9 @@
 //! The edge's HTTP service. [`EdgeService`] is the one stack every `/mcp` request goes
-//! through, the warm `tools/list` included: the access log (and the request's span: opened
-//! with the request when spans are exported, else once it goes past the warm answer), the
-//! Host and Origin checks, load shedding, the in-flight byte budget and the request timeout;
-//! then the warm answer, or the body limit, authentication, the JSON-RPC check, the
-//! transport's rules and the edge's methods. Everything else (health checks, the
-//! protected-resource metadata) goes to the [`router`].
+//! through: the access log (and the request's span: opened with the request when spans are
+//! exported, else once a request goes past a warm answer), the Host and Origin checks, load
+//! shedding, the in-flight byte budget and the request timeout; then the request's stages
+//! ([`super::pipeline`]). Everything else (health checks, the protected-resource metadata)
+//! goes to the [`router`].
 
 use super::*;
 
@@ -23,21 +22,6 @@ pub fn router(state: Arc<EdgeState>) -> Router {
             get(protected_resource),
         )
         .with_state(state)
-}
-
-/// One `/mcp` request after the shared steps of [`EdgeService`]: the body limit,
-/// authentication, then the JSON-RPC check, the transport's rules and the edge's methods
-/// ([`serve_mcp_request`]).
-async fn mcp(state: Arc<EdgeState>, request: Request) -> Response {
-    let request = match limit_body(state.config.mcp.max_body_bytes, request).await {
-        Ok(request) => request,
-        Err(refused) => return refused,
-    };
-    let request = match authenticate(&state, request).await {
-        Ok(request) => request,
-        Err(refused) => return refused,
-    };
-    serve_mcp_request(state, request).await
 }
 
 /// RFC 9728 metadata, when OAuth is on: at the path the resource URL implies, and at the root
@@ -64,49 +48,16 @@ pub fn admin_router(state: Arc<EdgeState>) -> Router {
         .with_state(state)
 }
 
-/// Bounds request bodies at `mcp.max_body_bytes`. A body declared larger is answered 413 after
-/// the edge has read (and dropped) what the client is still sending — within 16× the limit and
-/// 2 s — so the client reads the 413 instead of a connection reset by unread data. A body that
-/// grows past the limit without declaring its length fails when it is read (413 as well).
-pub(super) async fn limit_body(max: usize, request: Request) -> Result<Request, Response> {
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > max as u64) {
-        use futures::StreamExt as _;
-        let mut body = request.into_body().into_data_stream();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        let mut drained = 0usize;
-        while drained <= max.saturating_mul(16) {
-            match tokio::time::timeout_at(deadline, body.next()).await {
-                Ok(Some(Ok(chunk))) => drained += chunk.len(),
-                _ => break,
-            }
-        }
-        return Err(refuse(
-            Fault::BodyTooLarge,
-            "request body exceeds mcp.max_body_bytes",
-        ));
-    }
-    let (parts, body) = request.into_parts();
-    let limited = Body::new(http_body_util::Limited::new(body, max));
-    Ok(Request::from_parts(parts, limited))
-}
+/// What a shed request is told (with `Retry-After: 1`: see [`refuse`]).
+pub(super) const OVERLOADED: &str = "edge overloaded; retry";
 
 pub(super) fn overloaded() -> Response {
-    let mut response = refuse(Fault::Overloaded, "edge overloaded; retry");
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
+    refuse(Fault::Overloaded, OVERLOADED)
 }
 
-/// The edge's HTTP service: the steps every `/mcp` request takes (see the module), then a warm
-/// `tools/list` — key and registry in the in-process cache, a request the transport would take
-/// as it is — answered from precomputed pages, or the rest of the `/mcp` pipeline. Health checks and the
-/// protected-resource metadata are never shed or timed out.
+/// The edge's HTTP service: the steps every `/mcp` request takes (see the module), then the
+/// request's stages ([`super::pipeline`]). Health checks and the protected-resource metadata
+/// are never shed or timed out.
 #[derive(Clone)]
 pub struct EdgeService {
     state: Arc<EdgeState>,
@@ -224,7 +175,7 @@ where
         let router = self.router.clone();
         let limits = Arc::clone(&self.limits);
         // Outermost: every request is logged (crate::access), including refused ones and those
-        // the warm path answers.
+        // answered from precomputed pages.
         Box::pin(async move {
             let unready = state.unready.clone();
             let mut response = crate::access::around(request, move |request| {
@@ -309,22 +260,11 @@ async fn serve(
     };
     let started = crate::access::of(request.extensions())
         .map_or_else(std::time::Instant::now, crate::access::AccessLog::started);
-    let answer = async {
-        let request = match warm_list(&state, request).await {
-            Ok(response) => return response,
-            Err(mut request) => {
-                request
-                    .extensions_mut()
-                    .insert(InFlightBytes(Arc::clone(&limits.bytes)));
-                request
-            }
-        };
-        // Past the warm answer: events are written from here on, in the request's span. The
-        // pipeline's future is large and boxed, so the warm answer's stays small (it is moved
-        // through the access log, this step and the timeout on every request).
-        let span = crate::access::span_to_enter(request.extensions());
-        Box::pin(mcp(state, request).instrument(span)).await
-    };
+    let mut request = request;
+    request
+        .extensions_mut()
+        .insert(InFlightBytes(Arc::clone(&limits.bytes)));
+    let answer = serve_mcp_request(state, request);
     // The request timeout, from when the request arrived. An answer ready at the first poll
     // (a warm `tools/list` whose body came with its head) never arms the timer.
     let mut answer = std::pin::pin!(answer);
@@ -342,11 +282,19 @@ async fn serve(
 
 /// The HTTP answer of a fault of the table ([`Fault`]), which gives the status: a JSON-RPC
 /// error with `id: null` for the faults MCP carries in JSON-RPC, else `{"error": message}`.
+/// An overloaded edge says when to retry (`Retry-After: 1`).
 pub(super) fn refuse(fault: Fault, message: &str) -> Response {
-    if fault.jsonrpc().is_some() {
-        return jsonrpc_refusal(fault, serde_json::Value::Null, message);
+    let mut response = if fault.jsonrpc().is_some() {
+        jsonrpc_refusal(fault, serde_json::Value::Null, message)
+    } else {
+        (status_of(fault, false), Json(json!({ "error": message }))).into_response()
+    };
+    if fault == Fault::Overloaded {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
-    (status_of(fault, false), Json(json!({ "error": message }))).into_response()
+    response
 }
 
 /// A JSON-RPC error answering `id`, with the fault's code and status.

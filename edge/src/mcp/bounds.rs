@@ -70,11 +70,12 @@ pub struct InFlightBytes(pub std::sync::Arc<tokio::sync::Semaphore>);
 pub const RESULT_BYTES_PER_ENCODED_BYTE: usize = 10;
 
 /// How many JSON values a body holds at most (commas and openings outside strings, plus one),
-/// and how many of them are object keys (colons outside strings), found by one pass over the
-/// bytes without building anything.
-pub fn count_values(bytes: &[u8]) -> (usize, usize) {
+/// how many of them are object keys (colons outside strings), and how deep its arrays and
+/// objects nest, found by one pass over the bytes without building anything.
+pub fn count_values(bytes: &[u8]) -> (usize, usize, usize) {
     let mut values = 1usize;
     let mut keys = 0usize;
+    let (mut level, mut deepest) = (0usize, 0usize);
     let mut in_string = false;
     let mut escaped = false;
     for &byte in bytes {
@@ -89,26 +90,50 @@ pub fn count_values(bytes: &[u8]) -> (usize, usize) {
         }
         match byte {
             b'"' => in_string = true,
-            b',' | b'[' | b'{' => values += 1,
+            b',' => values += 1,
+            b'[' | b'{' => {
+                values += 1;
+                level += 1;
+                deepest = deepest.max(level);
+            }
+            b']' | b'}' => level = level.saturating_sub(1),
             b':' => keys += 1,
             _ => {}
         }
     }
-    (values, keys)
+    (values, keys, deepest)
 }
 
-/// The JSON values of a body and the working memory it will cost once parsed and forwarded
-/// (see [`BYTES_PER_VALUE`], [`BYTES_PER_KEY`], [`BODY_COPIES`]), its own bytes included.
-pub fn working_memory(bytes: &[u8]) -> (usize, usize) {
-    let (values, keys) = count_values(bytes);
-    (
+/// How deep a body may nest: serde_json's own recursion limit, which the typed parse of a
+/// method's params would meet (the envelope skips params without counting their depth).
+pub const MAX_BODY_DEPTH: usize = 128;
+
+/// What a body costs before it is parsed: its JSON values, the working memory it will cost
+/// once parsed and forwarded, and how deep it nests.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyCost {
+    /// JSON values (at most).
+    pub values: usize,
+    /// Bytes of working memory, the body's own included.
+    pub bytes: usize,
+    /// Nesting of arrays and objects.
+    pub depth: usize,
+}
+
+/// The JSON values of a body, the working memory it will cost once parsed and forwarded (see
+/// [`BYTES_PER_VALUE`], [`BYTES_PER_KEY`], [`BODY_COPIES`]), its own bytes included, and its
+/// depth.
+pub fn working_memory(bytes: &[u8]) -> BodyCost {
+    let (values, keys, depth) = count_values(bytes);
+    BodyCost {
         values,
-        bytes
+        bytes: bytes
             .len()
             .saturating_mul(BODY_COPIES)
             .saturating_add(values.saturating_mul(BYTES_PER_VALUE))
             .saturating_add(keys.saturating_mul(BYTES_PER_KEY)),
-    )
+        depth,
+    }
 }
 
 /// The JSON-RPC id of a body too large to parse in full: the envelope is read with its
@@ -135,6 +160,31 @@ pub fn check(what: &str, value: &Value, max_bytes: usize) -> Result<(), String> 
         return Err(format!("{what} are nested deeper than {MAX_DEPTH} levels"));
     }
     let bytes = size(value);
+    if bytes > max_bytes {
+        return Err(format!(
+            "{what} are {bytes} bytes; at most {max_bytes} bytes (mcp.max_argument_bytes)"
+        ));
+    }
+    Ok(())
+}
+
+/// [`check`] for an object held as a map (a typed request's `arguments`): the same depth and
+/// size as the object would have as a value.
+pub fn check_object(
+    what: &str,
+    object: &serde_json::Map<String, Value>,
+    max_bytes: usize,
+) -> Result<(), String> {
+    let deepest = 1 + object.values().map(depth).max().unwrap_or(0);
+    if deepest > MAX_DEPTH {
+        return Err(format!("{what} are nested deeper than {MAX_DEPTH} levels"));
+    }
+    let bytes = 2
+        + object.len().saturating_sub(1)
+        + object
+            .iter()
+            .map(|(k, v)| k.len() + 3 + size(v))
+            .sum::<usize>();
     if bytes > max_bytes {
         return Err(format!(
             "{what} are {bytes} bytes; at most {max_bytes} bytes (mcp.max_argument_bytes)"
@@ -175,6 +225,31 @@ mod tests {
             );
         }
         assert!(check("arguments", &nested(30), 1024).is_ok());
+        // An object held as a map measures as the same object as a value.
+        for value in [
+            nested(30),
+            nested(31),
+            json!({"a": "x".repeat(2000)}),
+            json!({}),
+            json!({"a": [1, {"b": null}], "cc": "d"}),
+        ] {
+            let Value::Object(map) = &value else {
+                unreachable!()
+            };
+            assert_eq!(
+                check_object("arguments", map, 1024),
+                check("arguments", &value, 1024),
+                "{value}"
+            );
+            assert_eq!(
+                check_object("arguments", map, usize::MAX),
+                check("arguments", &value, usize::MAX)
+            );
+        }
+        assert_eq!(
+            size(&json!({"a": [1, {"b": null}], "cc": "d"})),
+            r#"{"a":[1,{"b":null}],"cc":"d"}"#.len()
+        );
         assert!(
             check("arguments", &nested(31), 1024)
                 .unwrap_err()
@@ -189,8 +264,12 @@ mod tests {
 
     #[test]
     fn values_are_counted_outside_strings_and_ids_read_without_params() {
-        assert_eq!(count_values(br#"{"a": [1, 2, 3], "b": "x,y,[z"}"#), (6, 2));
-        assert_eq!(count_values(br#""\"[,:""#), (1, 0));
+        assert_eq!(
+            count_values(br#"{"a": [1, 2, 3], "b": "x,y,[z"}"#),
+            (6, 2, 2)
+        );
+        assert_eq!(count_values(br#""\"[,:""#), (1, 0, 0));
+        assert_eq!(count_values(br#"[[{"a":[]}],{}]"#).2, 4);
         let many = format!(
             r#"{{"jsonrpc":"2.0","id":7,"params":[{}0]}}"#,
             "0,".repeat(1000)

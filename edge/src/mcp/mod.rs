@@ -299,16 +299,18 @@ impl McpHandler {
 /// or notices lost to lag — until the edge starts shutting down. What `subscriptions/listen`
 /// streams, whichever transport serves it. A change elsewhere in the catalogue (a tool this
 /// caller cannot see registered, say) is not announced: it would tell the caller that
-/// something it cannot see exists.
+/// something it cannot see exists. With the caller's `key`, the stream also ends when a change
+/// revokes it.
 pub fn list_changes(
     state: Arc<EdgeState>,
     tenant: String,
     role: String,
+    key: Option<String>,
 ) -> impl futures::Stream<Item = ()> + Send + 'static {
     let notices = state.notices.subscribe();
     futures::stream::unfold(
-        (notices, state, tenant, role, None),
-        |(mut notices, state, tenant, role, mut seen)| async move {
+        (notices, state, tenant, role, key, None),
+        |(mut notices, state, tenant, role, key, mut seen)| async move {
             if seen.is_none() {
                 seen = Some(listing_of(&state, &tenant, &role).await);
             }
@@ -322,8 +324,17 @@ pub fn list_changes(
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
                 };
+                if let Some(key) = &key
+                    && matches!(
+                        state.caches.identity(key).await,
+                        Err(crate::cache::LookupError::Unauthenticated
+                            | crate::cache::LookupError::NotFound)
+                    )
+                {
+                    return None;
+                }
                 if relevant && listing_changed(&state, &tenant, &role, &mut seen).await {
-                    return Some(((), (notices, state, tenant, role, seen)));
+                    return Some(((), (notices, state, tenant, role, key, seen)));
                 }
             }
         },

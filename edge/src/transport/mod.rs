@@ -9,6 +9,7 @@
 
 pub mod cancels;
 pub mod cursor;
+pub mod envelope;
 pub mod hosts;
 pub mod pages;
 pub mod questions;

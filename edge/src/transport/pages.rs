@@ -4,8 +4,8 @@
 //!
 //! The answer to `tools/list` differs between tenants with the same registry body, and between
 //! requests, only in the JSON-RPC `id`. Pages are built by the registry that lists the tools
-//! (once per body and generation); which requests may be answered from them is the MCP
-//! warm path's decision (`app::warm`, with [`cursor`] below).
+//! (once per body and generation); which requests may be answered from them is
+//! `tools/list`'s decision (`app::methods::list::precomputed`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -197,16 +197,6 @@ pub fn id_bytes(id: &Value) -> Option<Bytes> {
         Value::String(_) => serde_json::to_vec(id).ok().map(Bytes::from),
         Value::Number(n) => n.as_i64().map(|n| Bytes::from(n.to_string())),
         _ => None,
-    }
-}
-
-/// `params.cursor` as the warm path reads it: `Some(None)` without one, `None` for a shape it
-/// leaves to the transport.
-pub fn cursor(params: Option<&serde_json::Map<String, serde_json::Value>>) -> Option<Option<&str>> {
-    match params.and_then(|p| p.get("cursor")) {
-        None | Some(serde_json::Value::Null) => Some(None),
-        Some(serde_json::Value::String(cursor)) => Some(Some(cursor)),
-        Some(_) => None,
     }
 }
 

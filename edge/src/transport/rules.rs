@@ -13,6 +13,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{ErrorCode, ProtocolVersion};
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 use tp_registry::Fault;
 
@@ -26,9 +28,9 @@ pub const METHOD: HeaderName = HeaderName::from_static("mcp-method");
 pub const NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// The `_meta` key of a request's own protocol version (2026-07-28).
-const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// The `_meta` key of a request's client capabilities (2026-07-28).
-const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// The first version whose requests repeat their method (and target) in headers, and carry
 /// their own version and capabilities in `_meta`.
@@ -220,26 +222,29 @@ fn quality_is_acceptable(quality: &str) -> bool {
 }
 
 /// What [`admit`] reads of a message's params: a top-level string (a method's target, an
-/// `initialize`'s version), and `_meta`'s version and capabilities. A JSON map is one; the
-/// warm `tools/list` reads its params into borrowed fields instead and is another, so the
-/// rules are the same whichever way the body was read.
+/// `initialize`'s version), and `_meta`'s version and capabilities: the envelope's one-level
+/// view of a params object ([`super::envelope::Fields`]), and a JSON map (the recorded
+/// answers' tests).
 pub trait Params {
     /// `params[key]`, when it is a string.
-    fn field(&self, key: &str) -> Option<&str>;
+    fn field(&self, key: &str) -> Option<Cow<'_, str>>;
     /// `_meta`'s protocol version, when `_meta` is an object and the version a string.
-    fn meta_version(&self) -> Option<&str>;
+    fn meta_version(&self) -> Option<Cow<'_, str>>;
     /// Whether `_meta` declares client capabilities in the shape `ClientCapabilities` reads.
     fn declares_capabilities(&self) -> bool;
 }
 
 impl Params for Map<String, Value> {
-    fn field(&self, key: &str) -> Option<&str> {
-        self.get(key).and_then(Value::as_str)
+    fn field(&self, key: &str) -> Option<Cow<'_, str>> {
+        self.get(key).and_then(Value::as_str).map(Cow::Borrowed)
     }
 
-    fn meta_version(&self) -> Option<&str> {
+    fn meta_version(&self) -> Option<Cow<'_, str>> {
         match self.get("_meta") {
-            Some(Value::Object(meta)) => meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str),
+            Some(Value::Object(meta)) => meta
+                .get(META_PROTOCOL_VERSION)
+                .and_then(Value::as_str)
+                .map(Cow::Borrowed),
             _ => None,
         }
     }
@@ -301,6 +306,7 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
     let request = matches!(message, Message::Request(..));
     let initialize = request && method == Some("initialize");
     let meta_version = params.filter(|_| request).and_then(|p| p.meta_version());
+    let meta_version = meta_version.as_deref();
 
     // The version header.
     let mut values = headers.get_all(&PROTOCOL_VERSION).iter();

@@ -2,12 +2,23 @@
 
 use super::*;
 
-/// The params of a `tools/call`, typed; `Err` says why they do not fit.
+/// The params of a `tools/call`, typed; `Err` says why they do not fit. Read from the params as written, in one typed parse; the client's `arguments` and
+/// `inputResponses` are then held to [`crate::mcp::bounds`] with `max_argument_bytes`.
 pub(in crate::app) fn parse_call(
-    params: Option<&serde_json::Map<String, serde_json::Value>>,
+    params: Option<&serde_json::value::RawValue>,
+    max_argument_bytes: usize,
 ) -> Result<CallToolRequestParams, String> {
     let params = params.ok_or("tools/call needs params {name, arguments}")?;
-    <CallToolRequestParams as serde::Deserialize>::deserialize(params).map_err(|e| e.to_string())
+    let params: CallToolRequestParams =
+        serde_json::from_str(params.get()).map_err(|e| crate::transport::envelope::reason(&e))?;
+    if let Some(arguments) = &params.arguments {
+        crate::mcp::bounds::check_object("arguments", arguments, max_argument_bytes)?;
+    }
+    if let Some(responses) = &params.input_responses {
+        let responses = serde_json::to_value(responses).map_err(|e| e.to_string())?;
+        crate::mcp::bounds::check("inputResponses", &responses, max_argument_bytes)?;
+    }
+    Ok(params)
 }
 
 /// Serves one `tools/call` (see the module).

@@ -65,6 +65,7 @@ pub(in crate::app) fn serve_listen(
             Arc::clone(state),
             caller.0.tenant.clone(),
             caller.0.role.clone(),
+            bearer_key(&parts.headers),
         )
         .boxed()
     } else {

@@ -1,4 +1,4 @@
-//! The methods the edge serves itself, from the request [`serve_mcp_request`] parsed (no second
+//! The methods the edge serves itself, from the request [`super::pipeline`] parsed (no second
 //! parse, no per-request rmcp service and its tasks): `tools/call`, answered as JSON — or as
 //! SSE when the call sends the client something first (progress, log messages, questions), in
 //! the order it was sent, the answer last — the `tools/list` pages that are not precomputed (a
@@ -34,23 +34,58 @@ use rmcp::model::{
 
 use futures::StreamExt as _;
 
+use tracing::Instrument as _;
+
 use super::*;
 use crate::mcp::{CallContext, Sink};
+use crate::transport::envelope::{Envelope, Fields, Refusal};
 use crate::transport::pages::Generation;
 
 /// Serves one JSON-RPC message the transport's rules admitted as `generation` (`None`: a
-/// response to no question of the edge's; an id of `null`: a notification).
+/// response to no question of the edge's; an id of `null`: a notification). A warm
+/// `tools/list` is answered here from precomputed pages, with nothing else built; every other
+/// request runs in the request's span.
 pub(super) async fn dispatch(
     state: Arc<EdgeState>,
     parts: axum::http::request::Parts,
-    message: Option<Call>,
+    message: Option<Envelope<'_>>,
     generation: Generation,
 ) -> Response {
-    let Some((id, method, params)) = message else {
+    if let Some(envelope) = &message
+        && envelope.method == "tools/list"
+        && !envelope.id.is_null()
+        && let Some(response) = list::precomputed(&state, &parts, envelope, generation).await
+    {
+        return response;
+    }
+    let span = crate::access::span_to_enter(&parts.extensions);
+    Box::pin(serve(state, parts, message, generation).instrument(span)).await
+}
+
+/// Serves what no precomputed page answers (see [`dispatch`]).
+async fn serve(
+    state: Arc<EdgeState>,
+    parts: axum::http::request::Parts,
+    message: Option<Envelope<'_>>,
+    generation: Generation,
+) -> Response {
+    let Some(envelope) = message else {
         return one_way::stray_response(generation);
     };
+    let Envelope {
+        id,
+        method,
+        params,
+        fields,
+    } = envelope;
+    // The methods that read their params as a JSON map (none of them on a hot path).
+    let map = || {
+        params
+            .filter(|_| fields.is_some())
+            .and_then(|raw| serde_json::from_str::<serde_json::Map<_, _>>(raw.get()).ok())
+    };
     if id.is_null() {
-        return one_way::notification(&state, &parts, &method, params.as_ref()).await;
+        return one_way::notification(&state, &parts, &method, map().as_ref()).await;
     }
     let Some(request_id) = request_id(&id) else {
         return json(
@@ -72,36 +107,76 @@ pub(super) async fn dispatch(
             generation,
         )
     };
-    match method.as_str() {
-        "tools/list" => {
-            if state.config.mcp.precomputed_lists
-                && let Some(response) =
-                    fast_list(&state, &parts, &id, params.as_ref(), generation).await
-            {
-                return response;
+    match method.as_ref() {
+        "tools/list" => match parse_list(fields.as_ref()) {
+            Ok((meta, cursor)) => {
+                serve_list(state, &parts, request_id, meta, cursor, generation).await
             }
-            match parse_list(params.as_ref()) {
-                Ok((meta, cursor)) => {
-                    serve_list(state, &parts, request_id, meta, cursor, generation).await
-                }
-                Err(reason) => invalid(reason),
-            }
-        }
-        "tools/call" => match parse_call(params.as_ref()) {
+            Err(reason) => invalid(reason),
+        },
+        "tools/call" => match parse_call(params, state.config.mcp.max_argument_bytes) {
             Ok(params) => serve_call(state, parts, request_id, params, generation).await,
             Err(reason) => invalid(reason),
         },
         "subscriptions/listen" if generation == Generation::Stateless => {
-            match parse_listen(params.as_ref()) {
+            match parse_listen(map().as_ref()) {
                 Ok(requested) => serve_listen(&state, &parts, request_id, requested),
                 Err(reason) => invalid(reason),
             }
         }
-        method => match parse_simple(method, params.as_ref(), generation) {
+        method => match parse_simple(method, map().as_ref(), generation) {
             Ok(simple) => serve_simple(&state, &parts, request_id, simple, generation).await,
             Err(reason) => invalid(reason),
         },
     }
+}
+
+/// The shape `tools/call` and `tools/list` params must have before the transport's rules
+/// read them (`-32602` otherwise): an object — for `tools/call` with a string `name`, and
+/// `arguments` and `inputResponses` that are objects when present.
+pub(super) fn check_params(envelope: &Envelope<'_>) -> Result<(), Refusal> {
+    let bad = |text: &str| {
+        Err((
+            Fault::InvalidParams,
+            envelope.id.clone(),
+            format!("invalid params: {text}"),
+        ))
+    };
+    match envelope.method.as_ref() {
+        "tools/call" => {
+            let Some(fields) = &envelope.fields else {
+                return bad("tools/call needs params {name, arguments}");
+            };
+            if fields.str("name").is_none() {
+                return bad("params.name must be a string");
+            }
+            let object_or_null = |key: &str| {
+                fields
+                    .get(key)
+                    .is_none_or(|raw| raw.get() == "null" || raw.get().starts_with('{'))
+            };
+            if !object_or_null("arguments") {
+                return bad("params.arguments must be an object");
+            }
+            if !object_or_null("inputResponses") {
+                return bad("params.inputResponses must be an object");
+            }
+        }
+        "tools/list" if !envelope.params_are_an_object() => {
+            return bad("params must be an object");
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The request's bearer credential, for a stream that must end when it is revoked.
+pub(super) fn bearer_key(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(tp_proto::keys::bearer)
+        .map(str::to_owned)
 }
 
 /// The JSON-RPC id as rmcp reads it (a string, or an integer within i64).
