@@ -23,7 +23,7 @@ small beside N requests. (Zeroing and dumping the counters of a running process 
 `callgrind_control` interrupts its system calls, which the bare server does not survive.) Targets (issue 33): warm list <= 1.5x the bare server,
 <= 120 k instructions per `tools/call` on the edge; `--check` exits 1 when one is missed.
 
-Usage: python3 scripts/instructions.py [--requests N] [--check] [--no-build]
+Usage: python3 scripts/instructions.py [--requests N] [--check] [--no-build] [--keep]
 Needs valgrind (installed from Debian's packages when missing) and builds the release
 binaries first (`cargo build --release --bins`), unless --no-build.
 """
@@ -191,6 +191,8 @@ def main():
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the callgrind files (for callgrind_annotate) and say where")
     args = parser.parse_args()
     if not shutil.which("valgrind"):
         subprocess.run("apt-get update -qq && apt-get install -y -qq valgrind", shell=True, check=True)
@@ -296,7 +298,10 @@ def main():
     worst_warm = max(warm_legacy, warm_stateless) / baseline
     print(f"targets: warm list <= {WARM_TARGET}x bare (worst {worst_warm:.2f}x); "
           f"tools/call <= {CALL_TARGET:,} on the edge ({call:,.0f})")
-    shutil.rmtree(work, ignore_errors=True)
+    if args.keep:
+        print(f"callgrind files kept in {out_dir} (one per run, callgrind.<pid>, in run order)")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     if args.check and (worst_warm > WARM_TARGET or call > CALL_TARGET):
         sys.exit(1)
 

@@ -84,6 +84,8 @@ fn cases() -> Vec<Case> {
         case("jsonrpc 1.0", LEGACY, vec![], br#"{"jsonrpc":"1.0","id":1,"method":"tools/list"}"#.to_vec()),
         case("id is an object", LEGACY, vec![], br#"{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}"#.to_vec()),
         case("unknown method", LEGACY, vec![], rpc("tools/destroy", json!({}))),
+        // A proxy that reads the first `method` must not see another request than the edge.
+        case("a repeated method key", LEGACY, vec![], br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"echo"}}"#.to_vec()),
         case("deep nesting (25,000 levels)", LEGACY, vec![], format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}}}}}}}"#,
             nested(25_000)).into_bytes()),

@@ -67,9 +67,15 @@ impl AccessLog {
     /// Its fields follow OpenTelemetry's conventions for HTTP servers (`http.request.method`,
     /// `url.path`, `http.route`, `http.response.status_code`, the span named `METHOD route`)
     /// and for MCP (`mcp.method.name`, `gen_ai.tool.name`, `gen_ai.operation.name`,
-    /// `mcp.session.id`), so traces can be filtered in any backend.
+    /// `mcp.session.id`), so traces can be filtered in any backend. When spans are not
+    /// exported, the span is only the context of the request's log events: it carries the
+    /// request id alone (the access line has the rest), since the log formatter writes out
+    /// every field of a span when it opens and when a field is recorded.
     pub fn span(&self) -> &tracing::Span {
         self.span.get_or_init(|| {
+            if !tp_telemetry::trace::exporting() {
+                return tracing::info_span!("request", request_id = %self.id);
+            }
             let route = if self.path == "/mcp" || self.path.starts_with("/mcp/") {
                 "/mcp"
             } else {
@@ -102,7 +108,7 @@ impl AccessLog {
 
     /// Writes what the stack learned into the span, if the request has one (at its end).
     fn record_on_span(&self, entry: &Entry, status: StatusCode, outcome: &str) {
-        let Some(span) = self.span.get() else {
+        let Some(span) = self.span.get().filter(|_| tp_telemetry::trace::exporting()) else {
             return;
         };
         span.record("http.response.status_code", status.as_u16());

@@ -130,6 +130,45 @@ impl Drop for Reload<'_> {
 /// SHA-256 of an API key.
 type KeyHash = [u8; 32];
 
+/// A per-process index from a credential to its SHA-256 id, keyed by SipHash-2-4 (128 bits)
+/// under a key drawn when the process starts. SipHash is a keyed pseudo-random function: a
+/// caller who does not know the process's key cannot make another credential land on a stored
+/// one (one chance in 2^128 per stored id and attempt), and the index holds no credential and
+/// nothing that can be turned back into one without the key.
+struct FastIds {
+    key: (u64, u64),
+    ids: Slab<u128, KeyHash>,
+}
+
+impl FastIds {
+    fn new(capacity: usize) -> FastIds {
+        FastIds {
+            key: (rand::random(), rand::random()),
+            ids: Slab::new(capacity),
+        }
+    }
+
+    fn of(&self, credential: &str) -> u128 {
+        use siphasher::sip128::Hasher128 as _;
+        use std::hash::Hasher as _;
+        let mut hasher = siphasher::sip128::SipHasher24::new_with_keys(self.key.0, self.key.1);
+        hasher.write(credential.as_bytes());
+        hasher.finish128().as_u128()
+    }
+
+    fn get(&self, credential: &str) -> Option<KeyHash> {
+        self.ids.get(&self.of(credential))
+    }
+
+    fn insert(&self, credential: &str, id: KeyHash) {
+        self.ids.insert(self.of(credential), id);
+    }
+
+    fn clear(&self) {
+        self.ids.clear();
+    }
+}
+
 fn key_hash(key: &str) -> KeyHash {
     use sha2::Digest as _;
     sha2::Sha256::digest(key.as_bytes()).into()
@@ -152,6 +191,11 @@ pub struct Caches {
     registries: Slab<RegistryKey, Slot>,
     /// By the SHA-256 of the key (the raw 32 bytes: half the memory of its hex form).
     identities: Slab<KeyHash, Held<Identity>>,
+    /// The SHA-256 ids of the credentials this process resolved, by a keyed 128-bit
+    /// SipHash-2-4 of the credential ([`FastIds`]): a warm request finds its identity without
+    /// hashing its credential with SHA-256. An id whose identity was dropped (revoked,
+    /// evicted) finds nothing in `identities` and the credential takes the full path.
+    fast_ids: FastIds,
     /// Keys the control plane refused a moment ago: the revision it refused them at, and
     /// when (read as missing after [`REFUSED_FOR`]).
     refused: Slab<KeyHash, (u64, Instant)>,
@@ -205,6 +249,7 @@ impl Caches {
         Caches {
             registries: Slab::new(capacity(settings.registries)),
             identities: Slab::new(capacity(settings.identities)),
+            fast_ids: FastIds::new(capacity(settings.identities)),
             refused: Slab::new(10_000),
             versions,
             control,
@@ -248,12 +293,20 @@ impl Caches {
         if key.is_empty() || key.len() > tp_proto::keys::MAX_TOKEN_BYTES {
             return None;
         }
-        let (identity, loaded) = self.identities.get(&self.credential_id(key))?;
+        let id = self.fast_ids.get(key)?;
+        let (identity, loaded) = self.identities.get(&id)?;
         if !self.young(loaded) || !self.current(&identity, now_secs()) {
             return None;
         }
         hit("l1", "identity");
         Some(identity)
+    }
+
+    /// Holds `identity` in process under `id`, the SHA-256 id of `key`.
+    fn hold_identity(&self, key: &str, id: KeyHash, identity: &Arc<Identity>) {
+        self.identities
+            .insert(id, (Arc::clone(identity), Instant::now()));
+        self.fast_ids.insert(key, id);
     }
 
     /// The registry of (tenant, role).
@@ -442,6 +495,7 @@ impl Caches {
     pub fn clear(&self) {
         self.registries.clear();
         self.identities.clear();
+        self.fast_ids.clear();
         self.refused.clear();
     }
 }

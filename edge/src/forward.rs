@@ -82,6 +82,11 @@ impl Reply {
 struct Gate {
     permits: Arc<Semaphore>,
     breakers: Mutex<Breakers>,
+    /// `tp_edge_breaker_state{executor, tool}` and the calls that succeeded,
+    /// `tp_edge_executor_calls_total{executor, outcome="ok"}`: handles made once, not looked
+    /// up (labels copied and hashed) on every call.
+    breaker_state: metrics::Gauge,
+    succeeded: metrics::Counter,
 }
 
 struct Handle {
@@ -128,6 +133,8 @@ impl Handle {
             Arc::new(Gate {
                 permits: Arc::new(Semaphore::new(self.tool_share)),
                 breakers: Mutex::new(Breakers::new()),
+                breaker_state: metrics::gauge!("tp_edge_breaker_state", "executor" => self.info.name.clone(), "tool" => tool.to_owned()),
+                succeeded: metrics::counter!("tp_edge_executor_calls_total", "executor" => self.info.name.clone(), "outcome" => "ok"),
             })
         }))
     }
@@ -370,8 +377,7 @@ impl Executors {
             }
         };
         // 0 closed, 1 half-open, 2 open: the tool's breaker for every tenant, and the caller's own.
-        metrics::gauge!("tp_edge_breaker_state", "executor" => info.name.clone(), "tool" => tool.to_owned())
-            .set(breakers.shared.value());
+        gate.breaker_state.set(breakers.shared.value());
         let own = breakers.tenants.get(tenant).map(|state| state.value());
         drop(breakers);
         // Only tenants whose own breaker has counted a failure get a series (and keep it, at
@@ -385,7 +391,11 @@ impl Executors {
             )
             .set(own.unwrap_or(0.0));
         }
-        metrics::counter!("tp_edge_executor_calls_total", "executor" => info.name.clone(), "outcome" => outcome).increment(1);
+        if outcome == "ok" {
+            gate.succeeded.increment(1);
+        } else {
+            metrics::counter!("tp_edge_executor_calls_total", "executor" => info.name.clone(), "outcome" => outcome).increment(1);
+        }
     }
 }
 

@@ -15,12 +15,16 @@ pub struct EdgeTool {
     pub resolved: ResolvedTool,
     /// Its `tools/list` entry.
     pub mcp: McpTool,
-    validator: OnceLock<Result<Arc<jsonschema::Validator>, String>>,
+    validator: OnceLock<Result<Checker, String>>,
     /// A polymorphic tool's validator per action (its `oneOf` branch), compiled on first use:
     /// a call is checked against its action's branch, so a refusal says what that action
     /// needs rather than that no branch matched.
-    branches: OnceLock<std::collections::HashMap<String, Arc<jsonschema::Validator>>>,
+    branches: OnceLock<std::collections::HashMap<String, Checker>>,
 }
+
+/// A compiled validator and the schema it was compiled from (which a refusal reads for the
+/// names it may quote), shared by every call: a call copies neither.
+pub type Checker = (Arc<jsonschema::Validator>, Arc<Value>);
 
 impl std::fmt::Debug for EdgeTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,14 +89,19 @@ impl EdgeTool {
         }
     }
 
-    /// The compiled argument validator (compiled once per registry entry).
-    pub fn validator(&self) -> Result<Arc<jsonschema::Validator>, String> {
+    /// The compiled argument validator, with its schema (compiled once per registry entry).
+    pub fn validator(&self) -> Result<Checker, String> {
         self.validator
             .get_or_init(|| {
                 // The linear-time pattern engine: no argument can make a pattern backtrack.
                 tp_registry::schema::linear_options()
                     .build(&self.resolved.input_schema)
-                    .map(Arc::new)
+                    .map(|validator| {
+                        (
+                            Arc::new(validator),
+                            Arc::new(self.resolved.input_schema.clone()),
+                        )
+                    })
                     .map_err(|e| format!("the tool's input schema does not compile: {e}"))
             })
             .clone()
@@ -100,7 +109,7 @@ impl EdgeTool {
 
     /// The validator of `action`'s branch of a polymorphic tool, with the branch's schema;
     /// `None` for a plain tool or an action without a branch of its own.
-    pub fn branch(&self, action: &str) -> Option<(Arc<jsonschema::Validator>, Value)> {
+    pub fn branch(&self, action: &str) -> Option<Checker> {
         let set = self.resolved.actions.as_ref()?;
         let branch_of = |name: &str| {
             self.resolved.input_schema["oneOf"]
@@ -115,11 +124,11 @@ impl EdgeTool {
                 .filter_map(|name| {
                     let schema = branch_of(name)?;
                     let validator = tp_registry::schema::linear_options().build(&schema).ok()?;
-                    Some((name.clone(), Arc::new(validator)))
+                    Some((name.clone(), (Arc::new(validator), Arc::new(schema))))
                 })
                 .collect()
         });
-        Some((Arc::clone(branches.get(action)?), branch_of(action)?))
+        branches.get(action).cloned()
     }
 
     /// Whether retries on connect errors are safe (the idempotent annotation).

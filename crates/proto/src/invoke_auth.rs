@@ -59,11 +59,21 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
 use crate::clock::now_ms;
 
 /// A key that signs (edges, the control plane) or verifies (executors) executor calls.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct ExecutorKey {
     key: [u8; 32],
     kid: String,
+    /// HMAC's state after the key (its inner and outer pads hashed once, not per call).
+    keyed: HmacSha256,
 }
+
+impl PartialEq for ExecutorKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key && self.kid == other.kid
+    }
+}
+
+impl Eq for ExecutorKey {}
 
 impl std::fmt::Debug for ExecutorKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,7 +141,9 @@ impl ExecutorKey {
     fn from_bytes(key: [u8; 32]) -> ExecutorKey {
         use sha2_11::Digest as _;
         let kid = hex::encode(&sha2_11::Sha256::digest(key)[..4]);
-        ExecutorKey { key, kid }
+        let keyed = HmacSha256::new_from_slice(&key)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        ExecutorKey { key, kid, keyed }
     }
 
     /// The key every edge holding `edge_token` derives.
@@ -167,17 +179,26 @@ impl ExecutorKey {
     }
 
     fn mac(&self, method: &str, at_ms: u64, digest: &[u8]) -> [u8; 32] {
-        hmac(
-            &self.key,
-            &[
-                b"toolplane-executor-call/v1\n",
-                method.as_bytes(),
-                b"\n",
-                at_ms.to_string().as_bytes(),
-                b"\n",
-                digest,
-            ],
-        )
+        self.mac_of(method, at_ms, digest)
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
+    /// HMAC over what a signature covers, not yet finalised.
+    fn mac_of(&self, method: &str, at_ms: u64, digest: &[u8]) -> HmacSha256 {
+        let mut mac = self.keyed.clone();
+        for part in [
+            b"toolplane-executor-call/v1\n".as_slice(),
+            method.as_bytes(),
+            b"\n",
+            at_ms.to_string().as_bytes(),
+            b"\n",
+            digest,
+        ] {
+            mac.update(part);
+        }
+        mac
     }
 
     /// The signature of a call of `method` (e.g. `Invoke`) with `request`, made now.
@@ -262,19 +283,10 @@ pub fn verify(
         return Err(VerifyError::Stale);
     }
     let digest = request_digest(request);
-    let mut mac = HmacSha256::new_from_slice(&key.key).map_err(|_| VerifyError::Mismatch)?;
-    for part in [
-        b"toolplane-executor-call/v1\n".as_slice(),
-        method.as_bytes(),
-        b"\n",
-        at.to_string().as_bytes(),
-        b"\n",
-        &digest,
-    ] {
-        mac.update(part);
-    }
     // Constant-time comparison.
-    mac.verify_slice(&sig).map_err(|_| VerifyError::Mismatch)?;
+    key.mac_of(method, at, &digest)
+        .verify_slice(&sig)
+        .map_err(|_| VerifyError::Mismatch)?;
     Ok(Verified {
         at_ms: at,
         mac: sig,

@@ -153,17 +153,24 @@ pub fn check_date(value: &str) -> Result<(), String> {
 /// label): control characters and bidirectional overrides escaped as `\u{…}`, then cut to at
 /// most `max_bytes` bytes on a character boundary, with `…` when cut.
 pub fn sanitized(text: &str, max_bytes: usize) -> String {
+    use std::fmt::Write as _;
     let risky = |c: char| {
         c.is_control()
             || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
     };
+    // Nearly every text is safe and short already: copied as it is.
+    if text.len() <= max_bytes && !text.chars().any(risky) {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len().min(max_bytes));
+    let mut piece = String::new();
     for c in text.chars() {
-        let piece = if risky(c) {
-            format!("\\u{{{:x}}}", u32::from(c))
+        piece.clear();
+        if risky(c) {
+            let _ = write!(piece, "\\u{{{:x}}}", u32::from(c));
         } else {
-            c.to_string()
-        };
+            piece.push(c);
+        }
         if out.len() + piece.len() > max_bytes {
             let ellipsis = '…';
             while out.len() + ellipsis.len_utf8() > max_bytes {

@@ -81,8 +81,8 @@ pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -
         Some(envelope) => {
             let params = envelope
                 .fields
-                .as_ref()
-                .map(|fields| fields as &dyn rules::Params);
+                .is_some()
+                .then_some(envelope as &dyn rules::Params);
             if envelope.id.is_null() {
                 rules::Message::Notification(&envelope.method, params)
             } else {

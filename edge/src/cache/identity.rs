@@ -87,6 +87,9 @@ impl Caches {
         if !tp_proto::keys::looks_like_credential(key) {
             return Err(LookupError::Unauthenticated);
         }
+        if let Some(identity) = self.identity_l1(key).await {
+            return Ok(identity);
+        }
         let id = self.credential_id(key);
         let hash = hex::encode(id);
         let now = now_secs();
@@ -96,6 +99,7 @@ impl Caches {
             && self.current(identity, now)
         {
             hit("l1", "identity");
+            self.fast_ids.insert(key, id);
             return Ok(Arc::clone(identity));
         }
         let cached = cached.map(|(identity, _)| identity);
@@ -107,8 +111,7 @@ impl Caches {
         if let Some(identity) = self.l2_identity(shared_key.as_deref()).await {
             if self.current(&identity, now) {
                 hit("l2", "identity");
-                self.identities
-                    .insert(id, (Arc::clone(&identity), Instant::now()));
+                self.hold_identity(key, id, &identity);
                 return Ok(identity);
             }
             stale.get_or_insert(identity);
@@ -131,8 +134,7 @@ impl Caches {
                         )
                         .await;
                 }
-                self.identities
-                    .insert(id, (Arc::clone(&identity), Instant::now()));
+                self.hold_identity(key, id, &identity);
                 Ok(identity)
             }
             Err(status) if status.code() == Code::Unauthenticated => {
@@ -157,8 +159,7 @@ impl Caches {
                 match stale {
                     Some(identity) if self.trusted_while_unreachable(&identity, now) => {
                         hit("l1_stale", "identity");
-                        self.identities
-                            .insert(id, (Arc::clone(&identity), Instant::now()));
+                        self.hold_identity(key, id, &identity);
                         Ok(identity)
                     }
                     Some(identity) if self.unconfirmable(&identity) && !identity.expired(now) => {

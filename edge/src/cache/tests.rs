@@ -52,3 +52,22 @@ async fn an_abandoned_reload_puts_the_last_known_good_back() {
         Some(5)
     );
 }
+
+#[test]
+fn fast_ids_find_only_the_credential_they_were_given_and_differ_between_processes() {
+    let ids = FastIds::new(16);
+    let key = "tpk_live_0123456789abcdef0123456789abcdef";
+    let id = key_hash(key);
+    assert_eq!(ids.get(key), None);
+    ids.insert(key, id);
+    assert_eq!(ids.get(key), Some(id));
+    // A credential one character off finds nothing (it is hashed under the process's key, not
+    // truncated or normalised).
+    assert_eq!(ids.get("tpk_live_0123456789abcdef0123456789abcdee"), None);
+    assert_eq!(ids.get(&key.to_uppercase()), None);
+    // Another process draws another key: the index says nothing across processes.
+    let other = FastIds::new(16);
+    assert_ne!(ids.of(key), other.of(key));
+    ids.clear();
+    assert_eq!(ids.get(key), None);
+}

@@ -76,20 +76,27 @@ pub fn count_values(bytes: &[u8]) -> (usize, usize, usize) {
     let mut values = 1usize;
     let mut keys = 0usize;
     let (mut level, mut deepest) = (0usize, 0usize);
-    let mut in_string = false;
-    let mut escaped = false;
-    for &byte in bytes {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        at += 1;
         match byte {
-            b'"' => in_string = true,
+            // A string is skipped to its closing quote (most of a body's bytes are in
+            // strings: found by memchr, not byte by byte).
+            b'"' => {
+                while let Some(rest) = bytes.get(at..) {
+                    match memchr::memchr2(b'"', b'\\', rest) {
+                        None => {
+                            at = bytes.len();
+                            break;
+                        }
+                        Some(found) if rest[found] == b'\\' => at += found + 2,
+                        Some(found) => {
+                            at += found + 1;
+                            break;
+                        }
+                    }
+                }
+            }
             b',' => values += 1,
             b'[' | b'{' => {
                 values += 1;
@@ -270,6 +277,50 @@ mod tests {
         );
         assert_eq!(count_values(br#""\"[,:""#), (1, 0, 0));
         assert_eq!(count_values(br#"[[{"a":[]}],{}]"#).2, 4);
+        // The same counts as a byte-by-byte scan, escapes and unterminated strings included.
+        let naive = |bytes: &[u8]| {
+            let (mut values, mut keys, mut level, mut deepest) = (1, 0, 0usize, 0);
+            let (mut in_string, mut escaped) = (false, false);
+            for &byte in bytes {
+                if in_string {
+                    match byte {
+                        _ if escaped => escaped = false,
+                        b'\\' => escaped = true,
+                        b'"' => in_string = false,
+                        _ => {}
+                    }
+                    continue;
+                }
+                match byte {
+                    b'"' => in_string = true,
+                    b',' => values += 1,
+                    b'[' | b'{' => {
+                        values += 1;
+                        level += 1;
+                        deepest = deepest.max(level);
+                    }
+                    b']' | b'}' => level = usize::saturating_sub(level, 1),
+                    b':' => keys += 1,
+                    _ => {}
+                }
+            }
+            (values, keys, deepest)
+        };
+        for body in [
+            &br#"{"a\"b":[1,{"c":"d\\"}],"e":"\\\"x,["}"#[..],
+            br#"{"a":"unterminated, [ {"#,
+            br#"{"a":"ends with a backslash\"#,
+            br#""\""#,
+            b"[[[[]]]]]]]]{,:,:}",
+            b"",
+        ] {
+            assert_eq!(
+                count_values(body),
+                naive(body),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
         let many = format!(
             r#"{{"jsonrpc":"2.0","id":7,"params":[{}0]}}"#,
             "0,".repeat(1000)

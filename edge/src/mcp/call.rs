@@ -359,15 +359,21 @@ impl McpHandler {
         let mut relay = Relay::new(ctx);
         let mut on_event = |event: CallEvent| relay.send(event);
         let mut rounds = 0;
-        // The executor call's span: the request's child, the executor's parent (its
-        // traceparent is this span).
-        let span = tracing::info_span!(
-            parent: &request_span(ctx),
-            "executor.call",
-            tool = %tool.resolved.name,
-            executor = %executor.name,
-            request_id,
-        );
+        // The executor call's span, when spans are exported: the request's child, the
+        // executor's parent (its traceparent is this span). Otherwise the call's events are
+        // written in the request's span, which names the tool and the request id: a span of
+        // its own would be formatted for nobody on every call.
+        let span = if tp_telemetry::trace::exporting() {
+            tracing::info_span!(
+                parent: &request_span(ctx),
+                "executor.call",
+                tool = %tool.resolved.name,
+                executor = %executor.name,
+                request_id,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let invoking = async {
             loop {
                 let result = self

@@ -74,6 +74,10 @@ pub(super) fn schema_errors(
     arguments: &Value,
 ) -> Vec<(String, String)> {
     use jsonschema::error::ValidationErrorKind as Kind;
+    // Valid arguments (nearly every call) are checked without building any error.
+    if validator.is_valid(arguments) {
+        return Vec::new();
+    }
     let mut errors = validator
         .iter_errors(arguments)
         .take(MAX_REPORTED_ERRORS)
@@ -144,11 +148,9 @@ pub(super) async fn validate_schema(
     // `oneOf` would only say that no branch matched).
     let (validator, schema) = match tool.branch(action) {
         Some(branch) => branch,
-        None => (
-            tool.validator()
-                .map_err(|message| fault(Fault::Internal, message, None))?,
-            tool.resolved.input_schema.clone(),
-        ),
+        None => tool
+            .validator()
+            .map_err(|message| fault(Fault::Internal, message, None))?,
     };
     let (arguments, errors) = if bounds::size(&arguments) < INLINE_VALIDATION_BYTES {
         let errors = schema_errors(&validator, &schema, &arguments);

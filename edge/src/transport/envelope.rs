@@ -38,6 +38,8 @@ pub struct Envelope<'a> {
     pub params: Option<&'a RawValue>,
     /// The params' keys, one level deep, when they are an object.
     pub fields: Option<Fields<'a>>,
+    /// `params._meta`'s keys, when it is an object (read once: the rules read it twice).
+    pub meta: Option<Fields<'a>>,
 }
 
 /// The envelope's keys, each as written; any other key (`result`, `error`, extensions) is
@@ -108,11 +110,13 @@ impl<'a> Envelope<'a> {
         };
         let params = wire.params.filter(|raw| raw.get() != "null");
         let fields = params.and_then(Fields::of);
+        let meta = fields.as_ref().and_then(|fields| fields.object("_meta"));
         Ok(Read::Message(Envelope {
             id,
             method,
             params,
             fields,
+            meta,
         }))
     }
 
@@ -262,18 +266,20 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-impl super::rules::Params for Fields<'_> {
+/// What the rules read of a message's params (which must be an object: see
+/// [`Envelope::fields`]).
+impl super::rules::Params for Envelope<'_> {
     fn field(&self, key: &str) -> Option<Cow<'_, str>> {
-        self.str(key)
+        self.fields.as_ref()?.str(key)
     }
 
     fn meta_version(&self) -> Option<Cow<'_, str>> {
-        self.object("_meta")?
-            .str(super::rules::META_PROTOCOL_VERSION)
+        self.meta.as_ref()?.str(super::rules::META_PROTOCOL_VERSION)
     }
 
     fn declares_capabilities(&self) -> bool {
-        self.object("_meta")
+        self.meta
+            .as_ref()
             .and_then(|meta| meta.get(super::rules::META_CLIENT_CAPABILITIES))
             .is_some_and(|raw| {
                 serde_json::from_str::<rmcp::model::ClientCapabilities>(raw.get()).is_ok()

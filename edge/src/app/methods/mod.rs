@@ -77,6 +77,7 @@ async fn serve(
         method,
         params,
         fields,
+        ..
     } = envelope;
     // The methods that read their params as a JSON map (none of them on a hot path).
     let map = || {
