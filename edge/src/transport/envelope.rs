@@ -1,8 +1,8 @@
 //! The one parse of a `/mcp` body: the JSON-RPC envelope read with borrowed fields
-//! ([`Envelope::read`]), its params kept as written until a method reads them into its own
-//! type, and a one-level view of a params object ([`Fields`]) for what the transport's rules
-//! and the access log read of every request. No JSON tree of the whole message is built:
-//! `tools/call` deserialises its params straight into the typed request.
+//! ([`Envelope::read`]), its params read in the same pass one level deep ([`Fields`]: each
+//! key with its value as written) — what the transport's rules and the access log read of
+//! every request — until a method reads them into its own type. No JSON tree of the message
+//! is built: `tools/call` deserialises its params' values straight into the typed request.
 
 use std::borrow::Cow;
 
@@ -34,8 +34,8 @@ pub struct Envelope<'a> {
     pub id: Value,
     /// The method, borrowed unless it was written with escapes.
     pub method: Cow<'a, str>,
-    /// The params as written (`None` when absent or `null`).
-    pub params: Option<&'a RawValue>,
+    /// Whether params were sent that are neither `null` nor an object.
+    pub params_not_an_object: bool,
     /// The params' keys, one level deep, when they are an object.
     pub fields: Option<Fields<'a>>,
     /// `params._meta`'s keys, when it is an object (read once: the rules read it twice).
@@ -54,8 +54,64 @@ struct Wire<'a> {
     id: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     method: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "params")]
+    params: Option<Params<'a>>,
+}
+
+/// The envelope's `params` (`null` reads as absent).
+enum Params<'a> {
+    Object(Fields<'a>),
+    /// An array, a string, a number or a boolean: no method takes one.
+    Other,
+}
+
+/// `params`, read in the envelope's pass: an object one level deep, anything else skipped.
+fn params<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Params<'de>>, D::Error> {
+    struct Any;
+    impl<'de> Visitor<'de> for Any {
+        type Value = Option<Params<'de>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("params")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            Fields::from_map(map).map(|fields| Some(Params::Object(fields)))
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(Some(Params::Other))
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Some(Params::Other))
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Some(Params::Other))
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Some(Params::Other))
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Some(Params::Other))
+        }
+
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Some(Params::Other))
+        }
+    }
+    deserializer.deserialize_any(Any)
 }
 
 /// A key that is present, `null` included (an `Option` field alone reads `null` as absent).
@@ -108,13 +164,16 @@ impl<'a> Envelope<'a> {
         let Some(method) = string(method) else {
             return Err(invalid("invalid request: \"method\" must be a string"));
         };
-        let params = wire.params.filter(|raw| raw.get() != "null");
-        let fields = params.and_then(Fields::of);
+        let (fields, params_not_an_object) = match wire.params {
+            None => (None, false),
+            Some(Params::Object(fields)) => (Some(fields), false),
+            Some(Params::Other) => (None, true),
+        };
         let meta = fields.as_ref().and_then(|fields| fields.object("_meta"));
         Ok(Read::Message(Envelope {
             id,
             method,
-            params,
+            params_not_an_object,
             fields,
             meta,
         }))
@@ -122,7 +181,7 @@ impl<'a> Envelope<'a> {
 
     /// Whether the params are absent, `null` or an object (what every method takes).
     pub fn params_are_an_object(&self) -> bool {
-        self.params.is_none() || self.fields.is_some()
+        !self.params_not_an_object
     }
 }
 
@@ -209,6 +268,29 @@ impl<'a> Fields<'a> {
         self.0.iter().map(|(k, _)| k.as_ref())
     }
 
+    /// The object read into `T` (a method's typed params), each value from its text.
+    pub fn typed<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        let entries = self.0.iter().map(|(key, value)| (key.as_ref(), *value));
+        T::deserialize(serde::de::value::MapDeserializer::new(entries))
+    }
+
+    /// The object as a JSON map (the methods off the hot path read their params so); a
+    /// repeated key keeps its last value.
+    pub fn to_map(&self) -> Result<serde_json::Map<String, Value>, serde_json::Error> {
+        self.0
+            .iter()
+            .map(|(key, value)| Ok((key.clone().into_owned(), serde_json::from_str(value.get())?)))
+            .collect()
+    }
+
+    fn from_map<A: MapAccess<'a>>(mut map: A) -> Result<Self, A::Error> {
+        let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(4));
+        while let Some(Key(key)) = map.next_key()? {
+            fields.push((key, map.next_value::<&'a RawValue>()?));
+        }
+        Ok(Fields(fields))
+    }
+
     /// Whether `key`'s value is absent or `null`.
     pub fn absent(&self, key: &str) -> bool {
         self.get(key).is_none_or(|v| v.get() == "null")
@@ -225,12 +307,8 @@ impl<'de> Deserialize<'de> for Fields<'de> {
                 f.write_str("a JSON object")
             }
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                while let Some(Key(key)) = map.next_key()? {
-                    fields.push((key, map.next_value::<&'de RawValue>()?));
-                }
-                Ok(Fields(fields))
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                Fields::from_map(map)
             }
         }
         deserializer.deserialize_map(Keys)
@@ -311,10 +389,6 @@ mod tests {
         };
         assert_eq!(envelope.id, Value::String("a\"b".into()));
         assert_eq!(envelope.method, "tools/call");
-        assert_eq!(
-            envelope.params.map(RawValue::get),
-            Some(r#"{"name":"x","arguments":{"q":[1,2]},"name":"y"}"#)
-        );
         let fields = envelope.fields.expect("an object");
         // The last of a repeated key, as serde_json's Map keeps it.
         assert_eq!(fields.str("name").as_deref(), Some("y"));
@@ -348,7 +422,7 @@ mod tests {
             panic!("not a notification");
         };
         assert!(notification.id.is_null());
-        assert!(notification.params.is_none());
+        assert!(notification.fields.is_none() && notification.params_are_an_object());
         assert!(matches!(
             read(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
             Ok(Read::Response)
@@ -426,6 +500,6 @@ mod tests {
         else {
             panic!("not a message");
         };
-        assert!(envelope.params.is_none() && envelope.params_are_an_object());
+        assert!(envelope.fields.is_none() && envelope.params_are_an_object());
     }
 }

@@ -2,15 +2,17 @@
 
 use super::*;
 
-/// The params of a `tools/call`, typed; `Err` says why they do not fit. Read from the params as written, in one typed parse; the client's `arguments` and
+/// The params of a `tools/call`, typed; `Err` says why they do not fit. Each value is read
+/// from its text once, into the typed request; the client's `arguments` and
 /// `inputResponses` are then held to [`crate::mcp::bounds`] with `max_argument_bytes`.
 pub(in crate::app) fn parse_call(
-    params: Option<&serde_json::value::RawValue>,
+    params: Option<&Fields<'_>>,
     max_argument_bytes: usize,
 ) -> Result<CallToolRequestParams, String> {
     let params = params.ok_or("tools/call needs params {name, arguments}")?;
-    let params: CallToolRequestParams =
-        serde_json::from_str(params.get()).map_err(|e| crate::transport::envelope::reason(&e))?;
+    let params: CallToolRequestParams = params
+        .typed()
+        .map_err(|e| crate::transport::envelope::reason(&e))?;
     if let Some(arguments) = &params.arguments {
         crate::mcp::bounds::check_object("arguments", arguments, max_argument_bytes)?;
     }

@@ -73,18 +73,10 @@ async fn serve(
         return one_way::stray_response(generation);
     };
     let Envelope {
-        id,
-        method,
-        params,
-        fields,
-        ..
+        id, method, fields, ..
     } = envelope;
     // The methods that read their params as a JSON map (none of them on a hot path).
-    let map = || {
-        params
-            .filter(|_| fields.is_some())
-            .and_then(|raw| serde_json::from_str::<serde_json::Map<_, _>>(raw.get()).ok())
-    };
+    let map = || fields.as_ref().and_then(|fields| fields.to_map().ok());
     if id.is_null() {
         return one_way::notification(&state, &parts, &method, map().as_ref()).await;
     }
@@ -115,7 +107,7 @@ async fn serve(
             }
             Err(reason) => invalid(reason),
         },
-        "tools/call" => match parse_call(params, state.config.mcp.max_argument_bytes) {
+        "tools/call" => match parse_call(fields.as_ref(), state.config.mcp.max_argument_bytes) {
             Ok(params) => serve_call(state, parts, request_id, params, generation).await,
             Err(reason) => invalid(reason),
         },
