@@ -56,7 +56,7 @@ pub(super) fn overloaded() -> Response {
 }
 
 /// The edge's HTTP service: the steps every `/mcp` request takes (see the module), then the
-/// request's stages ([`super::pipeline`]). Health checks and the protected-resource metadata
+/// request's stages (`app/pipeline.rs`). Health checks and the protected-resource metadata
 /// are never shed or timed out.
 #[derive(Clone)]
 pub struct EdgeService {
