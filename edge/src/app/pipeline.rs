@@ -19,7 +19,8 @@ use crate::transport::rules;
 /// generation it is served as.
 pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -> Response {
     if declared_too_large(state.config.mcp.max_body_bytes, &request) {
-        return drain_and_refuse(state.config.mcp.max_body_bytes, request).await;
+        // Rare paths are boxed: their futures would make every request's larger.
+        return Box::pin(drain_and_refuse(state.config.mcp.max_body_bytes, request)).await;
     }
     let request = match authenticate(&state, request).await {
         Ok(request) => request,
@@ -57,7 +58,9 @@ pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -
     let envelope = match Envelope::read(&bytes) {
         Ok(Read::Message(envelope)) => Some(envelope),
         Ok(Read::Response) => None,
-        Ok(Read::Answer(id, message)) => return answer(&state, &parts, id, message).await,
+        Ok(Read::Answer(id, message)) => {
+            return Box::pin(answer(&state, &parts, id, message)).await;
+        }
         Err(refused) => return answer_refusal(refused),
     };
     if let Some(envelope) = &envelope

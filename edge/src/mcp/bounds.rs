@@ -42,7 +42,7 @@ pub fn size(value: &Value) -> usize {
             Value::Null => 4,
             Value::Bool(true) => 4,
             Value::Bool(false) => 5,
-            Value::Number(n) => n.to_string().len(),
+            Value::Number(n) => number_len(n),
             Value::String(s) => s.len() + 2,
             Value::Array(items) => {
                 stack.extend(items.iter());
@@ -55,6 +55,25 @@ pub fn size(value: &Value) -> usize {
         };
     }
     total
+}
+
+/// The length of a number as serde_json writes it, without writing integers out.
+fn number_len(n: &serde_json::Number) -> usize {
+    let digits = |mut v: u64| {
+        let mut len = 1;
+        while v >= 10 {
+            v /= 10;
+            len += 1;
+        }
+        len
+    };
+    if let Some(v) = n.as_u64() {
+        digits(v)
+    } else if let Some(v) = n.as_i64() {
+        1 + digits(v.unsigned_abs())
+    } else {
+        n.to_string().len()
+    }
 }
 
 pub use crate::config::{BODY_COPIES, BYTES_PER_KEY, BYTES_PER_VALUE};
@@ -221,6 +240,18 @@ mod tests {
         assert_eq!(depth(&nested(30)), 30);
         for value in [
             json!({"a": [1, 2.5, null, true, false, "xy"], "bb": {}}),
+            json!([
+                0,
+                9,
+                10,
+                -1,
+                -10,
+                123456789,
+                i64::MIN,
+                u64::MAX,
+                -0.5,
+                1e300
+            ]),
             json!([]),
             json!("plain"),
             nested(5),
