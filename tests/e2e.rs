@@ -3,6 +3,10 @@
     clippy::unwrap_used,
     reason = "test helpers outside #[test] functions panic on setup failures by design"
 )]
+#![allow(
+    clippy::too_many_lines,
+    reason = "an end-to-end test reads as one story, setup to assertions"
+)]
 
 mod admin_fuzz;
 mod admin_oidc;

@@ -13,6 +13,10 @@
 //! server it starts. Layout: [`world`] builds what every scenario runs in, [`scenarios`] has one
 //! function per scenario, [`wiki`] the wiki's (with a stack of its own), [`load`] drives wrk
 //! and prints the table.
+#![allow(
+    clippy::too_many_lines,
+    reason = "issue 33: functions still to split; scripts/structure.py --list"
+)]
 
 mod load;
 mod scenarios;

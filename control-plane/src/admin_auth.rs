@@ -90,10 +90,13 @@ pub fn check_tenant(caller: &AdminCaller, tenant: &str) -> Result<(), Status> {
     if caller.may_manage(tenant) {
         Ok(())
     } else {
-        Err(Status::permission_denied(format!(
-            "admin token {} does not manage tenant {tenant:?}",
-            caller.name
-        )))
+        Err(tp_proto::status::error(
+            tp_registry::ErrorCode::PermissionDenied,
+            format!(
+                "admin token {} does not manage tenant {tenant:?}",
+                caller.name
+            ),
+        ))
     }
 }
 
@@ -156,13 +159,21 @@ impl AdminAuthLayer {
         method: &str,
     ) -> Result<AdminCaller, Status> {
         let header = header.ok_or_else(|| {
-            Status::unauthenticated("missing authorization: Bearer <admin token>")
+            tp_proto::status::error(
+                tp_registry::ErrorCode::Unauthenticated,
+                "missing authorization: Bearer <admin token>",
+            )
         })?;
         let presented = header
             .to_str()
             .ok()
             .and_then(tp_proto::keys::bearer)
-            .ok_or_else(|| Status::unauthenticated("authorization must be \"Bearer <token>\""))?;
+            .ok_or_else(|| {
+                tp_proto::status::error(
+                    tp_registry::ErrorCode::Unauthenticated,
+                    "authorization must be \"Bearer <token>\"",
+                )
+            })?;
         let presented = presented.trim();
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         let caller = if constant_time_eq(&digest, &self.bootstrap) {
@@ -175,14 +186,22 @@ impl AdminAuthLayer {
             self.engine
                 .read(|state| state.authenticate_admin(&hash, now).map(AdminCaller::of))
                 .await
-                .ok_or_else(|| Status::unauthenticated("invalid admin token"))?
+                .ok_or_else(|| {
+                    tp_proto::status::error(
+                        tp_registry::ErrorCode::Unauthenticated,
+                        "invalid admin token",
+                    )
+                })?
         };
         if !caller.allows(access) {
-            return Err(Status::permission_denied(format!(
-                "admin token {} ({}) may not call {method}",
-                caller.name,
-                caller.scope.as_str()
-            )));
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::PermissionDenied,
+                format!(
+                    "admin token {} ({}) may not call {method}",
+                    caller.name,
+                    caller.scope.as_str()
+                ),
+            ));
         }
         Ok(caller)
     }

@@ -146,10 +146,14 @@ impl AdminOidc {
         let refused = |error: TokenError| {
             tracing::debug!(%error, "admin access token refused");
             match error {
-                TokenError::Keys(message) => {
-                    Status::unavailable(format!("cannot verify admin access tokens now: {message}"))
-                }
-                _ => Status::unauthenticated("invalid admin access token"),
+                TokenError::Keys(message) => tp_proto::status::error(
+                    tp_registry::ErrorCode::Unavailable,
+                    format!("cannot verify admin access tokens now: {message}"),
+                ),
+                _ => tp_proto::status::error(
+                    tp_registry::ErrorCode::Unauthenticated,
+                    "invalid admin access token",
+                ),
             }
         };
         let header = jsonwebtoken::decode_header(token)
@@ -179,12 +183,16 @@ impl AdminOidc {
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
             .ok_or_else(|| {
-                Status::unauthenticated(format!("admin access token has no {name_claim:?} claim"))
+                tp_proto::status::error(
+                    tp_registry::ErrorCode::Unauthenticated,
+                    format!("admin access token has no {name_claim:?} claim"),
+                )
             })?;
         if name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
-            return Err(Status::unauthenticated(format!(
-                "admin access token's {name_claim:?} claim is not a usable name"
-            )));
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::Unauthenticated,
+                format!("admin access token's {name_claim:?} claim is not a usable name"),
+            ));
         }
         let groups_claim = non_empty_or(&settings.groups_claim, "groups");
         let groups: Vec<&str> = tp_registry::tokens::claim_values(claims, groups_claim)
@@ -221,9 +229,12 @@ impl AdminOidc {
                 tenants: Vec::new(),
             });
         }
-        Err(Status::permission_denied(format!(
-            "{name} is in no group admin_oidc maps to an admin scope (claim {groups_claim:?})"
-        )))
+        Err(tp_proto::status::error(
+            tp_registry::ErrorCode::PermissionDenied,
+            format!(
+                "{name} is in no group admin_oidc maps to an admin scope (claim {groups_claim:?})"
+            ),
+        ))
     }
 }
 

@@ -34,16 +34,21 @@ impl TokenCheck {
     /// The interceptor.
     pub fn check(&self, request: Request<()>) -> Result<Request<()>, Status> {
         let header = request.metadata().get("authorization").ok_or_else(|| {
-            Status::unauthenticated(format!(
-                "missing authorization: Bearer <{} token>",
-                self.what
-            ))
+            tp_proto::status::error(
+                tp_registry::ErrorCode::Unauthenticated,
+                format!("missing authorization: Bearer <{} token>", self.what),
+            )
         })?;
         let presented = header
             .to_str()
             .ok()
             .and_then(tp_proto::keys::bearer)
-            .ok_or_else(|| Status::unauthenticated("authorization must be \"Bearer <token>\""))?;
+            .ok_or_else(|| {
+                tp_proto::status::error(
+                    tp_registry::ErrorCode::Unauthenticated,
+                    "authorization must be \"Bearer <token>\"",
+                )
+            })?;
         // Compare digests so the comparison time does not depend on the token's content.
         let presented = digest(presented.trim());
         let mut matched = false;
@@ -53,10 +58,10 @@ impl TokenCheck {
         if matched {
             Ok(request)
         } else {
-            Err(Status::unauthenticated(format!(
-                "invalid {} token",
-                self.what
-            )))
+            Err(tp_proto::status::error(
+                tp_registry::ErrorCode::Unauthenticated,
+                format!("invalid {} token", self.what),
+            ))
         }
     }
 }

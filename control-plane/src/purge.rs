@@ -192,7 +192,9 @@ impl Purges {
             })
             .connect()
             .await
-            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+            .map_err(|e| {
+                tp_proto::status::error(tp_registry::ErrorCode::Unavailable, e.to_string())
+            })?;
         let mut client = pb::executor_client::ExecutorClient::new(channel);
         let mut request = tonic::Request::new(pb::PurgeTenantRequest {
             tenant: purge.tenant.clone(),

@@ -224,21 +224,7 @@ where
     Fut: std::future::Future<Output = Response>,
 {
     let started = Instant::now();
-    let id = request_id(&request);
-    let session = request
-        .headers()
-        .get("mcp-session-id")
-        .map(|v| tp_telemetry::trace::fingerprint(v.as_bytes()));
-    let log = Arc::new(AccessLog {
-        entry: Mutex::default(),
-        id,
-        span: std::sync::OnceLock::new(),
-        started,
-        method: request.method().clone(),
-        path: request.uri().path().to_owned(),
-        session,
-    });
-    request.extensions_mut().insert(Arc::clone(&log));
+    let log = open(&mut request, started);
     let method = request.method().clone();
     let uri = request.uri().clone();
     // Load balancers' health checks are not traced (one span a second per balancer is noise)
@@ -258,33 +244,12 @@ where
     if let Ok(value) = HeaderValue::from_str(&log.id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
-    let path = uri.path();
-    if path == "/healthz" || path == "/readyz" {
+    if health {
         return response;
     }
+    let (outcome, error) = outcome(&log, &mut response).await;
     let status = response.status();
-    let (outcome, error) = {
-        let entry = log
-            .entry
-            .lock()
-            .map(|e| e.outcome.clone())
-            .unwrap_or_default();
-        if !entry.is_empty() {
-            (entry, None)
-        } else if status == StatusCode::ACCEPTED {
-            (Cow::Borrowed("accepted"), None)
-        } else if is_json(&response) && status.as_u16() < 500 {
-            let (bytes, outcome, error) = read_outcome(response.body_mut()).await;
-            *response.body_mut() = Body::from(bytes);
-            (Cow::Owned(outcome), error)
-        } else if status.is_success() {
-            (Cow::Borrowed("stream"), None)
-        } else {
-            (Cow::Owned(format!("http {}", status.as_u16())), None)
-        }
-    };
     let elapsed = started.elapsed();
-    let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
     let entry = log
         .entry
         .lock()
@@ -295,44 +260,116 @@ where
     if let Some(message) = error {
         tracing::debug!(request_id = %log.id, tenant = %entry.tenant, %outcome, message, "client error");
     }
-    if tp_telemetry::json_logs() {
-        let or_dash = |s: &str| {
-            if s.is_empty() {
-                "-".to_owned()
-            } else {
-                s.to_owned()
-            }
-        };
-        tracing::info!(
-            request_id = %log.id,
-            http = %format_args!("{method} {path}"),
-            status = status.as_u16(),
-            tenant = %or_dash(&entry.tenant),
-            role = %or_dash(&entry.role),
-            rpc = %or_dash(&entry.rpc),
-            tool = %or_dash(&entry.tool),
-            action = %or_dash(&entry.action),
-            outcome = %outcome,
-            duration_ms,
-            "request"
-        );
-    } else if tracing::enabled!(tracing::Level::INFO) {
-        // Text: the line laid out here, as the fields would print, straight into the line
-        // buffer (through the general formatter it cost a sixth of a warm `tools/list`).
-        tp_telemetry::write_info_line_with(module_path!(), |line| {
-            text_line(
-                line,
-                &log.id,
-                &method,
-                path,
-                status,
-                &entry,
-                &outcome,
-                duration_ms,
-            );
-        });
-    }
+    let line = Line {
+        id: &log.id,
+        method: &method,
+        path: uri.path(),
+        status,
+        entry: &entry,
+        outcome: &outcome,
+        duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+    };
+    line.write();
     response
+}
+
+/// The request's access log, opened and put into its extensions.
+fn open(request: &mut Request, started: Instant) -> Arc<AccessLog> {
+    let id = request_id(request);
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| tp_telemetry::trace::fingerprint(v.as_bytes()));
+    let log = Arc::new(AccessLog {
+        entry: Mutex::default(),
+        id,
+        span: std::sync::OnceLock::new(),
+        started,
+        method: request.method().clone(),
+        path: request.uri().path().to_owned(),
+        session,
+    });
+    request.extensions_mut().insert(Arc::clone(&log));
+    log
+}
+
+/// The request's outcome: what the handler recorded, else read off the answer (a JSON body's
+/// result or error code, with the error's message), else its kind or status.
+async fn outcome(log: &AccessLog, response: &mut Response) -> (Cow<'static, str>, Option<String>) {
+    let status = response.status();
+    let recorded = log
+        .entry
+        .lock()
+        .map(|e| e.outcome.clone())
+        .unwrap_or_default();
+    if !recorded.is_empty() {
+        (recorded, None)
+    } else if status == StatusCode::ACCEPTED {
+        (Cow::Borrowed("accepted"), None)
+    } else if is_json(response) && status.as_u16() < 500 {
+        let (bytes, outcome, error) = read_outcome(response.body_mut()).await;
+        *response.body_mut() = Body::from(bytes);
+        (Cow::Owned(outcome), error)
+    } else if status.is_success() {
+        (Cow::Borrowed("stream"), None)
+    } else {
+        (Cow::Owned(format!("http {}", status.as_u16())), None)
+    }
+}
+
+/// One request's access line.
+struct Line<'a> {
+    id: &'a str,
+    method: &'a axum::http::Method,
+    path: &'a str,
+    status: StatusCode,
+    entry: &'a Entry,
+    outcome: &'a str,
+    duration_ms: u64,
+}
+
+impl Line<'_> {
+    /// Writes the line: JSON fields, or text laid out here.
+    fn write(&self) {
+        if tp_telemetry::json_logs() {
+            let or_dash = |s: &str| {
+                if s.is_empty() {
+                    "-".to_owned()
+                } else {
+                    s.to_owned()
+                }
+            };
+            let entry = self.entry;
+            tracing::info!(
+                request_id = %self.id,
+                http = %format_args!("{} {}", self.method, self.path),
+                status = self.status.as_u16(),
+                tenant = %or_dash(&entry.tenant),
+                role = %or_dash(&entry.role),
+                rpc = %or_dash(&entry.rpc),
+                tool = %or_dash(&entry.tool),
+                action = %or_dash(&entry.action),
+                outcome = %self.outcome,
+                duration_ms = self.duration_ms,
+                "request"
+            );
+        } else if tracing::enabled!(tracing::Level::INFO) {
+            // Text: the line laid out here, as the fields would print, straight into the line
+            // buffer (through the general formatter it cost a sixth of a warm `tools/list`).
+            tp_telemetry::write_info_line_with(module_path!(), |line| {
+                text_line(
+                    line,
+                    self.id,
+                    self.method,
+                    self.path,
+                    self.status,
+                    self.entry,
+                    self.outcome,
+                    self.duration_ms,
+                );
+            });
+        }
+    }
 }
 
 fn is_json(response: &Response) -> bool {

@@ -348,20 +348,11 @@ impl Caches {
                 return Err(LookupError::Unavailable("registry cache contention".into()));
             }
         };
-        if let Some(shared) = &self.shared {
-            let l2_key = self.l2_registry_key(shared, tenant, role, &version.to_string());
-            if let Some(registry) = shared
-                .get(&l2_key)
-                .await
-                .as_deref()
-                .and_then(Registry::decode)
-                && registry.revision >= version
-            {
-                hit("l2", "registry");
-                let registry = Arc::new(registry);
-                reload.put(Slot::fresh(&registry));
-                return Ok(registry);
-            }
+        if let Some(registry) = self.l2_registry(tenant, role, version).await {
+            hit("l2", "registry");
+            let registry = Arc::new(registry);
+            reload.put(Slot::fresh(&registry));
+            return Ok(registry);
         }
         hit("l3", "registry");
         match self.resolve(tenant, role, Some(version)).await {
@@ -370,28 +361,8 @@ impl Caches {
                 Ok(registry)
             }
             Err(LookupError::Unavailable(message)) => {
-                let known = match reload.stale.take() {
-                    Some(slot) => {
-                        hit("l1_stale", "registry");
-                        Some(slot)
-                    }
-                    None => self.l2_latest(tenant, role).await.map(|registry| Slot {
-                        registry,
-                        loaded: Instant::now() - self.settings.l1_ttl,
-                        retry_at: None,
-                    }),
-                };
-                match known {
-                    Some(slot) => {
-                        let registry = Arc::clone(&slot.registry);
-                        reload.put(Slot {
-                            retry_at: Some(Instant::now() + RETRY_AFTER_FAILURE),
-                            ..slot
-                        });
-                        Ok(registry)
-                    }
-                    None => Err(LookupError::Unavailable(message)),
-                }
+                self.last_known_good(tenant, role, &mut reload, message)
+                    .await
             }
             // The tenant is gone (or the key): nothing to keep.
             Err(other) => {
@@ -399,6 +370,49 @@ impl Caches {
                 Err(other)
             }
         }
+    }
+
+    /// The registry of (tenant, role) at `version` or later from Redis, if it holds one.
+    async fn l2_registry(&self, tenant: &str, role: &str, version: u64) -> Option<Registry> {
+        let shared = self.shared.as_ref()?;
+        let l2_key = self.l2_registry_key(shared, tenant, role, &version.to_string());
+        shared
+            .get(&l2_key)
+            .await
+            .as_deref()
+            .and_then(Registry::decode)
+            .filter(|registry| registry.revision >= version)
+    }
+
+    /// The control plane is unreachable: the stale registry this edge held, else Redis's
+    /// latest, served and kept for [`RETRY_AFTER_FAILURE`] before the next reload.
+    async fn last_known_good(
+        &self,
+        tenant: &str,
+        role: &str,
+        reload: &mut Reload<'_>,
+        message: String,
+    ) -> Result<Arc<Registry>, LookupError> {
+        let known = match reload.stale.take() {
+            Some(slot) => {
+                hit("l1_stale", "registry");
+                Some(slot)
+            }
+            None => self.l2_latest(tenant, role).await.map(|registry| Slot {
+                registry,
+                loaded: Instant::now() - self.settings.l1_ttl,
+                retry_at: None,
+            }),
+        };
+        let Some(slot) = known else {
+            return Err(LookupError::Unavailable(message));
+        };
+        let registry = Arc::clone(&slot.registry);
+        reload.put(Slot {
+            retry_at: Some(Instant::now() + RETRY_AFTER_FAILURE),
+            ..slot
+        });
+        Ok(registry)
     }
 
     /// Without a synced watch: the control plane if it answers, else the last known good.

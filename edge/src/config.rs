@@ -451,12 +451,7 @@ impl Default for RawLog {
 impl RawConfig {
     /// Validates every field.
     pub fn validate(self) -> anyhow::Result<EdgeConfig> {
-        let listen: SocketAddr = self.listen.parse().with_context(|| {
-            format!(
-                "listen: {:?} is not an address like 127.0.0.1:8080",
-                self.listen
-            )
-        })?;
+        let (listen, admin_listen) = addresses(&self.listen, &self.admin_listen)?;
         if self.control_plane.is_empty() {
             bail!("control_plane: at least one URL is needed");
         }
@@ -470,16 +465,6 @@ impl RawConfig {
         self.cache.check()?;
         self.mcp.check()?;
         self.http.validate("http").map_err(anyhow::Error::msg)?;
-        let admin_listen = if self.admin_listen.is_empty() {
-            None
-        } else {
-            Some(self.admin_listen.parse::<SocketAddr>().with_context(|| {
-                format!(
-                    "admin_listen: {:?} is not an address like 127.0.0.1:8081 (or empty for none)",
-                    self.admin_listen
-                )
-            })?)
-        };
         let raw_mcp = self.mcp.bounded()?;
         self.executors.check()?;
         let upstream_http = tp_upstream::http_client(
@@ -499,11 +484,7 @@ impl RawConfig {
             (false, false) => Some((self.anonymous.tenant, self.anonymous.role)),
             _ => bail!("anonymous: set both tenant and role, or neither"),
         };
-        let log_json = match self.log.format.as_str() {
-            "text" => false,
-            "json" => true,
-            other => bail!("log.format: {other:?} is not text or json"),
-        };
+        let log_json = self.log.json()?;
         let name = if self.name.is_empty() {
             listen.to_string()
         } else {
@@ -537,6 +518,33 @@ impl RawConfig {
             log_json,
             log_level: self.log.level,
         })
+    }
+}
+
+/// `listen` and `admin_listen` (empty: no admin listener) as addresses.
+fn addresses(listen: &str, admin_listen: &str) -> anyhow::Result<(SocketAddr, Option<SocketAddr>)> {
+    let listen: SocketAddr = listen
+        .parse()
+        .with_context(|| format!("listen: {listen:?} is not an address like 127.0.0.1:8080"))?;
+    if admin_listen.is_empty() {
+        return Ok((listen, None));
+    }
+    let admin = admin_listen.parse::<SocketAddr>().with_context(|| {
+        format!(
+            "admin_listen: {admin_listen:?} is not an address like 127.0.0.1:8081 (or empty for none)"
+        )
+    })?;
+    Ok((listen, Some(admin)))
+}
+
+impl RawLog {
+    /// Whether lines are JSON (`format: json`) rather than text.
+    fn json(&self) -> anyhow::Result<bool> {
+        match self.format.as_str() {
+            "text" => Ok(false),
+            "json" => Ok(true),
+            other => bail!("log.format: {other:?} is not text or json"),
+        }
     }
 }
 

@@ -163,7 +163,10 @@ impl ControlPlane {
         F: FnMut(Client) -> Fut,
         Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
     {
-        let mut last_error = Status::unavailable("no control-plane replica configured");
+        let mut last_error = tp_proto::status::error(
+            tp_registry::ErrorCode::Unavailable,
+            "no control-plane replica configured",
+        );
         for _ in 0..self.clients.len() {
             let (index, url, client) = self.current();
             match tokio::time::timeout(CALL_TIMEOUT, f(client)).await {
@@ -181,7 +184,10 @@ impl ControlPlane {
                 }
                 Err(_) => {
                     tracing::warn!(control_plane = %url, "control plane call timed out");
-                    last_error = Status::deadline_exceeded("control plane call timed out");
+                    last_error = tp_proto::status::error(
+                        tp_registry::ErrorCode::Timeout,
+                        "control plane call timed out",
+                    );
                 }
             }
             self.fail_over(index);

@@ -275,10 +275,6 @@ impl Executors {
         let gate = handle.gate(&tool);
         let executor_deadline = Instant::now() + Duration::from_millis(u64::from(info.timeout_ms));
         let deadline = deadline.min(executor_deadline);
-        let timeout_error = || ForwardError::Timeout {
-            tool: tool.clone(),
-            timeout_ms: u64::from(info.timeout_ms),
-        };
         let admitted = gate
             .breakers
             .lock()
@@ -290,7 +286,34 @@ impl Executors {
         }
         let slots = Self::slots(&handle, &gate, &tenant, deadline)
             .await
-            .map_err(|()| timeout_error())?;
+            .map_err(|()| timed_out(&tool, info))?;
+        let result = self
+            .attempts(
+                &handle,
+                info,
+                &tool,
+                request,
+                (deadline, idempotent),
+                on_event,
+            )
+            .await;
+        drop(slots);
+        self.record(&gate, info, &tool, &tenant, &result);
+        result
+    }
+
+    /// Sends the request within `deadline`; once more when the first attempt never reached
+    /// the executor, or lost its connection before any event was relayed, and the tool is
+    /// idempotent (only then is the request copied).
+    async fn attempts(
+        &self,
+        handle: &Arc<Handle>,
+        info: &Executor,
+        tool: &str,
+        request: pb::InvokeRequest,
+        (deadline, idempotent): (Instant, bool),
+        on_event: &mut (dyn FnMut(CallEvent) + Send),
+    ) -> Result<Reply, ForwardError> {
         let mut attempt = 0;
         // Whether any event of the call reached the caller (then it is never sent again).
         let relayed = std::sync::atomic::AtomicBool::new(false);
@@ -298,9 +321,8 @@ impl Executors {
             relayed.store(true, std::sync::atomic::Ordering::Relaxed);
             on_event(event);
         };
-        // Only an idempotent call may be sent twice; the others are not copied.
         let mut request = Some(request);
-        let result = loop {
+        loop {
             attempt += 1;
             let this_attempt = if idempotent && attempt == 1 {
                 request.clone()
@@ -308,12 +330,12 @@ impl Executors {
                 request.take()
             };
             let Some(this_attempt) = this_attempt else {
-                break Err(timeout_error());
+                return Err(timed_out(tool, info));
             };
             let outcome = tokio::time::timeout_at(
                 deadline.into(),
                 call(
-                    &handle,
+                    handle,
                     &self.settings.key,
                     this_attempt,
                     deadline,
@@ -321,33 +343,20 @@ impl Executors {
                 ),
             )
             .await
-            .unwrap_or_else(|_| Err(timeout_error()));
+            .unwrap_or_else(|_| Err(timed_out(tool, info)));
+            let again = attempt == 1 && idempotent && Instant::now() < deadline;
             match outcome {
                 // Never reached: safe to send again when a repeat is harmless. Lost under the
                 // call: only when the tool is idempotent and nothing of it was relayed yet.
-                Err(ForwardError::Unreachable { .. })
-                    if idempotent && attempt == 1 && Instant::now() < deadline =>
-                {
-                    metrics::counter!("tp_edge_executor_retries_total", "executor" => info.name.clone()).increment(1);
-                    retry_pause(deadline).await;
-                    continue;
-                }
+                Err(ForwardError::Unreachable { .. }) if again => {}
                 Err(ForwardError::ConnectionLost { .. })
-                    if idempotent
-                        && attempt == 1
-                        && !relayed.load(std::sync::atomic::Ordering::Relaxed)
-                        && Instant::now() < deadline =>
-                {
-                    metrics::counter!("tp_edge_executor_retries_total", "executor" => info.name.clone()).increment(1);
-                    retry_pause(deadline).await;
-                    continue;
-                }
-                other => break other,
+                    if again && !relayed.load(std::sync::atomic::Ordering::Relaxed) => {}
+                other => return other,
             }
-        };
-        drop(slots);
-        self.record(&gate, info, &tool, &tenant, &result);
-        result
+            metrics::counter!("tp_edge_executor_retries_total", "executor" => info.name.clone())
+                .increment(1);
+            retry_pause(deadline).await;
+        }
     }
 
     fn record(
@@ -396,6 +405,14 @@ impl Executors {
         } else {
             metrics::counter!("tp_edge_executor_calls_total", "executor" => info.name.clone(), "outcome" => outcome).increment(1);
         }
+    }
+}
+
+/// The executor did not answer `tool` within its timeout (or the caller's deadline).
+fn timed_out(tool: &str, info: &Executor) -> ForwardError {
+    ForwardError::Timeout {
+        tool: tool.to_owned(),
+        timeout_ms: u64::from(info.timeout_ms),
     }
 }
 

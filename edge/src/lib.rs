@@ -18,6 +18,7 @@ pub mod cache;
 pub mod config;
 pub mod control;
 pub mod disclosure;
+pub mod error;
 pub mod forward;
 pub mod identity;
 pub mod limits;
@@ -104,48 +105,11 @@ where
         .transpose()?;
     let state = EdgeState::start(config)?;
     let service = app::service(Arc::clone(&state));
-    let grace = std::time::Duration::from_millis(state.config.shutdown.grace_ms);
     let drain = std::time::Duration::from_secs(state.config.shutdown.drain_secs);
-    // Shutting down (SIGTERM): first unready for the grace period; then stop accepting, end
-    // long-lived streams (subscriptions, legacy notification streams) so the drain does not
-    // wait for clients to hang up, and let requests in flight finish and be answered; what
-    // still runs after the drain is cancelled.
-    let unready = state.unready.clone();
-    let token = state.shutdown.clone();
-    let abort = state.abort.clone();
-    let stopping = token.clone();
-    tokio::spawn(async move {
-        shutdown.await;
-        unready.cancel();
-        if !grace.is_zero() {
-            tracing::info!(
-                grace_ms = grace.as_millis() as u64,
-                "stopping: /readyz now answers 503 and connections close after each answer; still serving for the grace period (a second signal ends it)"
-            );
-            tokio::select! {
-                () = tokio::time::sleep(grace) => {}
-                () = hurry() => tracing::info!("a second signal: the grace period ends now"),
-            }
-        }
-        tracing::info!(
-            drain_secs = drain.as_secs(),
-            "stopping: no new connections; finishing requests in flight"
-        );
-        token.cancel();
-        tokio::time::sleep(drain).await;
-        abort.cancel();
-    });
+    tokio::spawn(leave_on(&state, shutdown, hurry));
+    let stopping = state.shutdown.clone();
     if let Some(admin_listener) = admin_listener {
-        let admin = app::admin_router(Arc::clone(&state));
-        let stopping = stopping.clone();
-        tokio::spawn(async move {
-            let served = axum::serve(admin_listener, admin)
-                .with_graceful_shutdown(async move { stopping.cancelled().await })
-                .await;
-            if let Err(error) = served {
-                tracing::warn!(%error, "the admin listener stopped");
-            }
-        });
+        serve_admin(&state, admin_listener);
     }
     let limits = state.config.http.clone();
     let tls = match &state.config.tls {
@@ -182,4 +146,60 @@ where
         state,
         task,
     })
+}
+
+/// Shutting down (SIGTERM) once `shutdown` resolves: first unready for the grace period (cut
+/// short by `hurry`); then stop accepting, end long-lived streams (subscriptions, legacy
+/// notification streams) so the drain does not wait for clients to hang up, and let requests
+/// in flight finish and be answered; what still runs after the drain is cancelled.
+fn leave_on<H, F>(
+    state: &EdgeState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    hurry: H,
+) -> impl Future<Output = ()> + Send + 'static
+where
+    H: FnOnce() -> F + Send + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let grace = std::time::Duration::from_millis(state.config.shutdown.grace_ms);
+    let drain = std::time::Duration::from_secs(state.config.shutdown.drain_secs);
+    let unready = state.unready.clone();
+    let token = state.shutdown.clone();
+    let abort = state.abort.clone();
+    async move {
+        shutdown.await;
+        unready.cancel();
+        if !grace.is_zero() {
+            tracing::info!(
+                grace_ms = grace.as_millis() as u64,
+                "stopping: /readyz now answers 503 and connections close after each answer; still serving for the grace period (a second signal ends it)"
+            );
+            tokio::select! {
+                () = tokio::time::sleep(grace) => {}
+                () = hurry() => tracing::info!("a second signal: the grace period ends now"),
+            }
+        }
+        tracing::info!(
+            drain_secs = drain.as_secs(),
+            "stopping: no new connections; finishing requests in flight"
+        );
+        token.cancel();
+        tokio::time::sleep(drain).await;
+        abort.cancel();
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on the admin listener until the edge stops
+/// accepting.
+fn serve_admin(state: &Arc<EdgeState>, listener: tokio::net::TcpListener) {
+    let admin = app::admin_router(Arc::clone(state));
+    let stopping = state.shutdown.clone();
+    tokio::spawn(async move {
+        let served = axum::serve(listener, admin)
+            .with_graceful_shutdown(async move { stopping.cancelled().await })
+            .await;
+        if let Err(error) = served {
+            tracing::warn!(%error, "the admin listener stopped");
+        }
+    });
 }

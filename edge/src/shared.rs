@@ -164,174 +164,23 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     /// Starts connecting in the background; the edge serves without Redis until it is up.
     pub fn connect(settings: &RedisSettings) -> anyhow::Result<Arc<Shared>> {
-        // TCP_NODELAY: commands from concurrent requests share one multiplexed connection;
-        // with Nagle's algorithm a small write waits for the previous one's ACK, which the
-        // server delays (40 ms), and every lookup behind it stalls.
-        let tcp = || redis::io::tcp::TcpSettings::default().set_nodelay(true);
-        let certificates = certificates(settings)?;
-        let mut clients = Vec::new();
-        for url in &settings.urls {
-            let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())?
-                .set_tcp_settings(tcp());
-            clients.push(match &certificates {
-                Some(certs) => redis::Client::build_with_tls(info, certs.clone())?,
-                None => redis::Client::open(info)?,
-            });
-        }
-        let cluster = if settings.cluster {
-            let mut builder = redis::cluster::ClusterClientBuilder::new(settings.urls.clone())
-                .tcp_settings(tcp())
-                .connection_timeout(Duration::from_secs(2))
-                .response_timeout(settings.timeout)
-                .retries(2)
-                .max_retry_wait(500);
-            if let Some(certs) = &certificates {
-                builder = builder.certs(certs.clone());
-            }
-            Some(builder.build()?)
-        } else {
-            None
-        };
-        let sentinel = if settings.sentinel_master.is_empty() {
-            None
-        } else {
-            let nodes =
-                redis::sentinel::SentinelNodeConnectionInfo::default().set_tcp_settings(tcp());
-            Some(Arc::new(Sentinels(tokio::sync::Mutex::new(
-                redis::sentinel::SentinelClient::build(
-                    settings.urls.clone(),
-                    settings.sentinel_master.clone(),
-                    Some(nodes),
-                    redis::sentinel::SentinelServerType::Master,
-                )?,
-            ))))
-        };
-        let Some(client) = clients.first().cloned() else {
+        let dialer = Dialer::new(settings)?;
+        let Some(client) = dialer.clients.first().cloned() else {
             anyhow::bail!("redis_url: no URL");
         };
         let shared = Arc::new(Shared {
             backend: Backend::Redis {
-                clients,
+                clients: dialer.clients.clone(),
                 connection: RwLock::new(None),
                 cluster: settings.cluster,
-                sentinel: sentinel.clone(),
+                sentinel: dialer.sentinel.clone(),
             },
             prefix: settings.prefix.clone(),
             timeout: settings.timeout,
             healthy: AtomicBool::new(false),
             failures: std::sync::atomic::AtomicU64::new(0),
         });
-        let background = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let mut delay = Duration::from_millis(100);
-            loop {
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(2)))
-                    .set_response_timeout(Some(background.timeout))
-                    .set_number_of_retries(1)
-                    .set_max_delay(Duration::from_secs(2));
-                let connected = match (&cluster, &sentinel) {
-                    (Some(cluster), _) => cluster.get_async_connection().await.map(Conn::Cluster),
-                    (None, Some(sentinel)) => match sentinel.primary().await {
-                        Ok(primary) => primary
-                            .get_connection_manager_with_config(config.clone())
-                            .await
-                            .map(Conn::Single),
-                        Err(error) => Err(error),
-                    },
-                    (None, None) => client
-                        .get_connection_manager_with_config(config.clone())
-                        .await
-                        .map(Conn::Single),
-                };
-                match connected {
-                    Ok(connection) => {
-                        if let Backend::Redis {
-                            connection: slot, ..
-                        } = &background.backend
-                        {
-                            *slot.write().await = Some(connection);
-                        }
-                        background.healthy.store(true, Ordering::Relaxed);
-                        tracing::info!("connected to redis");
-                        // Keep readiness true to Redis's state even while every request is an
-                        // L1 hit: one PING a second (the connection manager reconnects).
-                        let weak = Arc::downgrade(&background);
-                        drop(background);
-                        let mut failures = 0;
-                        loop {
-                            tokio::time::sleep(Duration::from_secs(1)).await;
-                            let Some(shared) = weak.upgrade() else { return };
-                            // A cluster connection that failed commands in the last second is
-                            // made again from the seeds: a fresh slot map finds the replica
-                            // that took over a dead primary's slots at once, where the old
-                            // connection can take many seconds to notice.
-                            let now = shared.failures.load(Ordering::Relaxed);
-                            if let Some(cluster) = &cluster
-                                && now != failures
-                            {
-                                failures = now;
-                                match cluster.get_async_connection().await {
-                                    Ok(fresh) => {
-                                        if let Backend::Redis { connection, .. } = &shared.backend {
-                                            *connection.write().await = Some(Conn::Cluster(fresh));
-                                        }
-                                        metrics::counter!("tp_edge_redis_reconnects_total")
-                                            .increment(1);
-                                    }
-                                    Err(error) => {
-                                        tracing::debug!(%error, "reconnecting to the redis cluster failed; retrying");
-                                    }
-                                }
-                            }
-                            // Behind sentinels, commands that failed in the last second mean
-                            // the primary may have moved: ask where it is now and connect
-                            // there (a connection manager would keep redialling the old one,
-                            // or stay on it after it came back as a read-only replica).
-                            if let Some(sentinel) = &sentinel
-                                && now != failures
-                            {
-                                failures = now;
-                                let fresh = match sentinel.primary().await {
-                                    Ok(primary) => {
-                                        primary
-                                            .get_connection_manager_with_config(config.clone())
-                                            .await
-                                    }
-                                    Err(error) => Err(error),
-                                };
-                                match fresh {
-                                    Ok(fresh) => {
-                                        if let Backend::Redis { connection, .. } = &shared.backend {
-                                            *connection.write().await = Some(Conn::Single(fresh));
-                                        }
-                                        metrics::counter!("tp_edge_redis_reconnects_total")
-                                            .increment(1);
-                                    }
-                                    Err(error) => {
-                                        tracing::debug!(%error, "asking the sentinels for the primary failed; retrying");
-                                    }
-                                }
-                            }
-                            shared
-                                .run(
-                                    "ping",
-                                    async |c: &mut Conn| {
-                                        redis::cmd("PING").query_async::<String>(c).await
-                                    },
-                                    |_| String::new(),
-                                )
-                                .await;
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "redis unreachable; serving without the shared cache");
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(Duration::from_secs(5));
-                    }
-                }
-            }
-        });
+        tokio::spawn(keep_connected(Arc::clone(&shared), dialer, client));
         Ok(shared)
     }
 
@@ -652,5 +501,167 @@ impl Shared {
             },
         )
         .await
+    }
+}
+
+/// How the edge reaches Redis: one client per URL, a cluster client, or the sentinels.
+struct Dialer {
+    clients: Vec<redis::Client>,
+    cluster: Option<redis::cluster::ClusterClient>,
+    sentinel: Option<Arc<Sentinels>>,
+    config: ConnectionManagerConfig,
+}
+
+impl Dialer {
+    fn new(settings: &RedisSettings) -> anyhow::Result<Dialer> {
+        // TCP_NODELAY: commands from concurrent requests share one multiplexed connection;
+        // with Nagle's algorithm a small write waits for the previous one's ACK, which the
+        // server delays (40 ms), and every lookup behind it stalls.
+        let tcp = || redis::io::tcp::TcpSettings::default().set_nodelay(true);
+        let certificates = certificates(settings)?;
+        let mut clients = Vec::new();
+        for url in &settings.urls {
+            let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())?
+                .set_tcp_settings(tcp());
+            clients.push(match &certificates {
+                Some(certs) => redis::Client::build_with_tls(info, certs.clone())?,
+                None => redis::Client::open(info)?,
+            });
+        }
+        let cluster = if settings.cluster {
+            let mut builder = redis::cluster::ClusterClientBuilder::new(settings.urls.clone())
+                .tcp_settings(tcp())
+                .connection_timeout(Duration::from_secs(2))
+                .response_timeout(settings.timeout)
+                .retries(2)
+                .max_retry_wait(500);
+            if let Some(certs) = &certificates {
+                builder = builder.certs(certs.clone());
+            }
+            Some(builder.build()?)
+        } else {
+            None
+        };
+        let sentinel = if settings.sentinel_master.is_empty() {
+            None
+        } else {
+            let nodes =
+                redis::sentinel::SentinelNodeConnectionInfo::default().set_tcp_settings(tcp());
+            Some(Arc::new(Sentinels(tokio::sync::Mutex::new(
+                redis::sentinel::SentinelClient::build(
+                    settings.urls.clone(),
+                    settings.sentinel_master.clone(),
+                    Some(nodes),
+                    redis::sentinel::SentinelServerType::Master,
+                )?,
+            ))))
+        };
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(settings.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(2));
+        Ok(Dialer {
+            clients,
+            cluster,
+            sentinel,
+            config,
+        })
+    }
+
+    /// A connection: to the cluster, to the primary the sentinels name, or to `client`.
+    async fn dial(&self, client: &redis::Client) -> redis::RedisResult<Conn> {
+        match (&self.cluster, &self.sentinel) {
+            (Some(cluster), _) => cluster.get_async_connection().await.map(Conn::Cluster),
+            (None, Some(_)) => self.primary().await.map(Conn::Single),
+            (None, None) => client
+                .get_connection_manager_with_config(self.config.clone())
+                .await
+                .map(Conn::Single),
+        }
+    }
+
+    /// A connection to the primary the sentinels name now.
+    async fn primary(&self) -> redis::RedisResult<redis::aio::ConnectionManager> {
+        let Some(sentinel) = &self.sentinel else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "no sentinels configured",
+            )));
+        };
+        sentinel
+            .primary()
+            .await?
+            .get_connection_manager_with_config(self.config.clone())
+            .await
+    }
+
+    /// After commands failed in the last second: a cluster connection is made again from
+    /// the seeds (a fresh slot map finds the replica that took over a dead primary's slots at
+    /// once, where the old connection can take many seconds to notice); behind sentinels the
+    /// edge asks where the primary is now and connects there (a connection manager would
+    /// keep redialling the old one, or stay on it after it came back as a read-only replica).
+    async fn redial(&self, shared: &Shared) {
+        let fresh = match (&self.cluster, &self.sentinel) {
+            (Some(cluster), _) => cluster.get_async_connection().await.map(Conn::Cluster),
+            (None, Some(_)) => self.primary().await.map(Conn::Single),
+            (None, None) => return,
+        };
+        match fresh {
+            Ok(fresh) => {
+                if let Backend::Redis { connection, .. } = &shared.backend {
+                    *connection.write().await = Some(fresh);
+                }
+                metrics::counter!("tp_edge_redis_reconnects_total").increment(1);
+            }
+            Err(error) => {
+                tracing::debug!(%error, "reconnecting to redis failed; retrying");
+            }
+        }
+    }
+}
+
+/// Connects (retrying with a backoff up to 5 s), then keeps readiness true to Redis's state
+/// even while every request is an L1 hit: one PING a second (the connection manager
+/// reconnects), and a fresh connection after commands fail ([`Dialer::redial`]). Ends when
+/// the edge drops its [`Shared`].
+async fn keep_connected(shared: Arc<Shared>, dialer: Dialer, client: redis::Client) {
+    let mut delay = Duration::from_millis(100);
+    let connection = loop {
+        match dialer.dial(&client).await {
+            Ok(connection) => break connection,
+            Err(error) => {
+                tracing::warn!(%error, "redis unreachable; serving without the shared cache");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    };
+    if let Backend::Redis {
+        connection: slot, ..
+    } = &shared.backend
+    {
+        *slot.write().await = Some(connection);
+    }
+    shared.healthy.store(true, Ordering::Relaxed);
+    tracing::info!("connected to redis");
+    let weak = Arc::downgrade(&shared);
+    drop(shared);
+    let mut failures = 0;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Some(shared) = weak.upgrade() else { return };
+        let now = shared.failures.load(Ordering::Relaxed);
+        if now != failures {
+            failures = now;
+            dialer.redial(&shared).await;
+        }
+        shared
+            .run(
+                "ping",
+                async |c: &mut Conn| redis::cmd("PING").query_async::<String>(c).await,
+                |_| String::new(),
+            )
+            .await;
     }
 }

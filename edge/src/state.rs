@@ -196,25 +196,9 @@ impl EdgeState {
             Arc::clone(&versions),
             Arc::clone(&directory),
             shared.clone(),
-            CacheSettings {
-                registries: config.cache.l1_registries,
-                identities: config.cache.l1_identities,
-                l1_ttl: Duration::from_secs(config.cache.l1_ttl_secs),
-                l2_ttl: Duration::from_secs(config.cache.l2_ttl_secs),
-                identity_max_stale: Duration::from_secs(config.cache.identity_max_stale_secs),
-            },
+            cache_settings(&config),
         ));
-        let executors = Executors::new(BreakerSettings {
-            failures: config.executors.breaker_failures,
-            cooldown: Duration::from_millis(config.executors.breaker_cooldown_ms),
-            shared_tenants: config.executors.breaker_shared_tenants,
-            connect_timeout: Duration::from_millis(config.executors.connect_timeout_ms),
-            tenant_share_percent: config.executors.tenant_share_percent,
-            tool_share_percent: config.executors.tool_share_percent,
-            credential_env_prefix: config.executors.credential_env_prefix.clone(),
-            key: config.executor_key.clone(),
-            upstream_http: config.upstream_http.clone(),
-        });
+        let executors = Executors::new(breaker_settings(&config));
         let (notices, _) = broadcast::channel(1024);
         let secret = if config.mcp.request_state_key.is_empty() {
             config.edge_token.as_bytes()
@@ -231,15 +215,7 @@ impl EdgeState {
             secret,
             Duration::from_secs(config.mcp.session_ttl_secs),
         );
-        let per_tenant = match config.mcp.max_streams_per_tenant {
-            0 => (config.http.max_connections / 4).max(1),
-            n => n,
-        };
-        let streams = crate::transport::streams::Streams::new(
-            config.mcp.max_streams_per_key,
-            per_tenant,
-            Duration::from_secs(config.mcp.max_stream_secs),
-        );
+        let streams = streams(&config);
         Arc::new(EdgeState {
             streams,
             seal,
@@ -265,4 +241,44 @@ impl EdgeState {
             config,
         })
     }
+}
+
+/// The caches' settings from `cache.*`.
+fn cache_settings(config: &EdgeConfig) -> CacheSettings {
+    CacheSettings {
+        registries: config.cache.l1_registries,
+        identities: config.cache.l1_identities,
+        l1_ttl: Duration::from_secs(config.cache.l1_ttl_secs),
+        l2_ttl: Duration::from_secs(config.cache.l2_ttl_secs),
+        identity_max_stale: Duration::from_secs(config.cache.identity_max_stale_secs),
+    }
+}
+
+/// The executor clients' settings from `executors.*`.
+fn breaker_settings(config: &EdgeConfig) -> BreakerSettings {
+    BreakerSettings {
+        failures: config.executors.breaker_failures,
+        cooldown: Duration::from_millis(config.executors.breaker_cooldown_ms),
+        shared_tenants: config.executors.breaker_shared_tenants,
+        connect_timeout: Duration::from_millis(config.executors.connect_timeout_ms),
+        tenant_share_percent: config.executors.tenant_share_percent,
+        tool_share_percent: config.executors.tool_share_percent,
+        credential_env_prefix: config.executors.credential_env_prefix.clone(),
+        key: config.executor_key.clone(),
+        upstream_http: config.upstream_http.clone(),
+    }
+}
+
+/// The long-lived stream limits (`mcp.max_streams_per_*`; per tenant, by default a quarter of
+/// `http.max_connections`).
+fn streams(config: &EdgeConfig) -> Arc<crate::transport::streams::Streams> {
+    let per_tenant = match config.mcp.max_streams_per_tenant {
+        0 => (config.http.max_connections / 4).max(1),
+        n => n,
+    };
+    crate::transport::streams::Streams::new(
+        config.mcp.max_streams_per_key,
+        per_tenant,
+        Duration::from_secs(config.mcp.max_stream_secs),
+    )
 }

@@ -46,46 +46,89 @@ pub async fn run(
     notices: broadcast::Sender<ChangeNotice>,
     settings: WatchSettings,
 ) {
+    let watcher = Watcher {
+        control,
+        versions,
+        caches,
+        notices,
+        settings,
+    };
     let mut backoff = Duration::from_millis(50);
     loop {
-        let since = versions.head();
-        let (index, url, mut client) = control.current();
+        let (index, url, client) = watcher.control.current();
+        match watcher.open(url, client).await {
+            Opened::Stream(stream) => {
+                if watcher.follow(url, *stream).await {
+                    backoff = Duration::from_millis(50);
+                }
+                watcher.versions.set_synced(false);
+            }
+            // The control plane lost the log's tail: start again from a snapshot.
+            Opened::Behind => continue,
+            Opened::Failed => watcher.control.set_reachable(false),
+        }
+        watcher.control.fail_over(index);
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(watcher.settings.max_backoff);
+    }
+}
+
+/// What opening the stream gave.
+enum Opened {
+    Stream(Box<tonic::Streaming<pb::WatchEvent>>),
+    /// The control plane is behind the edge's revision (caches cleared).
+    Behind,
+    /// It did not open, or not in time.
+    Failed,
+}
+
+/// What the watch loop holds.
+struct Watcher {
+    control: Arc<ControlPlane>,
+    versions: Arc<Versions>,
+    caches: Arc<Caches>,
+    notices: broadcast::Sender<ChangeNotice>,
+    settings: WatchSettings,
+}
+
+impl Watcher {
+    /// Opens the stream from the edge's head revision.
+    async fn open(&self, url: &str, mut client: crate::control::Client) -> Opened {
+        let since = self.versions.head();
         let request = pb::WatchRequest {
             since_revision: since,
-            heartbeat_ms: settings.heartbeat_ms,
+            heartbeat_ms: self.settings.heartbeat_ms,
         };
-        let opened = tokio::time::timeout(settings.dead_after, client.watch(request)).await;
-        let mut stream = match opened {
-            Ok(Ok(response)) => response.into_inner(),
+        match tokio::time::timeout(self.settings.dead_after, client.watch(request)).await {
+            Ok(Ok(response)) => {
+                tracing::info!(control_plane = %url, since, "watching the control plane");
+                self.control.set_reachable(true);
+                Opened::Stream(Box::new(response.into_inner()))
+            }
             Ok(Err(status)) if status.code() == Code::OutOfRange => {
                 tracing::warn!(control_plane = %url, since, "control plane is behind our revision; resynchronising");
-                versions.reset();
-                caches.clear();
-                continue;
+                self.versions.reset();
+                self.caches.clear();
+                Opened::Behind
             }
             Ok(Err(status)) => {
                 tracing::warn!(control_plane = %url, error = %status.message(), "watch failed to open");
-                control.set_reachable(false);
-                control.fail_over(index);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(settings.max_backoff);
-                continue;
+                Opened::Failed
             }
             Err(_) => {
                 tracing::warn!(control_plane = %url, "watch did not open in time");
-                control.set_reachable(false);
-                control.fail_over(index);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(settings.max_backoff);
-                continue;
+                Opened::Failed
             }
-        };
-        tracing::info!(control_plane = %url, since, "watching the control plane");
-        control.set_reachable(true);
+        }
+    }
+
+    /// Applies the stream's events until it fails, ends or goes silent past `dead_after`;
+    /// whether any event arrived.
+    async fn follow(&self, url: &str, mut stream: tonic::Streaming<pb::WatchEvent>) -> bool {
         let mut last_message = Instant::now();
+        let mut heard = false;
         loop {
-            let next = tokio::time::timeout(settings.dead_after, stream.next()).await;
-            let event = match next {
+            let event = match tokio::time::timeout(self.settings.dead_after, stream.next()).await {
                 Ok(Some(Ok(event))) => event,
                 Ok(Some(Err(status)))
                     if status.code() == Code::Unavailable
@@ -93,69 +136,65 @@ pub async fn run(
                 {
                     // An orderly stop (a rolling restart, or `up` stopping): not a fault.
                     tracing::info!(control_plane = %url, "the control plane is shutting down; reconnecting");
-                    control.set_reachable(false);
-                    break;
+                    self.control.set_reachable(false);
+                    return heard;
                 }
                 Ok(Some(Err(status))) => {
                     tracing::warn!(control_plane = %url, error = %status.message(), "watch stream failed");
-                    control.set_reachable(false);
-                    break;
+                    self.control.set_reachable(false);
+                    return heard;
                 }
                 Ok(None) => {
                     tracing::warn!(control_plane = %url, "watch stream ended");
-                    break;
+                    return heard;
                 }
                 Err(_) => {
                     tracing::warn!(control_plane = %url, silent_for = ?last_message.elapsed(), "watch stream is dead (no heartbeat)");
                     metrics::counter!("tp_edge_watch_dead_total").increment(1);
                     // Until a stream opens again, lookups go to the caches first instead of
                     // waiting on a path that has gone silent.
-                    control.set_reachable(false);
-                    break;
+                    self.control.set_reachable(false);
+                    return heard;
                 }
             };
             last_message = Instant::now();
-            backoff = Duration::from_millis(50);
+            heard = true;
             match event.event {
-                Some(pb::watch_event::Event::Change(change)) => {
-                    let Invalidated { all, tenants } = versions.apply(&change);
-                    for item in &change.items {
-                        if item.kind == pb::ObjectKind::ApiKey as i32 {
-                            caches.forget_key(&item.key, change.revision).await;
-                        }
-                    }
-                    let now_ms = u64::try_from(
-                        std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map(|d| d.as_millis())
-                            .unwrap_or(0),
-                    )
-                    .unwrap_or(0);
-                    metrics::gauge!("tp_edge_watch_revision").set(change.revision as f64);
-                    metrics::histogram!("tp_edge_watch_lag_seconds")
-                        .record(now_ms.saturating_sub(change.committed_at_ms) as f64 / 1000.0);
-                    let _ = notices.send(ChangeNotice {
-                        revision: change.revision,
-                        all,
-                        tenants,
-                        committed_at_ms: change.committed_at_ms,
-                    });
-                }
-                Some(pb::watch_event::Event::Heartbeat(beat)) => {
-                    let head = versions.head();
-                    metrics::gauge!("tp_edge_watch_behind_revisions")
-                        .set(beat.revision.saturating_sub(head) as f64);
-                    if beat.revision <= head && !versions.synced() {
-                        tracing::info!(revision = head, "caught up with the control plane");
-                        versions.set_synced(true);
-                    }
-                }
+                Some(pb::watch_event::Event::Change(change)) => self.change(&change).await,
+                Some(pb::watch_event::Event::Heartbeat(beat)) => self.heartbeat(&beat),
                 None => {}
             }
         }
-        versions.set_synced(false);
-        control.fail_over(index);
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(settings.max_backoff);
+    }
+
+    /// One committed change: versions bumped, revoked keys forgotten, the rest of the edge told.
+    async fn change(&self, change: &pb::Change) {
+        let Invalidated { all, tenants } = self.versions.apply(change);
+        for item in &change.items {
+            if item.kind == pb::ObjectKind::ApiKey as i32 {
+                self.caches.forget_key(&item.key, change.revision).await;
+            }
+        }
+        metrics::gauge!("tp_edge_watch_revision").set(change.revision as f64);
+        metrics::histogram!("tp_edge_watch_lag_seconds").record(
+            tp_proto::clock::now_ms().saturating_sub(change.committed_at_ms) as f64 / 1000.0,
+        );
+        let _ = self.notices.send(ChangeNotice {
+            revision: change.revision,
+            all,
+            tenants,
+            committed_at_ms: change.committed_at_ms,
+        });
+    }
+
+    /// A heartbeat: how far behind the edge is, and whether it has caught up.
+    fn heartbeat(&self, beat: &pb::Heartbeat) {
+        let head = self.versions.head();
+        metrics::gauge!("tp_edge_watch_behind_revisions")
+            .set(beat.revision.saturating_sub(head) as f64);
+        if beat.revision <= head && !self.versions.synced() {
+            tracing::info!(revision = head, "caught up with the control plane");
+            self.versions.set_synced(true);
+        }
     }
 }

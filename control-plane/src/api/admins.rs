@@ -153,7 +153,12 @@ impl Admins for AdminsService {
             .read(|state| state.admin_tokens.get(&request.id).map(info))
             .await
             .map(Response::new)
-            .ok_or_else(|| Status::internal("admin token vanished after revocation"))
+            .ok_or_else(|| {
+                tp_proto::status::error(
+                    tp_registry::ErrorCode::Internal,
+                    "admin token vanished after revocation",
+                )
+            })
     }
 
     async fn who_am_i(

@@ -147,10 +147,13 @@ impl Audit for AuditService {
                 match who.tenants.as_slice() {
                     [only] => tenant.clone_from(only),
                     _ => {
-                        return Err(Status::permission_denied(format!(
-                            "admin token {} manages several tenants: name one (tenant)",
-                            who.name
-                        )));
+                        return Err(tp_proto::status::error(
+                            tp_registry::ErrorCode::PermissionDenied,
+                            format!(
+                                "admin token {} manages several tenants: name one (tenant)",
+                                who.name
+                            ),
+                        ));
                     }
                 }
             }
@@ -188,10 +191,13 @@ impl Audit for AuditService {
                 match who.tenants.as_slice() {
                     [only] => request.tenant.clone_from(only),
                     _ => {
-                        return Err(Status::permission_denied(format!(
-                            "admin token {} manages several tenants: name one (tenant)",
-                            who.name
-                        )));
+                        return Err(tp_proto::status::error(
+                            tp_registry::ErrorCode::PermissionDenied,
+                            format!(
+                                "admin token {} manages several tenants: name one (tenant)",
+                                who.name
+                            ),
+                        ));
                     }
                 }
             }

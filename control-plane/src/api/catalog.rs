@@ -241,9 +241,12 @@ impl Catalog for CatalogService {
             .engine
             .read(|state| state.providers.get(&id).map(pb::Provider::from))
             .await;
-        stored
-            .map(Response::new)
-            .ok_or_else(|| Status::internal("provider vanished after write"))
+        stored.map(Response::new).ok_or_else(|| {
+            tp_proto::status::error(
+                tp_registry::ErrorCode::Internal,
+                "provider vanished after write",
+            )
+        })
     }
 
     async fn delete_provider(
@@ -295,9 +298,12 @@ impl Catalog for CatalogService {
             .engine
             .read(|state| state.roles.get(&name).map(pb::Role::from))
             .await;
-        stored
-            .map(Response::new)
-            .ok_or_else(|| Status::internal("role vanished after write"))
+        stored.map(Response::new).ok_or_else(|| {
+            tp_proto::status::error(
+                tp_registry::ErrorCode::Internal,
+                "role vanished after write",
+            )
+        })
     }
 
     async fn delete_role(

@@ -19,7 +19,10 @@ pub(crate) fn status(error: EngineError) -> Status {
         EngineError::Domain(error) => tp_proto::to_status(&error),
         EngineError::Store(error) => {
             tracing::error!(%error, "store failure");
-            Status::unavailable("the control plane's store is unavailable; retry later")
+            tp_proto::status::error(
+                tp_registry::ErrorCode::Unavailable,
+                "the control plane's store is unavailable; retry later",
+            )
         }
     }
 }

@@ -75,8 +75,12 @@ impl Registry for RegistryService {
         request: Request<pb::AuthenticateRequest>,
     ) -> Result<Response<pb::Identity>, Status> {
         let pb::AuthenticateRequest { key, resource } = request.into_inner();
-        let refused =
-            || Status::unauthenticated("invalid, revoked or expired API key or access token");
+        let refused = || {
+            tp_proto::status::error(
+                tp_registry::ErrorCode::Unauthenticated,
+                "invalid, revoked or expired API key or access token",
+            )
+        };
         if tp_proto::keys::looks_like_jwt(&key) {
             return match self.tokens.verify(&key, &resource, &self.engine).await {
                 Ok(caller) => Ok(Response::new(pb::Identity {
@@ -91,7 +95,8 @@ impl Registry for RegistryService {
                     // The provider is down or misconfigured: not the caller's fault, and not
                     // a reason for edges to remember the token as refused.
                     tracing::warn!(%error, "cannot verify an access token");
-                    Err(Status::unavailable(
+                    Err(tp_proto::status::error(
+                        tp_registry::ErrorCode::Unavailable,
                         "cannot fetch the token issuer's signing keys right now",
                     ))
                 }
@@ -181,7 +186,7 @@ impl Registry for RegistryService {
         let notifications = self.engine.subscribe();
         let head = self.engine.revision().await;
         if request.since_revision > head {
-            return Err(Status::out_of_range(format!(
+            return Err(tp_proto::status::revision_ahead(format!(
                 "since_revision {} is ahead of the control plane's revision {head}; drop cached state and watch from 0 or {head}",
                 request.since_revision
             )));
@@ -322,7 +327,7 @@ async fn stream_changes(
             _ = stopping.changed() => {
                 // Edges reconnect (to another replica, or to this one after a restart) and
                 // resume from their last revision.
-                let _ = sender.send(Err(Status::unavailable("the control plane is shutting down"))).await;
+                let _ = sender.send(Err(tp_proto::status::error(tp_registry::ErrorCode::Unavailable, "the control plane is shutting down"))).await;
                 return;
             }
             _ = ticker.tick() => {

@@ -278,8 +278,12 @@ impl Tenants for TenantsService {
             .engine
             .read(|state| state.keys.get(&request.id).map(pb::ApiKeyInfo::from))
             .await;
-        info.map(Response::new)
-            .ok_or_else(|| Status::internal("key vanished after revocation"))
+        info.map(Response::new).ok_or_else(|| {
+            tp_proto::status::error(
+                tp_registry::ErrorCode::Internal,
+                "key vanished after revocation",
+            )
+        })
     }
 
     async fn preview_registry(

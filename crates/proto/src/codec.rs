@@ -46,10 +46,13 @@ impl<U: prost::Message + Default> tonic::codec::Decoder for Decoder<U> {
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
         self.0.decode(buf).map_err(|status| {
             if status.code() == Code::Internal {
-                Status::invalid_argument(format!(
-                    "the message could not be decoded as protobuf: {}",
-                    status.message()
-                ))
+                crate::status::error(
+                    tp_registry::ErrorCode::InvalidArgument,
+                    format!(
+                        "the message could not be decoded as protobuf: {}",
+                        status.message()
+                    ),
+                )
             } else {
                 status
             }

@@ -392,18 +392,7 @@ pub fn patch_executor(
                 .filter(|p| *p != "*" && !EXECUTOR_FIELDS.contains(&p.as_str()))
                 .collect();
             if !unknown.is_empty() {
-                return Err(DomainError::invalid(
-                    "update_mask",
-                    format!(
-                        "unknown field {} (fields: {})",
-                        unknown
-                            .iter()
-                            .map(|p| format!("{p:?}"))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        EXECUTOR_FIELDS.join(", ")
-                    ),
-                ));
+                return Err(unknown_mask_fields(&unknown, EXECUTOR_FIELDS));
             }
             if mask.paths.iter().any(|p| p == "*") {
                 EXECUTOR_FIELDS.iter().map(|f| (*f).to_owned()).collect()
@@ -617,6 +606,22 @@ pub fn outcome_named(name: &str) -> pb::CallOutcome {
 pub use self::tenants::{
     OPERATOR_FIELDS, TENANT_FIELDS, operator_fields_changed, patch_tenant, try_tenant,
 };
+
+/// An update mask naming fields the object does not have.
+pub(crate) fn unknown_mask_fields<S: AsRef<str>>(unknown: &[S], fields: &[&str]) -> DomainError {
+    DomainError::invalid(
+        "update_mask",
+        format!(
+            "unknown field {} (fields: {})",
+            unknown
+                .iter()
+                .map(|p| format!("{:?}", p.as_ref()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            fields.join(", ")
+        ),
+    )
+}
 
 #[cfg(test)]
 mod tests;

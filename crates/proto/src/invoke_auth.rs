@@ -499,7 +499,7 @@ impl CallerAuth {
     ) -> Result<(), tonic::Status> {
         self.check_at(method, request, now_ms()).map_err(|error| {
             metrics::counter!("tp_executor_calls_refused_total").increment(1);
-            tonic::Status::from(error)
+            crate::status::status_of(&error)
         })
     }
 

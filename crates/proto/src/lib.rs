@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod codec;
 pub mod convert;
+pub mod fault;
 pub mod invoke_auth;
 pub mod json;
 pub mod keys;
@@ -15,6 +16,7 @@ pub mod status;
     missing_docs,
     unreachable_pub,
     clippy::all,
+    clippy::too_many_lines,
     missing_debug_implementations
 )]
 pub mod pb {
@@ -26,4 +28,5 @@ pub mod pb {
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/toolplane_descriptor.bin"));
 
+pub use fault::{Fault, jsonrpc};
 pub use status::{code_from_status, http_status, to_status};

@@ -3,7 +3,8 @@
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
-use tp_registry::{DomainError, ErrorCode, HasErrorCode};
+pub use tp_registry::ErrorCode;
+use tp_registry::{DomainError, HasErrorCode};
 
 /// The gRPC code of an error class.
 pub fn grpc_code(code: ErrorCode) -> Code {
@@ -59,6 +60,20 @@ pub fn code_from_status(status: &Status) -> ErrorCode {
 /// [`to_status`], which adds their field and precondition details.)
 pub fn status_of<E: HasErrorCode + std::fmt::Display>(error: &E) -> Status {
     Status::new(grpc_code(error.code()), error.to_string())
+}
+
+/// The status of class `code`, told as `message`: how a service refuses a request with no
+/// domain error to carry (every gRPC error goes through the class table, never a code picked
+/// at the call site).
+pub fn error(code: ErrorCode, message: impl Into<String>) -> Status {
+    Status::new(grpc_code(code), message.into())
+}
+
+/// `OUT_OF_RANGE`: a change-stream revision ahead of the log (a replica that lost its tail).
+/// The one gRPC code outside the class table: a watcher must tell it from a bad argument,
+/// to start again from a snapshot.
+pub fn revision_ahead(message: impl Into<String>) -> Status {
+    Status::new(Code::OutOfRange, message.into())
 }
 
 /// Converts any coded error to a status; domain errors carry their field violations and
@@ -155,7 +170,7 @@ mod tests {
 
     #[test]
     fn docs_errors_md_is_the_table() {
-        use tp_registry::Fault;
+        use crate::Fault;
         let doc = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md"));
         let rows = table(doc, "What MCP clients get from the edge");
         assert_eq!(rows.len(), Fault::ALL.len(), "one row per fault");

@@ -10,7 +10,6 @@ pub mod adr;
 pub mod demo;
 pub mod docs;
 pub mod error;
-pub mod fault;
 pub mod ident;
 pub mod listing;
 pub mod model;
@@ -27,7 +26,6 @@ pub use adr::{Adr, AdrStatus};
 pub use error::{
     DomainError, DomainResult, ErrorCode, FieldViolation, HasErrorCode, PreconditionViolation,
 };
-pub use fault::{Fault, jsonrpc};
 pub use model::{
     ApiKey, CeilingChange, Disclosure, DisclosureMode, Executor, ExecutorProtocol, Policy,
     Provider, Role, Tenant,

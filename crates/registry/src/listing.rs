@@ -91,11 +91,43 @@ fn flattened(schema: &Value) -> Value {
     let discriminator = alternatives
         .iter()
         .find_map(|(d, _, _)| d.as_ref().map(|(k, _)| k.clone()));
+    let lines = choice_lines(&alternatives, discriminator.as_ref());
+    if !lines.is_empty() {
+        let said = format!("Required by choice — {}.", lines.join("; "));
+        // Said on the discriminator's description when there is one, else on the tool's.
+        let (holder, separator) = match discriminator.as_ref().and_then(|k| properties.get_mut(k)) {
+            Some(Value::Object(property)) => (property, ". "),
+            _ => (&mut out, " "),
+        };
+        let description = holder
+            .get("description")
+            .and_then(Value::as_str)
+            .map_or_else(|| said.clone(), |d| format!("{d}{separator}{said}"));
+        holder.insert("description".into(), Value::from(description));
+    }
+    out.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        out.insert("required".into(), Value::Array(required));
+    }
+    Value::Object(out)
+}
+
+/// One alternative of a `oneOf` / `anyOf`: its discriminator's key and value (when it has
+/// one), what it requires, and the branch.
+type Alternative<'a> = (
+    Option<(String, String)>,
+    Vec<String>,
+    &'a Map<String, Value>,
+);
+
+/// One line per alternative: what picks it, and what it then requires beyond the
+/// discriminator.
+fn choice_lines(alternatives: &[Alternative<'_>], discriminator: Option<&String>) -> Vec<String> {
     let mut lines = Vec::new();
-    for (discriminated, needs, branch) in &alternatives {
+    for (discriminated, needs, branch) in alternatives {
         let needs: Vec<String> = needs
             .iter()
-            .filter(|n| Some(*n) != discriminator.as_ref())
+            .filter(|n| Some(*n) != discriminator)
             .map(|n| format!("`{n}`"))
             .collect();
         let what = match discriminated {
@@ -111,30 +143,7 @@ fn flattened(schema: &Value) -> Value {
             format!("{what}: requires {}", needs.join(", "))
         });
     }
-    if !lines.is_empty() {
-        let said = format!("Required by choice — {}.", lines.join("; "));
-        match discriminator.as_ref().and_then(|k| properties.get_mut(k)) {
-            Some(Value::Object(property)) => {
-                let description = property
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| said.clone(), |d| format!("{d}. {said}"));
-                property.insert("description".into(), Value::from(description));
-            }
-            _ => {
-                let description = out
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| said.clone(), |d| format!("{d} {said}"));
-                out.insert("description".into(), Value::from(description));
-            }
-        }
-    }
-    out.insert("properties".into(), Value::Object(properties));
-    if !required.is_empty() {
-        out.insert("required".into(), Value::Array(required));
-    }
-    Value::Object(out)
+    lines
 }
 
 fn branches<'a>(

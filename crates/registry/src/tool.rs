@@ -238,54 +238,13 @@ impl ToolDef {
             check_text(&self.description, MAX_DESCRIPTION, true),
         );
         v.check("tool.category", check_category(&self.category));
-        if let Some(provider) = self.provider.as_deref() {
-            match check_slug(provider) {
-                Err(e) => v.add("tool.provider", e),
-                Ok(()) if !refs.has_provider(provider) => v.add(
-                    "tool.provider",
-                    format!("unknown provider {provider:?}: register it first"),
-                ),
-                Ok(()) => {}
-            }
-        }
-        match check_slug(&self.executor) {
-            Err(e) => v.add("tool.executor", e),
-            Ok(()) if !refs.has_executor(&self.executor) => v.add(
-                "tool.executor",
-                format!("unknown executor {:?}: register it first", self.executor),
-            ),
-            Ok(()) => {}
-        }
+        check_references(self.provider.as_deref(), &self.executor, refs, &mut v);
         normalise_roles(&mut self.roles);
         check_roles("tool.roles", &self.roles, refs, &mut v);
         self.client_capabilities.sort();
         self.client_capabilities.dedup();
-        for capability in &self.client_capabilities {
-            if !CLIENT_CAPABILITIES.contains(&capability.as_str()) {
-                v.check(
-                    "tool.client_capabilities",
-                    Err(format!(
-                        "{capability:?} is not one of {}",
-                        CLIENT_CAPABILITIES.join(", ")
-                    )),
-                );
-            }
-        }
-        if self.examples.len() > MAX_EXAMPLES {
-            v.add(
-                "tool.examples",
-                format!(
-                    "at most {MAX_EXAMPLES} examples (got {})",
-                    self.examples.len()
-                ),
-            );
-        }
-        for (i, example) in self.examples.iter().enumerate() {
-            v.check(
-                &format!("tool.examples[{i}]"),
-                check_text(example, MAX_EXAMPLE, true),
-            );
-        }
+        check_capabilities(&self.client_capabilities, &mut v);
+        check_examples(&self.examples, &mut v);
         check_admission(&self.admission, refs, &mut v);
         if let Some(output) = &self.output_schema {
             v.check("tool.output_schema", check_object_schema(output));
@@ -313,6 +272,64 @@ impl ToolDef {
         }
         self.title = self.title.trim().to_owned();
         Ok(self)
+    }
+}
+
+/// The provider (if any) and the executor a tool names: slugs the catalogue has.
+fn check_references(
+    provider: Option<&str>,
+    executor: &str,
+    refs: &dyn CatalogRefs,
+    v: &mut Violations,
+) {
+    if let Some(provider) = provider {
+        match check_slug(provider) {
+            Err(e) => v.add("tool.provider", e),
+            Ok(()) if !refs.has_provider(provider) => v.add(
+                "tool.provider",
+                format!("unknown provider {provider:?}: register it first"),
+            ),
+            Ok(()) => {}
+        }
+    }
+    match check_slug(executor) {
+        Err(e) => v.add("tool.executor", e),
+        Ok(()) if !refs.has_executor(executor) => v.add(
+            "tool.executor",
+            format!("unknown executor {executor:?}: register it first"),
+        ),
+        Ok(()) => {}
+    }
+}
+
+/// Client capabilities a tool needs: ones MCP defines.
+fn check_capabilities(capabilities: &[String], v: &mut Violations) {
+    for capability in capabilities {
+        if !CLIENT_CAPABILITIES.contains(&capability.as_str()) {
+            v.check(
+                "tool.client_capabilities",
+                Err(format!(
+                    "{capability:?} is not one of {}",
+                    CLIENT_CAPABILITIES.join(", ")
+                )),
+            );
+        }
+    }
+}
+
+/// At most [`MAX_EXAMPLES`] examples, each text of at most [`MAX_EXAMPLE`] characters.
+fn check_examples(examples: &[String], v: &mut Violations) {
+    if examples.len() > MAX_EXAMPLES {
+        v.add(
+            "tool.examples",
+            format!("at most {MAX_EXAMPLES} examples (got {})", examples.len()),
+        );
+    }
+    for (i, example) in examples.iter().enumerate() {
+        v.check(
+            &format!("tool.examples[{i}]"),
+            check_text(example, MAX_EXAMPLE, true),
+        );
     }
 }
 

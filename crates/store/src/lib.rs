@@ -231,4 +231,5 @@ impl tp_registry::HasErrorCode for StoreError {
 }
 
 #[cfg(test)]
+#[allow(clippy::too_many_lines, reason = "test code")]
 mod contract;

@@ -12,6 +12,7 @@ use std::io::IsTerminal as _;
 mod lines;
 pub mod metrics;
 pub mod redact;
+mod status;
 pub mod trace;
 
 pub use lines::flush as flush_lines;

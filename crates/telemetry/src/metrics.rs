@@ -179,17 +179,14 @@ pub async fn serve_metrics(
             get(move || {
                 let handle = handle.clone();
                 async move {
+                    use axum::response::IntoResponse as _;
                     match handle {
                         Some(handle) => (
-                            http::StatusCode::OK,
                             [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
                             handle.render(),
-                        ),
-                        None => (
-                            http::StatusCode::SERVICE_UNAVAILABLE,
-                            [(http::header::CONTENT_TYPE, "text/plain")],
-                            "metrics recorder not installed\n".to_owned(),
-                        ),
+                        )
+                            .into_response(),
+                        None => crate::status::recorder_missing(),
                     }
                 }
             }),

@@ -3,6 +3,10 @@
 //! same run; lint of the 1,000-page wiki. In-memory object store, release build, one thread.
 //!
 //! Run: `cargo bench --workspace --bench wiki`.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a benchmark reads as one measurement"
+)]
 
 use std::time::{Duration, Instant};
 

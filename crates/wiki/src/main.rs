@@ -1,4 +1,8 @@
 //! `tp-wiki`: the wiki executor (`client_wiki`) over gRPC.
+#![allow(
+    clippy::too_many_lines,
+    reason = "issue 33: functions still to split; scripts/structure.py --list"
+)]
 
 use std::path::PathBuf;
 

@@ -44,8 +44,8 @@ const PER_TENANT: usize = 2;
 /// A wiki error as a gRPC status: the code from its class (`HasErrorCode`), its message.
 fn status(error: WikiError) -> Status {
     match &error {
-        WikiError::Storage(storage) => Status::new(
-            tp_proto::status::grpc_code(tp_registry::HasErrorCode::code(&error)),
+        WikiError::Storage(storage) => tp_proto::status::error(
+            tp_registry::HasErrorCode::code(&error),
             format!("wiki storage: {storage}"),
         ),
         _ => tp_proto::status::status_of(&error),
@@ -188,7 +188,10 @@ impl WikiService {
     /// `uid` is empty); data of a later incarnation is kept.
     pub async fn purge(&self, tenant: &str, uid: &str) -> Result<u64, Status> {
         if tp_registry::ident::check_slug(tenant).is_err() {
-            return Err(Status::invalid_argument("a valid tenant is required"));
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                "a valid tenant is required",
+            ));
         }
         let storage = self.wiki.storage();
         let lease = storage.lock(tenant).await.map_err(|e| status(e.into()))?;
@@ -242,13 +245,14 @@ impl WikiService {
         progress: crate::engine::Progress<'_>,
     ) -> Result<Value, Status> {
         if request.tool != "client_wiki" {
-            return Err(Status::not_found(format!(
-                "this executor serves client_wiki, not {:?}",
-                request.tool
-            )));
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::NotFound,
+                format!("this executor serves client_wiki, not {:?}", request.tool),
+            ));
         }
         if request.tenant.is_empty() || tp_registry::ident::check_slug(&request.tenant).is_err() {
-            return Err(Status::invalid_argument(
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
                 "a valid tenant is required in the call context",
             ));
         }
@@ -263,16 +267,18 @@ impl WikiService {
             request.action.clone()
         };
         let Some((_, allowed)) = ALLOWED.iter().find(|(name, _)| *name == action) else {
-            return Err(Status::invalid_argument(format!(
-                "action must be ingest, query, lint or synonyms (got {action:?})"
-            )));
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                format!("action must be ingest, query, lint or synonyms (got {action:?})"),
+            ));
         };
         if let Some(object) = arguments.as_object()
             && let Some(unknown) = object.keys().find(|k| !allowed.contains(&k.as_str()))
         {
-            return Err(Status::invalid_argument(format!(
-                "{action}: unknown argument {unknown:?}"
-            )));
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                format!("{action}: unknown argument {unknown:?}"),
+            ));
         }
         let collector = request.role == "collector";
         let tenant = request.tenant.as_str();
@@ -295,7 +301,10 @@ impl WikiService {
         match action.as_str() {
             "ingest" => {
                 if !collector {
-                    return Err(Status::permission_denied("ingest needs the collector role"));
+                    return Err(tp_proto::status::error(
+                        tp_registry::ErrorCode::PermissionDenied,
+                        "ingest needs the collector role",
+                    ));
                 }
                 let source = self.source(tenant, &arguments).await?;
                 self.wiki
@@ -309,12 +318,17 @@ impl WikiService {
                     .and_then(Value::as_bool)
                     .unwrap_or(collector);
                 if persist && !collector {
-                    return Err(Status::permission_denied(
+                    return Err(tp_proto::status::error(
+                        tp_registry::ErrorCode::PermissionDenied,
                         "only the collector role may persist_output",
                     ));
                 }
-                let question = str_arg(&arguments, "question")
-                    .ok_or_else(|| Status::invalid_argument("query needs a question"))?;
+                let question = str_arg(&arguments, "question").ok_or_else(|| {
+                    tp_proto::status::error(
+                        tp_registry::ErrorCode::InvalidArgument,
+                        "query needs a question",
+                    )
+                })?;
                 let max_pages = arguments
                     .get("max_pages")
                     .and_then(Value::as_u64)
@@ -341,13 +355,15 @@ impl WikiService {
                     None => None,
                     Some(Value::Object(changes)) => Some(changes),
                     Some(_) => {
-                        return Err(Status::invalid_argument(
+                        return Err(tp_proto::status::error(
+                            tp_registry::ErrorCode::InvalidArgument,
                             "set must be an object of phrase -> meaning (\"\" removes a phrase)",
                         ));
                     }
                 };
                 if changes.is_some() && !collector {
-                    return Err(Status::permission_denied(
+                    return Err(tp_proto::status::error(
+                        tp_registry::ErrorCode::PermissionDenied,
                         "only the collector role may change the synonym table",
                     ));
                 }
@@ -358,7 +374,10 @@ impl WikiService {
             }
             _ => {
                 if !collector {
-                    return Err(Status::permission_denied("lint needs the collector role"));
+                    return Err(tp_proto::status::error(
+                        tp_registry::ErrorCode::PermissionDenied,
+                        "lint needs the collector role",
+                    ));
                 }
                 let scope = str_arg(&arguments, "scope").unwrap_or("full");
                 let publish = arguments
@@ -421,22 +440,27 @@ impl WikiService {
     }
 
     async fn source(&self, tenant: &str, arguments: &Value) -> Result<Source, Status> {
-        let source = arguments
-            .get("source")
-            .ok_or_else(|| Status::invalid_argument("ingest needs a source"))?;
+        let source = arguments.get("source").ok_or_else(|| {
+            tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                "ingest needs a source",
+            )
+        })?;
         let doc_type = str_arg(arguments, "doc_type").unwrap_or("auto").to_owned();
         if !["article", "tweet", "transcript", "paper", "note", "auto"].contains(&doc_type.as_str())
         {
-            return Err(Status::invalid_argument(format!(
-                "unknown doc_type {doc_type:?}"
-            )));
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                format!("unknown doc_type {doc_type:?}"),
+            ));
         }
         let cost_cap_usd = match arguments.get("cost_cap_usd") {
             None => 0.15,
             Some(value) => match value.as_f64() {
                 Some(cap) if (0.01..=2.0).contains(&cap) => cap,
                 _ => {
-                    return Err(Status::invalid_argument(
+                    return Err(tp_proto::status::error(
+                        tp_registry::ErrorCode::InvalidArgument,
                         "cost_cap_usd must be a number between 0.01 and 2",
                     ));
                 }
@@ -459,11 +483,12 @@ impl WikiService {
             }),
             Some("url") => {
                 let url = str_arg(source, "url").unwrap_or_default();
-                let fetched = self
-                    .fetcher
-                    .fetch(url)
-                    .await
-                    .map_err(|e| Status::failed_precondition(e.to_string()))?;
+                let fetched = self.fetcher.fetch(url).await.map_err(|e| {
+                    tp_proto::status::error(
+                        tp_registry::ErrorCode::FailedPrecondition,
+                        e.to_string(),
+                    )
+                })?;
                 Ok(Source {
                     label: fetched.title.unwrap_or_else(|| url.to_owned()),
                     text: fetched.text,
@@ -476,15 +501,23 @@ impl WikiService {
             }
             Some("r2") => {
                 let key = str_arg(source, "r2_key").unwrap_or_default();
-                let key = keys::confine(tenant, key)
-                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                let key = keys::confine(tenant, key).map_err(|e| {
+                    tp_proto::status::error(tp_registry::ErrorCode::InvalidArgument, e.to_string())
+                })?;
                 let text = self
                     .wiki
                     .storage()
                     .get(&key)
                     .await
-                    .map_err(|e| Status::unavailable(e.to_string()))?
-                    .ok_or_else(|| Status::not_found(format!("no object at {key}")))?;
+                    .map_err(|e| {
+                        tp_proto::status::error(tp_registry::ErrorCode::Unavailable, e.to_string())
+                    })?
+                    .ok_or_else(|| {
+                        tp_proto::status::error(
+                            tp_registry::ErrorCode::NotFound,
+                            format!("no object at {key}"),
+                        )
+                    })?;
                 Ok(Source {
                     text,
                     label: key.rsplit('/').next().unwrap_or("object").to_owned(),
@@ -495,9 +528,10 @@ impl WikiService {
                     ..Source::default()
                 })
             }
-            other => Err(Status::invalid_argument(format!(
-                "source.type must be url, text or r2 (got {other:?})"
-            ))),
+            other => Err(tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                format!("source.type must be url, text or r2 (got {other:?})"),
+            )),
         }?;
         Ok(Source {
             as_of,
@@ -517,9 +551,10 @@ fn as_of_arg(arguments: &Value) -> Result<Option<u32>, Status> {
         .and_then(crate::text::dates::parse_iso)
         .map(Some)
         .ok_or_else(|| {
-            Status::invalid_argument(format!(
-                "as_of must be a calendar date written YYYY-MM-DD (got {value})"
-            ))
+            tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                format!("as_of must be a calendar date written YYYY-MM-DD (got {value})"),
+            )
         })
 }
 
@@ -531,22 +566,29 @@ fn subjects_arg(arguments: &Value) -> Result<Vec<String>, Status> {
     let Some(value) = arguments.get("subjects") else {
         return Ok(Vec::new());
     };
-    let names = value
-        .as_array()
-        .ok_or_else(|| Status::invalid_argument("subjects must be a list of names"))?;
+    let names = value.as_array().ok_or_else(|| {
+        tp_proto::status::error(
+            tp_registry::ErrorCode::InvalidArgument,
+            "subjects must be a list of names",
+        )
+    })?;
     if names.len() > MAX_SUBJECTS {
-        return Err(Status::invalid_argument(format!(
-            "subjects may name at most {MAX_SUBJECTS} subjects (got {})",
-            names.len()
-        )));
+        return Err(tp_proto::status::error(
+            tp_registry::ErrorCode::InvalidArgument,
+            format!(
+                "subjects may name at most {MAX_SUBJECTS} subjects (got {})",
+                names.len()
+            ),
+        ));
     }
     names
         .iter()
         .map(|name| match name.as_str().map(str::trim) {
             Some(name) if !name.is_empty() && name.chars().count() <= 200 => Ok(name.to_owned()),
-            _ => Err(Status::invalid_argument(format!(
-                "every subject must be a name of 1 to 200 characters (got {name})"
-            ))),
+            _ => Err(tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                format!("every subject must be a name of 1 to 200 characters (got {name})"),
+            )),
         })
         .collect()
 }
@@ -596,11 +638,11 @@ impl Executor for WikiService {
                 let _slot = slots
                     .acquire()
                     .await
-                    .map_err(|_| Status::unavailable("shutting down"))?;
+                    .map_err(|_| tp_proto::status::error(tp_registry::ErrorCode::Unavailable, "shutting down"))?;
                 service.call(&request, &progress).await
             };
             let event = match tokio::time::timeout(budget, work).await {
-                Err(_) => Err(Status::deadline_exceeded(
+                Err(_) => Err(tp_proto::status::error(tp_registry::ErrorCode::Timeout,
                     "the wiki call ran past its deadline",
                 )),
                 Ok(Err(status)) => Err(status),

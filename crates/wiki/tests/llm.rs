@@ -1,5 +1,6 @@
 //! The optional LLM engine against a local fake of an OpenAI-compatible API.
 #![allow(clippy::unwrap_used, reason = "test code")]
+#![allow(clippy::too_many_lines, reason = "test code")]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -10,6 +10,7 @@
 //! country, the newest of two values, countries never ingested. Figures as in issue 16; the
 //! floors are asserted. See docs/wiki.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code")]
+#![allow(clippy::too_many_lines, reason = "test code")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -11,10 +11,13 @@ pub(super) fn unauthorized(
     missing: bool,
     description: &str,
 ) -> Response {
-    let mut response = (
-        status_of(Fault::Unauthenticated, false),
-        Json(json!({ "error": if missing { "unauthorized" } else { "invalid_token" }, "error_description": description })),
-    )
+    let error = if missing {
+        "unauthorized"
+    } else {
+        "invalid_token"
+    };
+    let mut response = Error::new(Fault::Unauthenticated, error)
+        .with_data(json!({ "error_description": description }))
         .into_response();
     let challenge = crate::oauth::challenge(oauth, (!missing).then_some(description));
     response
@@ -108,14 +111,12 @@ pub(super) async fn authenticate(
                     ));
                 }
                 Err(LookupError::Unavailable(_)) => {
-                    let mut response = refuse(
+                    return Err(Error::new(
                         Fault::Unavailable,
                         "cannot verify the API key right now; retry",
-                    );
-                    response
-                        .headers_mut()
-                        .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
-                    return Err(response);
+                    )
+                    .retry_after(2)
+                    .into_response());
                 }
             }
         }

@@ -24,12 +24,13 @@ pub(super) async fn readyz(State(state): State<Arc<EdgeState>>) -> Response {
         "redis": match redis { None => "not configured", Some(true) => "up", Some(false) => "down" },
         "cache": { "registries": registries, "identities": identities },
     });
-    let status = if ready {
-        StatusCode::OK
+    if ready {
+        Json(body).into_response()
     } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (status, Json(body)).into_response()
+        Error::new(Fault::Unavailable, "not ready")
+            .with_data(body)
+            .into_response()
+    }
 }
 
 pub(super) async fn metrics_route(State(state): State<Arc<EdgeState>>) -> Response {
@@ -44,6 +45,6 @@ pub(super) async fn metrics_route(State(state): State<Arc<EdgeState>>) -> Respon
             )
                 .into_response()
         }
-        None => refuse(Fault::Unavailable, "metrics recorder not installed"),
+        None => Error::new(Fault::Unavailable, "metrics recorder not installed").into_response(),
     }
 }

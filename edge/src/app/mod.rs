@@ -19,9 +19,10 @@ use axum::routing::get;
 use axum::{BoxError, Json, Router};
 use serde_json::json;
 use tokio::sync::Semaphore;
-use tp_registry::Fault;
+use tp_proto::Fault;
 
 use crate::cache::{Identity, LookupError};
+use crate::error::{Answering, Error};
 use crate::mcp::{Caller, McpHandler};
 use crate::state::EdgeState;
 

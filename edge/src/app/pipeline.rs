@@ -7,8 +7,9 @@
 
 use super::methods;
 use super::*;
-use crate::transport::envelope::{Envelope, Read, Refusal};
-use crate::transport::rules;
+use crate::error::{Answering, Error};
+use crate::transport::envelope::{Envelope, Read};
+use crate::transport::rules::{self, Refused};
 
 /// Serves one `/mcp` request. Malformed JSON-RPC is answered with the codes JSON-RPC 2.0
 /// defines: `-32700` (HTTP 400) for a body that is not JSON, `-32600` (HTTP 400) for JSON
@@ -45,15 +46,16 @@ pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -
         Ok(bytes) => bytes,
         Err(BodyError::TimedOut) => return body_timed_out(),
         Err(BodyError::TooLarge) => {
-            return refuse(
+            return Error::new(
                 Fault::BodyTooLarge,
                 "request body exceeds mcp.max_body_bytes",
-            );
+            )
+            .into_response();
         }
     };
     let _working_memory = match charge_working_memory(&state, &parts, &bytes) {
         Ok(permit) => permit,
-        Err(refused) => return answer_refusal(refused),
+        Err(refused) => return refused.into_response(),
     };
     let envelope = match Envelope::read(&bytes) {
         Ok(Read::Message(envelope)) => Some(envelope),
@@ -61,38 +63,20 @@ pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -
         Ok(Read::Answer(id, message)) => {
             return Box::pin(answer(&state, &parts, id, message)).await;
         }
-        Err(refused) => return answer_refusal(refused),
+        Err(error) => return error.into_response(),
     };
     if let Some(envelope) = &envelope
         && let Err(refused) = methods::check_params(envelope)
     {
-        return answer_refusal(refused);
+        return refused.into_response();
     }
     if let Err(refused) = open_session(&state, &mut parts, envelope.as_ref()) {
-        return answer_refusal(refused);
+        return refused.into_response();
     }
     if let (Some(envelope), Some(log)) = (&envelope, crate::access::of(&parts.extensions)) {
-        let tool = envelope
-            .fields
-            .as_ref()
-            .filter(|_| envelope.method == "tools/call")
-            .and_then(|fields| fields.str("name"));
-        log.rpc(&envelope.method, tool.as_deref());
+        log_rpc(log, envelope);
     }
-    let message = match &envelope {
-        None => rules::Message::Response,
-        Some(envelope) => {
-            let params = envelope
-                .fields
-                .is_some()
-                .then_some(envelope as &dyn rules::Params);
-            if envelope.id.is_null() {
-                rules::Message::Notification(&envelope.method, params)
-            } else {
-                rules::Message::Request(&envelope.id, &envelope.method, params)
-            }
-        }
-    };
+    let message = rules_message(envelope.as_ref());
     match rules::admit(&parts.headers, message) {
         Ok(generation) => methods::dispatch(state, parts, envelope, generation).await,
         Err(refused) => {
@@ -103,13 +87,29 @@ pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -
     }
 }
 
-/// The answer to a message refused before the transport's rules: a JSON-RPC error answering
-/// its id for the faults MCP carries in JSON-RPC, else the table's HTTP answer.
-fn answer_refusal((fault, id, message): Refusal) -> Response {
-    if fault.jsonrpc().is_some() {
-        jsonrpc_refusal(fault, id, &message)
+/// The method (and a call's tool) in the request's access line.
+fn log_rpc(log: &crate::access::AccessLog, envelope: &Envelope<'_>) {
+    let tool = envelope
+        .fields
+        .as_ref()
+        .filter(|_| envelope.method == "tools/call")
+        .and_then(|fields| fields.str("name"));
+    log.rpc(&envelope.method, tool.as_deref());
+}
+
+/// What the transport's rules read of a message (`None`: a response).
+fn rules_message<'m>(envelope: Option<&'m Envelope<'_>>) -> rules::Message<'m> {
+    let Some(envelope) = envelope else {
+        return rules::Message::Response;
+    };
+    let params = envelope
+        .fields
+        .is_some()
+        .then_some(envelope as &dyn rules::Params);
+    if envelope.id.is_null() {
+        rules::Message::Notification(&envelope.method, params)
     } else {
-        refuse(fault, &message)
+        rules::Message::Request(&envelope.id, &envelope.method, params)
     }
 }
 
@@ -138,10 +138,11 @@ async fn drain_and_refuse(max: usize, request: Request) -> Response {
             _ => break,
         }
     }
-    refuse(
+    Error::new(
         Fault::BodyTooLarge,
         "request body exceeds mcp.max_body_bytes",
     )
+    .into_response()
 }
 
 /// The body's working memory — what the parse and everything built from it will cost,
@@ -152,29 +153,27 @@ fn charge_working_memory(
     state: &EdgeState,
     parts: &axum::http::request::Parts,
     bytes: &[u8],
-) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Refusal> {
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Refused> {
     let cost = crate::mcp::bounds::working_memory(bytes);
     if cost.values > state.config.mcp.max_json_values {
         metrics::counter!("tp_edge_requests_refused_total", "reason" => "values").increment(1);
         let id = crate::mcp::bounds::envelope_id(bytes);
-        return Err((
-            Fault::InvalidParams,
-            id,
-            format!(
+        return Err(Refused::answering(
+            &id,
+            Error::invalid_params(format!(
                 "invalid params: the request holds more than {} JSON values (mcp.max_json_values)",
                 state.config.mcp.max_json_values
-            ),
+            )),
         ));
     }
     if cost.depth > crate::mcp::bounds::MAX_BODY_DEPTH {
-        return Err((
+        return Err(Refused::Http(Error::new(
             Fault::ParseError,
-            serde_json::Value::Null,
             format!(
                 "parse error: nested deeper than {} levels",
                 crate::mcp::bounds::MAX_BODY_DEPTH
             ),
-        ));
+        )));
     }
     let Some(budget) = parts.extensions.get::<InFlightBytes>() else {
         return Ok(None);
@@ -185,11 +184,7 @@ fn charge_working_memory(
         Ok(permit) => Ok(Some(permit)),
         Err(_) => {
             metrics::counter!("tp_edge_shed_total", "reason" => "bytes").increment(1);
-            Err((
-                Fault::Overloaded,
-                serde_json::Value::Null,
-                OVERLOADED.to_owned(),
-            ))
+            Err(Refused::Http(Error::new(Fault::Overloaded, OVERLOADED)))
         }
     }
 }
@@ -200,7 +195,7 @@ fn open_session(
     state: &EdgeState,
     parts: &mut axum::http::request::Parts,
     envelope: Option<&Envelope<'_>>,
-) -> Result<(), Refusal> {
+) -> Result<(), Refused> {
     let Some(id) = parts.headers.get(&crate::transport::session::SESSION_ID) else {
         return Ok(());
     };
@@ -217,13 +212,19 @@ fn open_session(
             parts.extensions.insert(session);
             Ok(())
         }
-        None => Err((
-            Fault::SessionNotFound,
-            envelope.map_or(serde_json::Value::Null, |e| e.id.clone()),
-            "session not found: it expired or belongs to another caller; initialize again"
-                .to_owned(),
+        None => Err(Refused::answering(
+            envelope.map_or(&serde_json::Value::Null, |e| &e.id),
+            session_not_found(),
         )),
     }
+}
+
+/// A 2025-xx session id that does not open (404).
+fn session_not_found() -> Error {
+    Error::new(
+        Fault::SessionNotFound,
+        "session not found: it expired or belongs to another caller; initialize again",
+    )
 }
 
 /// Why a body could not be read whole.
@@ -291,11 +292,7 @@ fn notification_stream(state: &Arc<EdgeState>, request: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if state.sessions.open(&caller.0, id).is_none() {
-        return jsonrpc_refusal(
-            Fault::SessionNotFound,
-            serde_json::Value::Null,
-            "session not found: it expired or belongs to another caller; initialize again",
-        );
+        return session_not_found().into_response();
     }
     if !rules::accepts_sse(request.headers()) {
         return methods::method_not_allowed();
@@ -304,7 +301,9 @@ fn notification_stream(state: &Arc<EdgeState>, request: Request) -> Response {
     // and ends after mcp.max_stream_secs.
     let slot = match state.streams.open(&caller.0.tenant, &caller.0.key_id) {
         Ok(slot) => slot,
-        Err(refusal) => return refuse(Fault::TooManyStreams, &refusal.to_string()),
+        Err(refusal) => {
+            return Error::new(Fault::TooManyStreams, refusal.to_string()).into_response();
+        }
     };
     let lifetime = tokio::time::sleep(state.streams.lifetime);
     let changes = crate::mcp::list_changes(
@@ -358,11 +357,10 @@ async fn answer(
         // across callers.
         Err(Refused::Unknown | Refused::NotYours) => {
             metrics::counter!("tp_edge_answers_refused_total").increment(1);
-            jsonrpc_refusal(
-                Fault::InvalidRequest,
-                serde_json::Value::String(id),
+            Error::invalid_request(
                 "no question with this id is waiting for this caller (answered, timed out or never asked)",
             )
+            .answer(&serde_json::Value::String(id), Answering::Request)
         }
     }
 }

@@ -34,7 +34,7 @@ async fn protected_resource(State(state): State<Arc<EdgeState>>, uri: axum::http
         {
             oauth.metadata()
         }
-        _ => refuse(Fault::NotFound, "no protected-resource metadata here"),
+        _ => Error::new(Fault::NotFound, "no protected-resource metadata here").into_response(),
     }
 }
 
@@ -52,7 +52,7 @@ pub fn admin_router(state: Arc<EdgeState>) -> Router {
 pub(super) const OVERLOADED: &str = "edge overloaded; retry";
 
 pub(super) fn overloaded() -> Response {
-    refuse(Fault::Overloaded, OVERLOADED)
+    Error::new(Fault::Overloaded, OVERLOADED).into_response()
 }
 
 /// The edge's HTTP service: the steps every `/mcp` request takes (see the module), then the
@@ -147,10 +147,11 @@ pub(super) fn body_cost_kib(
 
 /// The answer for a body that did not arrive in time.
 pub(crate) fn body_timed_out() -> Response {
-    refuse(
+    Error::new(
         Fault::BodyTimedOut,
         "the request body did not arrive in time (http.body_read_timeout_ms)",
     )
+    .into_response()
 }
 
 impl<B> tower::Service<Request<B>> for EdgeService
@@ -195,6 +196,35 @@ where
     }
 }
 
+/// The checks every `/mcp` request passes before anything reads it: headers that do not
+/// contradict themselves, an allowed `Host`, and no browser `Origin` the edge does not serve.
+fn screen(request: &Request, limits: &Limits, state: &EdgeState) -> Result<(), Error> {
+    // Headers that say two things at once (two Authorization headers: which one did a proxy
+    // in front check?) are refused before anything reads them.
+    if let Some(what) = crate::transport::hosts::contradiction(request.headers(), request.uri()) {
+        metrics::counter!("tp_edge_bad_headers_total").increment(1);
+        return Err(Error::new(Fault::BadHeaders, what));
+    }
+    // DNS rebinding: only the hosts the edge is reached by (checked once, here, for every
+    // path; an entry without a port allows any port).
+    if !crate::transport::hosts::host_allowed(request.headers(), request.uri(), &limits.hosts) {
+        metrics::counter!("tp_edge_host_refused_total").increment(1);
+        return Err(Error::new(
+            Fault::ForbiddenOrigin,
+            "Host not allowed: the edge answers only the hosts listed in mcp.allowed_hosts",
+        ));
+    }
+    // Cross-site requests: a browser Origin must be listed.
+    if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
+        metrics::counter!("tp_edge_origin_refused_total").increment(1);
+        return Err(Error::new(
+            Fault::ForbiddenOrigin,
+            "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
+        ));
+    }
+    Ok(())
+}
+
 /// Everything [`EdgeService`] does inside the access log.
 async fn serve(
     state: Arc<EdgeState>,
@@ -212,28 +242,8 @@ async fn serve(
             Err(never) => match never {},
         };
     }
-    // Headers that say two things at once (two Authorization headers: which one did a proxy
-    // in front check?) are refused before anything reads them.
-    if let Some(what) = crate::transport::hosts::contradiction(request.headers(), request.uri()) {
-        metrics::counter!("tp_edge_bad_headers_total").increment(1);
-        return refuse(Fault::BadHeaders, what);
-    }
-    // DNS rebinding: only the hosts the edge is reached by (checked once, here, for every
-    // path; an entry without a port allows any port).
-    if !crate::transport::hosts::host_allowed(request.headers(), request.uri(), &limits.hosts) {
-        metrics::counter!("tp_edge_host_refused_total").increment(1);
-        return refuse(
-            Fault::ForbiddenOrigin,
-            "Host not allowed: the edge answers only the hosts listed in mcp.allowed_hosts",
-        );
-    }
-    // Cross-site requests: a browser Origin must be listed.
-    if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
-        metrics::counter!("tp_edge_origin_refused_total").increment(1);
-        return refuse(
-            Fault::ForbiddenOrigin,
-            "Origin not allowed: only the edge's own origin or one listed in mcp.allowed_origins",
-        );
+    if let Err(refused) = screen(&request, &limits, &state) {
+        return refused.into_response();
     }
     // A request holds its slot until it is answered or timed out.
     let Ok(_slot) = Arc::clone(&limits.requests).try_acquire_owned() else {
@@ -276,38 +286,6 @@ async fn serve(
     };
     match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), answer).await {
         Ok(response) => response,
-        Err(_) => refuse(Fault::TimedOut, "request timed out"),
+        Err(_) => Error::new(Fault::TimedOut, "request timed out").into_response(),
     }
 }
-
-/// The HTTP answer of a fault of the table ([`Fault`]), which gives the status: a JSON-RPC
-/// error with `id: null` for the faults MCP carries in JSON-RPC, else `{"error": message}`.
-/// An overloaded edge says when to retry (`Retry-After: 1`).
-pub(super) fn refuse(fault: Fault, message: &str) -> Response {
-    let mut response = if fault.jsonrpc().is_some() {
-        jsonrpc_refusal(fault, serde_json::Value::Null, message)
-    } else {
-        (status_of(fault, false), Json(json!({ "error": message }))).into_response()
-    };
-    if fault == Fault::Overloaded {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    response
-}
-
-/// A JSON-RPC error answering `id`, with the fault's code and status.
-pub(super) fn jsonrpc_refusal(fault: Fault, id: serde_json::Value, message: &str) -> Response {
-    let status = status_of(fault, !id.is_null());
-    let code = fault
-        .jsonrpc()
-        .unwrap_or(tp_registry::jsonrpc::INTERNAL_ERROR);
-    (
-        status,
-        Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})),
-    )
-        .into_response()
-}
-
-pub(super) use crate::transport::rules::status_of;

@@ -118,25 +118,9 @@ impl Caches {
         }
         hit("l3", "identity");
         match self.control.authenticate(key).await {
-            Ok(identity) => {
-                let mut identity = Identity::from_pb(identity);
-                identity.confirmed_at_ms = now_ms();
-                let identity = Arc::new(identity);
-                if let (Some(shared), Some(shared_key)) = (&self.shared, &shared_key) {
-                    let by_key_id = shared.key(&["idk", &identity.key_id]);
-                    shared
-                        .set_many(
-                            &[
-                                (shared_key.clone(), identity.to_pb().encode_to_vec()),
-                                (by_key_id, hash.clone().into_bytes()),
-                            ],
-                            self.settings.l2_ttl,
-                        )
-                        .await;
-                }
-                self.hold_identity(key, id, &identity);
-                Ok(identity)
-            }
+            Ok(identity) => Ok(self
+                .confirmed(key, id, shared_key.as_deref(), identity)
+                .await),
             Err(status) if status.code() == Code::Unauthenticated => {
                 // A cached identity of the key stays, so that the edge still knows the key
                 // changed (and refuses it) if the control plane becomes unreachable later.
@@ -145,9 +129,6 @@ impl Caches {
                 Err(LookupError::Unauthenticated)
             }
             Err(status) => {
-                // Control plane unreachable: the last known good, unless the edge has seen the
-                // key change (revoked, deleted) or its tenant deleted since, or it was last
-                // confirmed too long ago: revocation wins over availability.
                 if stale.is_none() {
                     // Nothing else to ask: give Redis a second chance (the first read may
                     // have timed out on a loaded or freshly connected edge).
@@ -156,25 +137,67 @@ impl Caches {
                         hit("l2_retry", "identity");
                     }
                 }
-                match stale {
-                    Some(identity) if self.trusted_while_unreachable(&identity, now) => {
-                        hit("l1_stale", "identity");
-                        self.hold_identity(key, id, &identity);
-                        Ok(identity)
-                    }
-                    Some(identity) if self.unconfirmable(&identity) && !identity.expired(now) => {
-                        metrics::counter!("tp_edge_unconfirmable_identities_total").increment(1);
-                        Err(LookupError::Unavailable(
-                            "this edge has not caught up with the control plane's changes since it started, so it cannot confirm the key; retry once the control plane is reachable".into(),
-                        ))
-                    }
-                    Some(_) => {
-                        metrics::counter!("tp_edge_stale_identities_refused_total").increment(1);
-                        Err(LookupError::Unauthenticated)
-                    }
-                    None => Err(LookupError::Unavailable(status.message().to_owned())),
-                }
+                self.while_unreachable(key, id, stale, status.message(), now)
             }
+        }
+    }
+
+    /// An identity the control plane just confirmed: shared (by credential, and by key id for
+    /// revocation) and held in process.
+    async fn confirmed(
+        &self,
+        key: &str,
+        id: KeyHash,
+        shared_key: Option<&str>,
+        identity: pb::Identity,
+    ) -> Arc<Identity> {
+        let mut identity = Identity::from_pb(identity);
+        identity.confirmed_at_ms = now_ms();
+        let identity = Arc::new(identity);
+        if let (Some(shared), Some(shared_key)) = (&self.shared, shared_key) {
+            let by_key_id = shared.key(&["idk", &identity.key_id]);
+            shared
+                .set_many(
+                    &[
+                        (shared_key.to_owned(), identity.to_pb().encode_to_vec()),
+                        (by_key_id, hex::encode(id).into_bytes()),
+                    ],
+                    self.settings.l2_ttl,
+                )
+                .await;
+        }
+        self.hold_identity(key, id, &identity);
+        identity
+    }
+
+    /// Control plane unreachable: the last known good (`stale`), unless the edge has seen the
+    /// key change (revoked, deleted) or its tenant deleted since, or it was last confirmed too
+    /// long ago: revocation wins over availability.
+    fn while_unreachable(
+        &self,
+        key: &str,
+        id: KeyHash,
+        stale: Option<Arc<Identity>>,
+        reason: &str,
+        now: u64,
+    ) -> Result<Arc<Identity>, LookupError> {
+        match stale {
+            Some(identity) if self.trusted_while_unreachable(&identity, now) => {
+                hit("l1_stale", "identity");
+                self.hold_identity(key, id, &identity);
+                Ok(identity)
+            }
+            Some(identity) if self.unconfirmable(&identity) && !identity.expired(now) => {
+                metrics::counter!("tp_edge_unconfirmable_identities_total").increment(1);
+                Err(LookupError::Unavailable(
+                    "this edge has not caught up with the control plane's changes since it started, so it cannot confirm the key; retry once the control plane is reachable".into(),
+                ))
+            }
+            Some(_) => {
+                metrics::counter!("tp_edge_stale_identities_refused_total").increment(1);
+                Err(LookupError::Unauthenticated)
+            }
+            None => Err(LookupError::Unavailable(reason.to_owned())),
         }
     }
 

@@ -80,6 +80,201 @@ impl Outcome {
     }
 }
 
+/// What every executor request of one call carries; only the client's answers and the
+/// executor's state change from one round to the next.
+struct Template<'a> {
+    tool: &'a EdgeTool,
+    action: &'a str,
+    arguments: &'a Value,
+    identity: &'a Identity,
+    registry: &'a Registry,
+    request_id: &'a str,
+    deadline_ms: u64,
+    /// The client capabilities the request declared (`None`: unknown).
+    declared: Option<Vec<&'static str>>,
+}
+
+impl Template<'_> {
+    fn request(
+        &self,
+        input_responses: Option<prost_types::Struct>,
+        state: Vec<u8>,
+    ) -> pb::InvokeRequest {
+        pb::InvokeRequest {
+            tool: self.tool.resolved.name.clone(),
+            action: self.action.to_owned(),
+            arguments: tp_proto::json::to_struct(self.arguments),
+            tenant: self.identity.tenant.clone(),
+            role: self.identity.role.clone(),
+            request_id: self.request_id.to_owned(),
+            deadline_ms: self.deadline_ms,
+            tenant_context: Some(pb::TenantContext {
+                lint_webhook: self.registry.lint_webhook.clone(),
+                tenant_uid: self.registry.tenant_uid.clone(),
+            }),
+            input_responses,
+            state,
+            client_capabilities_known: self.declared.is_some(),
+            client_capabilities: self
+                .declared
+                .iter()
+                .flatten()
+                .map(|c| (*c).to_owned())
+                .collect(),
+        }
+    }
+}
+
+/// A tool routed to an executor this edge has no configuration for.
+fn unconfigured(identity: &Identity, tool: &EdgeTool, request_id: &str) -> Outcome {
+    tracing::warn!(
+        tenant = %identity.tenant,
+        tool = %tool.resolved.name,
+        executor = %tool.resolved.executor,
+        request_id,
+        "the tool routes to an executor that is not configured"
+    );
+    Outcome::error(
+        format!(
+            "{} is not available (reference {request_id})",
+            tool.resolved.name
+        ),
+        pb::CallOutcome::ExecutorError,
+        "executor_not_configured",
+    )
+}
+
+/// The executor call's span, when spans are exported: the request's child, the executor's
+/// parent (its traceparent is this span). Otherwise the call's events are written in the
+/// request's span, which names the tool and the request id: a span of its own would be
+/// formatted for nobody on every call.
+fn executor_span(
+    ctx: &CallContext<'_>,
+    tool: &EdgeTool,
+    executor: &str,
+    request_id: &str,
+) -> tracing::Span {
+    if tp_telemetry::trace::exporting() {
+        tracing::info_span!(
+            parent: &request_span(ctx),
+            "executor.call",
+            tool = %tool.resolved.name,
+            executor = %executor,
+            request_id,
+        )
+    } else {
+        tracing::Span::none()
+    }
+}
+
+/// `invoking`, unless the client cancels the call first (notifications/cancelled): the
+/// executor call is then dropped, which resets a gRPC executor's stream and cancels an MCP
+/// upstream's call.
+async fn cancellable<T>(
+    invoking: impl std::future::Future<Output = Result<T, Outcome>>,
+    tool: &EdgeTool,
+    request_id: &str,
+    ctx: &CallContext<'_>,
+) -> Result<T, Outcome> {
+    let cancel = ctx.parts.and_then(|parts| {
+        parts
+            .extensions
+            .get::<crate::transport::cancels::CallCancel>()
+    });
+    let Some(cancel) = cancel else {
+        return invoking.await;
+    };
+    tokio::select! {
+        result = invoking => result,
+        () = cancel.0.cancelled() => Err(Outcome::error(
+            format!("{} was cancelled by the client (reference {request_id})", tool.resolved.name),
+            pb::CallOutcome::ToolError,
+            "cancelled",
+        )),
+    }
+}
+
+/// A result the executor returned, once what relaying it costs is taken from the in-flight
+/// budget (an error when the budget cannot hold it now).
+fn done(result: pb::Result, tool: &EdgeTool, request_id: &str, ctx: &CallContext<'_>) -> Outcome {
+    let budget = ctx
+        .parts
+        .and_then(|parts| parts.extensions.get::<super::bounds::InFlightBytes>());
+    let Ok(_memory) = result_memory(budget, &result) else {
+        ::metrics::counter!("tp_edge_shed_total", "reason" => "result_bytes").increment(1);
+        return Outcome::error(
+            format!(
+                "{}'s result is too large for this edge to relay right now (mcp.max_in_flight_bytes); retry (reference {request_id})",
+                tool.resolved.name
+            ),
+            pb::CallOutcome::ExecutorError,
+            "result_too_large",
+        );
+    };
+    let (audit, code) = if result.is_error {
+        (pb::CallOutcome::ToolError, "tool_error")
+    } else {
+        (pb::CallOutcome::Ok, "")
+    };
+    Outcome {
+        result: content::call_result(result).into(),
+        audit,
+        code: code.to_owned(),
+    }
+}
+
+/// An executor call that failed: a tool error the model can read, with a reference.
+fn failed(
+    error: &crate::forward::ForwardError,
+    identity: &Identity,
+    tool: &EdgeTool,
+    request_id: &str,
+) -> Outcome {
+    if error.counts_against_executor() {
+        tracing::warn!(
+            tenant = %identity.tenant,
+            tool = %tool.resolved.name,
+            request_id,
+            %error,
+            "executor call failed"
+        );
+    }
+    Outcome {
+        result: CallToolResult::error(vec![ContentBlock::text(error.caller_message(request_id))])
+            .into(),
+        audit: pb::CallOutcome::ExecutorError,
+        code: error.audit_code(),
+    }
+}
+
+/// A call refused before it was forwarded: the error, the audit code, and the action once it
+/// was checked (the requested one is audited before).
+struct CallRefusal {
+    error: Error,
+    code: &'static str,
+    action: Option<String>,
+}
+
+impl CallRefusal {
+    fn new(error: Error, code: &'static str) -> CallRefusal {
+        CallRefusal {
+            error,
+            code,
+            action: None,
+        }
+    }
+}
+
+/// The action a call's arguments ask for (empty when none), for the audit of a call refused
+/// before its action is checked.
+fn requested_action(arguments: Option<&rmcp::model::JsonObject>) -> String {
+    arguments
+        .and_then(|a| a.get("action"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// How a call ended, for its audit record.
 struct Audited<'a> {
     tool: &'a str,
@@ -123,82 +318,42 @@ impl McpHandler {
         arguments: Option<rmcp::model::JsonObject>,
         retry: Retry,
         ctx: &CallContext<'_>,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<CallToolResponse, Error> {
         let started = Instant::now();
         let request_id = call_id(ctx);
         // The action asked for, for the audit of a call refused before it is checked.
-        let requested = arguments
-            .as_ref()
-            .and_then(|a| a.get("action"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let requested = requested_action(arguments.as_ref());
         let refused = |code: &str, action: &str| {
-            self.audit(
-                identity,
-                &request_id,
-                Audited {
-                    tool: name,
-                    action,
-                    outcome: pb::CallOutcome::Rejected,
-                    code,
-                },
-                started,
-            );
+            let audited = Audited {
+                tool: name,
+                action,
+                outcome: pb::CallOutcome::Rejected,
+                code,
+            };
+            self.audit(identity, &request_id, audited, started);
         };
-        let Some(tool) = registry.tool(name) else {
-            refused("unknown_tool", &requested);
-            return Err(unknown_tool(name));
-        };
-        if let Err(error) = missing_client_capabilities(tool, ctx) {
-            refused("missing_client_capability", &requested);
-            return Err(error);
-        }
-        if let Some(log) = access_log(ctx) {
-            log.action(&requested);
-        }
-        if let Err(limited) = self
-            .state
-            .limiter
-            .check(&identity.tenant, registry.rate_limit_per_minute)
-            .await
-        {
-            refused("rate_limited", &requested);
-            return Err(fault(
-                Fault::RateLimited,
-                format!(
-                    "rate limit of {} tool calls per minute reached; retry in {} s",
-                    limited.limit, limited.retry_after_secs
-                ),
-                Some(json!({ "retry_after_secs": limited.retry_after_secs })),
-            ));
-        }
-        let arguments = Value::Object(arguments.unwrap_or_default());
-        let action = match check_action(tool, &arguments) {
-            Ok(action) => action,
-            Err(error) => {
-                refused("invalid_action", &requested);
-                return Err(error);
-            }
-        };
-        let timeout = std::time::Duration::from_millis(self.state.config.mcp.validation_timeout_ms);
-        let arguments = match validate_schema(tool, &action, arguments, timeout).await {
-            Ok(arguments) => arguments,
-            Err(error) => {
-                refused("invalid_arguments", &action);
-                return Err(error);
+        let admitted = self.admit(identity, registry, name, arguments, &requested, ctx);
+        let (tool, action, arguments) = match admitted.await {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                refused(
+                    refusal.code,
+                    refusal.action.as_deref().unwrap_or(&requested),
+                );
+                return Err(refusal.error);
             }
         };
         let binding = request_state::binding(&identity.tenant, &identity.role, name, &arguments);
-        let state = match &retry.request_state {
+        let state = match retry
+            .request_state
+            .map(|sealed| self.state.seal.open(&binding, &sealed))
+        {
             None => Vec::new(),
-            Some(sealed) => match self.state.seal.open(&binding, sealed) {
-                Ok(state) => state,
-                Err(error) => {
-                    refused("invalid_request_state", &action);
-                    return Err(fault(Fault::InvalidParams, error.to_string(), None));
-                }
-            },
+            Some(Ok(state)) => state,
+            Some(Err(error)) => {
+                refused("invalid_request_state", &action);
+                return Err(Error::invalid_params(error.to_string()));
+            }
         };
         let responses = retry.input_responses.map(|responses| {
             tp_proto::json::to_struct(&Value::Object(responses.into_iter().collect()))
@@ -219,17 +374,13 @@ impl McpHandler {
                 ctx,
             )
             .await;
-        self.audit(
-            identity,
-            &request_id,
-            Audited {
-                tool: name,
-                action: &action,
-                outcome: outcome.audit,
-                code: &outcome.code,
-            },
-            started,
-        );
+        let audited = Audited {
+            tool: name,
+            action: &action,
+            outcome: outcome.audit,
+            code: &outcome.code,
+        };
+        self.audit(identity, &request_id, audited, started);
         let mut response = outcome.result;
         if let (Some(sunset), CallToolResponse::Complete(result)) =
             (&tool.resolved.sunset, &mut response)
@@ -237,6 +388,57 @@ impl McpHandler {
             deprecation_notice(result, name, sunset);
         }
         Ok(response)
+    }
+
+    /// The checks a call passes before anything is forwarded, in order: the tool is the
+    /// caller's, the request declares the client capabilities it needs, the tenant's rate
+    /// limit, the action, the arguments against the action's schema. The tool, the action
+    /// and the validated arguments; or why not, with the audit code.
+    async fn admit<'r>(
+        &self,
+        identity: &Identity,
+        registry: &'r Registry,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        requested: &str,
+        ctx: &CallContext<'_>,
+    ) -> Result<(&'r EdgeTool, String, Value), CallRefusal> {
+        let Some(tool) = registry.tool(name) else {
+            return Err(CallRefusal::new(Error::unknown_tool(name), "unknown_tool"));
+        };
+        missing_client_capabilities(tool, ctx)
+            .map_err(|error| CallRefusal::new(error, "missing_client_capability"))?;
+        if let Some(log) = access_log(ctx) {
+            log.action(requested);
+        }
+        if let Err(limited) = self
+            .state
+            .limiter
+            .check(&identity.tenant, registry.rate_limit_per_minute)
+            .await
+        {
+            let error = Error::new(
+                Fault::RateLimited,
+                format!(
+                    "rate limit of {} tool calls per minute reached; retry in {} s",
+                    limited.limit, limited.retry_after_secs
+                ),
+            )
+            .with_data(json!({ "retry_after_secs": limited.retry_after_secs }));
+            return Err(CallRefusal::new(error, "rate_limited"));
+        }
+        let arguments = Value::Object(arguments.unwrap_or_default());
+        let action = check_action(tool, &arguments)
+            .map_err(|error| CallRefusal::new(error, "invalid_action"))?;
+        let timeout = std::time::Duration::from_millis(self.state.config.mcp.validation_timeout_ms);
+        match validate_schema(tool, &action, arguments, timeout).await {
+            Ok(arguments) => Ok((tool, action, arguments)),
+            Err(error) => Err(CallRefusal {
+                error,
+                code: "invalid_arguments",
+                action: Some(action),
+            }),
+        }
     }
 
     /// An executor's `InputRequired` as an MCP input-required result: for 2026-07-28 callers,
@@ -298,6 +500,8 @@ impl McpHandler {
         }
     }
 
+    /// The executor call of one admitted invocation, its questions to a 2025-xx client, the
+    /// client's cancellation, and what the executor's reply becomes.
     async fn forward(
         &self,
         identity: &Identity,
@@ -315,174 +519,92 @@ impl McpHandler {
             request_id,
         } = invocation;
         let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
-            tracing::warn!(
-                tenant = %identity.tenant,
-                tool = %tool.resolved.name,
-                executor = %tool.resolved.executor,
-                request_id,
-                "the tool routes to an executor that is not configured"
-            );
-            return Outcome::error(
-                format!(
-                    "{} is not available (reference {request_id})",
-                    tool.resolved.name
-                ),
-                pb::CallOutcome::ExecutorError,
-                "executor_not_configured",
-            );
+            return unconfigured(identity, tool, request_id);
         };
-        let declared = declared_capabilities(ctx);
-        let deadline = Instant::now() + self.state.config.request_timeout();
-        let deadline_ms = now_ms()
-            + u64::try_from(self.state.config.request_timeout().as_millis()).unwrap_or(u64::MAX);
-        let make_request =
-            |input_responses: Option<prost_types::Struct>, state: Vec<u8>| pb::InvokeRequest {
-                tool: tool.resolved.name.clone(),
-                action: action.to_owned(),
-                arguments: tp_proto::json::to_struct(&arguments),
-                tenant: identity.tenant.clone(),
-                role: identity.role.clone(),
-                request_id: request_id.to_owned(),
-                deadline_ms,
-                tenant_context: Some(pb::TenantContext {
-                    lint_webhook: registry.lint_webhook.clone(),
-                    tenant_uid: registry.tenant_uid.clone(),
-                }),
-                input_responses,
-                state,
-                client_capabilities_known: declared.is_some(),
-                client_capabilities: declared.iter().flatten().map(|c| (*c).to_owned()).collect(),
-            };
-        let mut request = make_request(input_responses, state);
+        let timeout = self.state.config.request_timeout();
+        let template = Template {
+            tool,
+            action,
+            arguments: &arguments,
+            identity,
+            registry,
+            request_id,
+            deadline_ms: now_ms() + u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            declared: declared_capabilities(ctx),
+        };
+        let first = template.request(input_responses, state);
         // Progress and log events are relayed to the client while the call runs, by a task
         // started at the first event (most calls have none).
         let mut relay = Relay::new(ctx);
-        let mut on_event = |event: CallEvent| relay.send(event);
-        let mut rounds = 0;
-        // The executor call's span, when spans are exported: the request's child, the
-        // executor's parent (its traceparent is this span). Otherwise the call's events are
-        // written in the request's span, which names the tool and the request id: a span of
-        // its own would be formatted for nobody on every call.
-        let span = if tp_telemetry::trace::exporting() {
-            tracing::info_span!(
-                parent: &request_span(ctx),
-                "executor.call",
-                tool = %tool.resolved.name,
-                executor = %executor.name,
-                request_id,
-            )
-        } else {
-            tracing::Span::none()
-        };
-        let invoking = async {
-            loop {
-                let result = self
-                    .state
-                    .executors
-                    .invoke(
-                        executor,
-                        request,
-                        deadline,
-                        tool.idempotent(),
-                        &mut on_event,
-                    )
-                    .instrument(span.clone())
-                    .await;
-                match result {
-                    // A 2025-xx caller is asked on this call's stream, and the executor called
-                    // again with the answers (2026-07-28 callers get an input-required result).
-                    Ok(Reply::InputRequired(input))
-                        if !stateless(ctx) && rounds < request_state::MAX_ROUNDS =>
-                    {
-                        rounds += 1;
-                        match self.ask_on_stream(identity, &input, deadline, ctx).await {
-                            Ok(responses) => request = make_request(Some(responses), input.state),
-                            Err(message) => {
-                                break Err(Outcome::error(
-                                    format!("{}: {message}", tool.resolved.name),
-                                    pb::CallOutcome::ToolError,
-                                    "client_did_not_answer",
-                                ));
-                            }
-                        }
-                    }
-                    other => break Ok(other),
-                }
-            }
-        };
-        // The client may cancel the call (notifications/cancelled): the executor call is
-        // dropped, which resets a gRPC executor's stream and cancels an MCP upstream's call.
-        let cancel = ctx
-            .parts
-            .and_then(|parts| {
-                parts
-                    .extensions
-                    .get::<crate::transport::cancels::CallCancel>()
-            })
-            .map(|c| c.0.clone());
-        let result = match cancel {
-            None => invoking.await,
-            Some(cancel) => tokio::select! {
-                result = invoking => result,
-                () = cancel.cancelled() => Err(Outcome::error(
-                    format!("{} was cancelled by the client (reference {request_id})", tool.resolved.name),
-                    pb::CallOutcome::ToolError,
-                    "cancelled",
-                )),
-            },
-        };
+        let invoking = self.invoke_asking(
+            executor,
+            &template,
+            first,
+            Instant::now() + timeout,
+            &mut relay,
+            ctx,
+        );
+        let result = cancellable(invoking, tool, request_id, ctx).await;
         relay.finish().await;
         match result {
             Err(outcome) => outcome,
-            Ok(Ok(Reply::Done(result))) => {
-                // What the answer will cost comes out of the in-flight budget too.
-                let budget = ctx
-                    .parts
-                    .and_then(|parts| parts.extensions.get::<super::bounds::InFlightBytes>());
-                let Ok(_memory) = result_memory(budget, &result) else {
-                    ::metrics::counter!("tp_edge_shed_total", "reason" => "result_bytes")
-                        .increment(1);
-                    return Outcome::error(
-                        format!(
-                            "{}'s result is too large for this edge to relay right now (mcp.max_in_flight_bytes); retry (reference {request_id})",
-                            tool.resolved.name
-                        ),
-                        pb::CallOutcome::ExecutorError,
-                        "result_too_large",
-                    );
-                };
-                let (audit, code) = if result.is_error {
-                    (pb::CallOutcome::ToolError, "tool_error")
-                } else {
-                    (pb::CallOutcome::Ok, "")
-                };
-                Outcome {
-                    result: content::call_result(result).into(),
-                    audit,
-                    code: code.to_owned(),
-                }
-            }
+            Ok(Ok(Reply::Done(result))) => done(result, tool, request_id, ctx),
             Ok(Ok(Reply::InputRequired(input))) => {
                 self.input_required(tool, &executor.name, input, binding, ctx)
             }
-            Ok(Err(error)) => {
-                if error.counts_against_executor() {
-                    tracing::warn!(
-                        tenant = %identity.tenant,
-                        tool = %tool.resolved.name,
-                        request_id,
-                        %error,
-                        "executor call failed"
-                    );
+            Ok(Err(error)) => failed(&error, identity, tool, request_id),
+        }
+    }
+
+    /// Calls the executor; a 2025-xx caller is asked on this call's stream when the executor
+    /// needs input, and the executor called again with the answers (2026-07-28 callers get
+    /// an input-required result instead). `Err` when the client did not answer.
+    async fn invoke_asking(
+        &self,
+        executor: &tp_registry::Executor,
+        template: &Template<'_>,
+        mut request: pb::InvokeRequest,
+        deadline: Instant,
+        relay: &mut Relay,
+        ctx: &CallContext<'_>,
+    ) -> Result<Result<Reply, crate::forward::ForwardError>, Outcome> {
+        let tool = template.tool;
+        let mut on_event = |event: CallEvent| relay.send(event);
+        let span = executor_span(ctx, tool, &executor.name, template.request_id);
+        let mut rounds = 0;
+        loop {
+            let result = self
+                .state
+                .executors
+                .invoke(
+                    executor,
+                    request,
+                    deadline,
+                    tool.idempotent(),
+                    &mut on_event,
+                )
+                .instrument(span.clone())
+                .await;
+            match result {
+                Ok(Reply::InputRequired(input))
+                    if !stateless(ctx) && rounds < request_state::MAX_ROUNDS =>
+                {
+                    rounds += 1;
+                    match self
+                        .ask_on_stream(template.identity, &input, deadline, ctx)
+                        .await
+                    {
+                        Ok(responses) => request = template.request(Some(responses), input.state),
+                        Err(message) => {
+                            return Err(Outcome::error(
+                                format!("{}: {message}", tool.resolved.name),
+                                pb::CallOutcome::ToolError,
+                                "client_did_not_answer",
+                            ));
+                        }
+                    }
                 }
-                Outcome {
-                    result: CallToolResult::error(vec![ContentBlock::text(
-                        error.caller_message(request_id),
-                    )])
-                    .into(),
-                    audit: pb::CallOutcome::ExecutorError,
-                    code: error.audit_code(),
-                }
+                other => return Ok(other),
             }
         }
     }

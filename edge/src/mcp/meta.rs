@@ -23,80 +23,11 @@ impl McpHandler {
         meta: MetaTool,
         arguments: Option<rmcp::model::JsonObject>,
         ctx: &CallContext<'_>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResult, Error> {
         let arguments = arguments.unwrap_or_default();
         match meta {
-            MetaTool::Capabilities => {
-                let args: disclosure::CapabilitiesArgs = decode("capabilities", arguments)?;
-                let category = args.category.as_deref();
-                let answer =
-                    disclosure::capabilities(&registry.tools, category, registry.progressive)
-                        .ok_or_else(|| {
-                            fault(
-                                Fault::InvalidParams,
-                                format!("unknown category: {}", category.unwrap_or_default()),
-                                None,
-                            )
-                        })?;
-                let mut result = CallToolResult::success(vec![ContentBlock::text(
-                    disclosure::capabilities_text(&answer),
-                )]);
-                result.structured_content = Some(answer);
-                Ok(result)
-            }
-            MetaTool::ToolSchema => {
-                let args: disclosure::ToolSchemaArgs = decode("tool_schema", arguments)?;
-                if let Some(action) = &args.action {
-                    let (Some(name), None) = (&args.tool, &args.tools) else {
-                        return Err(fault(
-                            Fault::InvalidParams,
-                            "tool_schema: `action` goes with `tool`",
-                            None,
-                        ));
-                    };
-                    let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
-                    let entry = disclosure::action_schema_entry(tool, action).ok_or_else(|| {
-                        let allowed = tool
-                            .resolved
-                            .actions
-                            .as_ref()
-                            .map(|set| set.allowed.join(", "))
-                            .unwrap_or_default();
-                        fault(Fault::InvalidParams,
-                            format!("tool_schema: {name} has no action {action:?} for you (allowed: {allowed})"),
-                            None,
-                        )
-                    })?;
-                    return Ok(CallToolResult::structured(json!({ "tools": [entry] })));
-                }
-                let names: Vec<String> = match (args.tool, args.tools) {
-                    (Some(name), None) => vec![name],
-                    (None, Some(names)) => names.0,
-                    _ => {
-                        return Err(fault(
-                            Fault::InvalidParams,
-                            format!(
-                                "tool_schema takes either `tool` (a name) or `tools` (1 to {} names)",
-                                disclosure::MAX_SCHEMA_BATCH
-                            ),
-                            None,
-                        ));
-                    }
-                };
-                let mut schemas = Vec::with_capacity(names.len());
-                for name in &names {
-                    if let Some(meta) = disclosure::meta_tools()
-                        .iter()
-                        .find(|t| t.name == name.as_str())
-                    {
-                        schemas.push(json!({"name": meta.name, "description": meta.description, "inputSchema": meta.input_schema}));
-                        continue;
-                    }
-                    let tool = registry.tool(name).ok_or_else(|| unknown_tool(name))?;
-                    schemas.push(disclosure::schema_entry(tool));
-                }
-                Ok(CallToolResult::structured(json!({ "tools": schemas })))
-            }
+            MetaTool::Capabilities => capabilities(registry, decode("capabilities", arguments)?),
+            MetaTool::ToolSchema => tool_schema(registry, decode("tool_schema", arguments)?),
             MetaTool::Dispatch => {
                 let args: disclosure::DispatchArgs = decode("dispatch", arguments)?;
                 let (name, inner) = dispatch_target(args)?;
@@ -105,62 +36,156 @@ impl McpHandler {
                     .map(|response| complete(response, &name))
             }
             MetaTool::DispatchParallel => {
-                let args: disclosure::DispatchParallelArgs =
-                    decode("dispatch_parallel", arguments)?;
-                let limit = self.state.config.request_timeout();
-                let timeout = args.timeout_ms.map_or(limit, |ms| {
-                    std::time::Duration::from_millis(ms.get()).min(limit)
-                });
-                let calls = args
-                    .calls
-                    .0
-                    .into_iter()
-                    .map(dispatch_target)
-                    .collect::<Result<Vec<_>, _>>()?;
-                use futures::StreamExt as _;
-                let results: Vec<Value> = futures::stream::iter(calls)
-                    .map(|(name, inner)| async move {
-                        let outcome =
-                            tokio::time::timeout(timeout, self.call(identity, registry, &name, inner, Retry::default(), ctx))
-                                .await
-                                .map(|outcome| outcome.map(|response| complete(response, &name)));
-                        match outcome {
-                            Ok(Ok(result)) => {
-                                let mut entry = json!({
-                                    "tool": name,
-                                    "isError": result.is_error.unwrap_or(false),
-                                    "content": result.content,
-                                });
-                                if let Some(structured) = result.structured_content {
-                                    entry["structuredContent"] = structured;
-                                }
-                                if let Some(meta) = result.meta {
-                                    entry["_meta"] = Value::Object(meta.0);
-                                }
-                                entry
-                            }
-                            Ok(Err(error)) => json!({
-                                "tool": name,
-                                "error": {"code": error.code.0, "message": error.message, "data": error.data},
-                            }),
-                            // Like an executor that does not answer in time: a tool
-                            // error, not a protocol error.
-                            Err(_) => json!({
-                                "tool": name,
-                                "isError": true,
-                                "content": [{"type": "text", "text": format!(
-                                    "{name} did not answer within {} ms (timeout_ms)",
-                                    timeout.as_millis()
-                                )}],
-                            }),
-                        }
-                    })
-                    .buffered(disclosure::PARALLEL_FAN_OUT)
-                    .collect()
-                    .await;
-                Ok(CallToolResult::structured(json!({ "results": results })))
+                let args = decode("dispatch_parallel", arguments)?;
+                self.dispatch_parallel(identity, registry, args, ctx).await
             }
         }
+    }
+
+    /// `dispatch_parallel`: the calls at most [`disclosure::PARALLEL_FAN_OUT`] at a time, each
+    /// within `timeout_ms` (at most the request's own timeout); one result per call, in order.
+    async fn dispatch_parallel(
+        &self,
+        identity: &Identity,
+        registry: &Registry,
+        args: disclosure::DispatchParallelArgs,
+        ctx: &CallContext<'_>,
+    ) -> Result<CallToolResult, Error> {
+        use futures::StreamExt as _;
+        let limit = self.state.config.request_timeout();
+        let timeout = args.timeout_ms.map_or(limit, |ms| {
+            std::time::Duration::from_millis(ms.get()).min(limit)
+        });
+        let calls = args
+            .calls
+            .0
+            .into_iter()
+            .map(dispatch_target)
+            .collect::<Result<Vec<_>, _>>()?;
+        let results: Vec<Value> = futures::stream::iter(calls)
+            .map(|(name, inner)| async move {
+                let call = self.call(identity, registry, &name, inner, Retry::default(), ctx);
+                let outcome = tokio::time::timeout(timeout, call)
+                    .await
+                    .map(|outcome| outcome.map(|response| complete(response, &name)));
+                parallel_entry(&name, outcome, timeout)
+            })
+            .buffered(disclosure::PARALLEL_FAN_OUT)
+            .collect()
+            .await;
+        Ok(CallToolResult::structured(json!({ "results": results })))
+    }
+}
+
+/// `capabilities`: the caller's categories, or the tools of one.
+fn capabilities(
+    registry: &Registry,
+    args: disclosure::CapabilitiesArgs,
+) -> Result<CallToolResult, Error> {
+    let category = args.category.as_deref();
+    let answer = disclosure::capabilities(&registry.tools, category, registry.progressive)
+        .ok_or_else(|| {
+            Error::invalid_params(format!(
+                "unknown category: {}",
+                category.unwrap_or_default()
+            ))
+        })?;
+    let mut result = CallToolResult::success(vec![ContentBlock::text(
+        disclosure::capabilities_text(&answer),
+    )]);
+    result.structured_content = Some(answer);
+    Ok(result)
+}
+
+/// `tool_schema`: the input schema of one tool (of one of its actions, with `action`), or of
+/// up to [`disclosure::MAX_SCHEMA_BATCH`] tools.
+fn tool_schema(
+    registry: &Registry,
+    args: disclosure::ToolSchemaArgs,
+) -> Result<CallToolResult, Error> {
+    if let Some(action) = &args.action {
+        let (Some(name), None) = (&args.tool, &args.tools) else {
+            return Err(Error::invalid_params(
+                "tool_schema: `action` goes with `tool`",
+            ));
+        };
+        let tool = registry
+            .tool(name)
+            .ok_or_else(|| Error::unknown_tool(name))?;
+        let entry = disclosure::action_schema_entry(tool, action).ok_or_else(|| {
+            let allowed = tool
+                .resolved
+                .actions
+                .as_ref()
+                .map(|set| set.allowed.join(", "))
+                .unwrap_or_default();
+            Error::invalid_params(format!(
+                "tool_schema: {name} has no action {action:?} for you (allowed: {allowed})"
+            ))
+        })?;
+        return Ok(CallToolResult::structured(json!({ "tools": [entry] })));
+    }
+    let names: Vec<String> = match (args.tool, args.tools) {
+        (Some(name), None) => vec![name],
+        (None, Some(names)) => names.0,
+        _ => {
+            return Err(Error::invalid_params(format!(
+                "tool_schema takes either `tool` (a name) or `tools` (1 to {} names)",
+                disclosure::MAX_SCHEMA_BATCH
+            )));
+        }
+    };
+    let mut schemas = Vec::with_capacity(names.len());
+    for name in &names {
+        if let Some(meta) = disclosure::meta_tools()
+            .iter()
+            .find(|t| t.name == name.as_str())
+        {
+            schemas.push(json!({"name": meta.name, "description": meta.description, "inputSchema": meta.input_schema}));
+            continue;
+        }
+        let tool = registry
+            .tool(name)
+            .ok_or_else(|| Error::unknown_tool(name))?;
+        schemas.push(disclosure::schema_entry(tool));
+    }
+    Ok(CallToolResult::structured(json!({ "tools": schemas })))
+}
+
+/// One call's entry in `dispatch_parallel`'s results: its result, its protocol error, or — a
+/// call that did not answer within `timeout`, like an executor that does not — a tool error.
+fn parallel_entry(
+    name: &str,
+    outcome: Result<Result<CallToolResult, Error>, tokio::time::error::Elapsed>,
+    timeout: std::time::Duration,
+) -> Value {
+    match outcome {
+        Ok(Ok(result)) => {
+            let mut entry = json!({
+                "tool": name,
+                "isError": result.is_error.unwrap_or(false),
+                "content": result.content,
+            });
+            if let Some(structured) = result.structured_content {
+                entry["structuredContent"] = structured;
+            }
+            if let Some(meta) = result.meta {
+                entry["_meta"] = Value::Object(meta.0);
+            }
+            entry
+        }
+        Ok(Err(error)) => json!({
+            "tool": name,
+            "error": {"code": error.jsonrpc_code(false), "message": error.message(), "data": error.data()},
+        }),
+        Err(_) => json!({
+            "tool": name,
+            "isError": true,
+            "content": [{"type": "text", "text": format!(
+                "{name} did not answer within {} ms (timeout_ms)",
+                timeout.as_millis()
+            )}],
+        }),
     }
 }
 
@@ -168,17 +193,16 @@ impl McpHandler {
 fn decode<T: serde::de::DeserializeOwned>(
     tool: &str,
     arguments: rmcp::model::JsonObject,
-) -> Result<T, ErrorData> {
-    disclosure::decode(tool, arguments)
-        .map_err(|message| fault(Fault::InvalidParams, message, None))
+) -> Result<T, Error> {
+    disclosure::decode(tool, arguments).map_err(|message| Error::new(Fault::InvalidParams, message))
 }
 
 /// `tool` and `arguments` of a dispatch; meta-tools cannot be dispatched.
 fn dispatch_target(
     args: disclosure::DispatchArgs,
-) -> Result<(String, Option<rmcp::model::JsonObject>), ErrorData> {
+) -> Result<(String, Option<rmcp::model::JsonObject>), Error> {
     if MetaTool::parse(&args.tool).is_some() {
-        return Err(unknown_tool(&args.tool));
+        return Err(Error::unknown_tool(&args.tool));
     }
     Ok((args.tool, args.arguments))
 }

@@ -25,17 +25,19 @@ use std::time::Instant;
 use tracing::Instrument as _;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, InputRequiredResult, InputResponses, ListToolsResult, LoggingLevel,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InputRequiredResult, InputResponses, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, ProgressNotificationParam, ServerCapabilities, ServerConfig,
     SubscriptionFilter,
 };
 
 pub use context::{CallContext, Sink};
-use rmcp::{ErrorData, ServerHandler};
+use rmcp::ServerHandler;
+
+use crate::error::Error;
 use serde_json::{Value, json};
+use tp_proto::Fault;
 use tp_proto::pb;
-use tp_registry::Fault;
 
 use crate::cache::{Identity, LookupError};
 use crate::disclosure::{self, MetaTool};
@@ -49,18 +51,6 @@ pub use crate::transport::cursor::{decode_cursor, encode_cursor};
 pub use call::Retry;
 pub(crate) use metrics::count_request;
 
-/// An MCP error from the table ([`Fault`]): the row's JSON-RPC code, a sentence and data.
-/// Every error the handler returns is made here.
-pub(crate) fn fault(
-    fault: Fault,
-    message: impl Into<std::borrow::Cow<'static, str>>,
-    data: Option<Value>,
-) -> ErrorData {
-    let code = fault
-        .jsonrpc()
-        .unwrap_or(tp_registry::jsonrpc::INTERNAL_ERROR);
-    ErrorData::new(ErrorCode(code), message, data)
-}
 /// Most validation errors reported for one call.
 const MAX_REPORTED_ERRORS: usize = 5;
 
@@ -72,11 +62,6 @@ pub struct Caller(pub Arc<Identity>);
 #[derive(Debug, Clone)]
 pub struct McpHandler {
     state: Arc<EdgeState>,
-}
-
-/// The error every unknown, hidden or forbidden tool gets.
-pub fn unknown_tool(name: &str) -> ErrorData {
-    fault(Fault::InvalidParams, format!("unknown tool: {name}"), None)
 }
 
 /// The span of the HTTP request a handler serves (handlers run on tasks of their own, so the
@@ -91,51 +76,29 @@ fn access_log<'a>(ctx: &CallContext<'a>) -> Option<&'a crate::access::AccessLog>
         .and_then(|parts| crate::access::of(&parts.extensions))
 }
 
-/// The answer to `resources/read`: there are no resources.
-pub(crate) fn resource_not_found(uri: &str) -> ErrorData {
-    fault(
-        Fault::ResourceNotFound,
-        format!("resource not found: {uri}; this server offers tools only, no resources"),
-        None,
-    )
-}
-
-/// Method-not-found for a method of a capability the edge does not offer, with a sentence.
-pub(crate) fn not_offered(method: &str, capability: &str) -> ErrorData {
-    fault(
-        Fault::MethodNotFound,
-        format!(
-            "method not found: {method}; this server offers tools only, and its capabilities do not include {capability}"
-        ),
-        None,
-    )
-}
-
-fn caller(ctx: &CallContext<'_>) -> Result<Arc<Identity>, ErrorData> {
+fn caller(ctx: &CallContext<'_>) -> Result<Arc<Identity>, Error> {
     ctx.parts
         .and_then(|parts| parts.extensions.get::<Caller>())
         .map(|caller| Arc::clone(&caller.0))
         .ok_or_else(|| {
-            fault(
+            Error::new(
                 Fault::Internal,
                 "request reached the MCP handler unauthenticated",
-                None,
             )
         })
 }
 
-fn lookup_error(error: LookupError) -> ErrorData {
+fn lookup_error(error: LookupError) -> Error {
     match error {
-        LookupError::Unauthenticated | LookupError::NotFound => fault(
+        LookupError::Unauthenticated | LookupError::NotFound => Error::new(
             Fault::InvalidRequest,
             "the caller's tenant no longer exists",
-            None,
         ),
-        LookupError::Unavailable(message) => fault(
+        LookupError::Unavailable(message) => Error::new(
             Fault::RegistryUnavailable,
             "the tool registry is temporarily unavailable; retry shortly",
-            Some(json!({ "reason": message })),
-        ),
+        )
+        .with_data(json!({ "reason": message })),
     }
 }
 
@@ -156,7 +119,7 @@ impl McpHandler {
         &self,
         identity: &Identity,
         ctx: &CallContext<'_>,
-    ) -> Result<Arc<Registry>, ErrorData> {
+    ) -> Result<Arc<Registry>, Error> {
         // Exported spans only (see `identity.lookup`); otherwise the lookup runs in the
         // request's span.
         let span = if tp_telemetry::trace::exporting() {
@@ -206,7 +169,7 @@ impl McpHandler {
         &self,
         request: CallToolRequestParams,
         ctx: &CallContext<'_>,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<CallToolResponse, Error> {
         let identity = caller(ctx)?;
         let registry = self.registry(&identity, ctx).await?;
         // The call's work is boxed: rmcp moves this future into a task of its own, and a call's
@@ -228,7 +191,7 @@ impl McpHandler {
                         &parts.headers,
                     )
                 {
-                    return Err(fault(Fault::HeaderMismatch, reason, None));
+                    return Err(Error::new(Fault::HeaderMismatch, reason));
                 }
                 let retry = Retry {
                     input_responses: request.input_responses,
@@ -254,7 +217,7 @@ impl McpHandler {
         count_request("tools/call", &identity.tenant, outcome, None);
         if let Some(log) = access_log(ctx) {
             match &result {
-                Err(error) => log.outcome(format!("error {}", error.code.0)),
+                Err(error) => log.outcome(format!("error {}", error.jsonrpc_code(false))),
                 Ok(_) => log.outcome(outcome),
             }
         }
@@ -268,7 +231,7 @@ impl McpHandler {
         &self,
         cursor: Option<&str>,
         ctx: &CallContext<'_>,
-    ) -> Result<ListToolsResult, ErrorData> {
+    ) -> Result<ListToolsResult, Error> {
         let started = Instant::now();
         let identity = caller(ctx)?;
         let registry = self.registry(&identity, ctx).await?;
@@ -277,7 +240,7 @@ impl McpHandler {
         let listing = &registry.listing;
         let start = match cursor {
             Some(cursor) => crate::transport::pages::start_after(listing, cursor)
-                .ok_or_else(|| fault(Fault::InvalidParams, "invalid cursor", None))?,
+                .ok_or_else(|| Error::new(Fault::InvalidParams, "invalid cursor"))?,
             None => 0,
         };
         let generation = if stateless(ctx) {

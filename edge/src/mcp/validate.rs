@@ -8,7 +8,7 @@ use crate::transport::session;
 /// The action of a polymorphic tool, checked against the role's allowed actions ("" for plain
 /// tools). A forbidden action fails exactly like one that does not exist, and the caller's
 /// value is not echoed.
-pub(super) fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String, ErrorData> {
+pub(super) fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String, Error> {
     let Some(set) = &tool.resolved.actions else {
         return Ok(String::new());
     };
@@ -18,9 +18,7 @@ pub(super) fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String,
         .unwrap_or("");
     if !set.allowed.iter().any(|a| a == requested) {
         // A hidden action gets the same answer as one that does not exist, as hidden tools do.
-        return Err(fault(
-            Fault::InvalidParams,
-            format!(
+        return Err(Error::new(Fault::InvalidParams, format!(
                 "invalid arguments for {}: {}; available: {}",
                 tool.resolved.name,
                 if requested.is_empty() {
@@ -29,11 +27,9 @@ pub(super) fn check_action(tool: &EdgeTool, arguments: &Value) -> Result<String,
                     format!("unknown {} {requested:?}", set.discriminator)
                 },
                 set.allowed.join(", ")
-            ),
-            Some(
+            )).with_data(
                 json!({ "errors": [{ "path": format!("/{}", set.discriminator), "message": "unknown action" }] }),
-            ),
-        ));
+            ));
     }
     Ok(requested.to_owned())
 }
@@ -143,14 +139,14 @@ pub(super) async fn validate_schema(
     action: &str,
     arguments: Value,
     timeout: std::time::Duration,
-) -> Result<Value, ErrorData> {
+) -> Result<Value, Error> {
     // A polymorphic tool's call is checked against its action's branch (the whole schema's
     // `oneOf` would only say that no branch matched).
     let (validator, schema) = match tool.branch(action) {
         Some(branch) => branch,
         None => tool
             .validator()
-            .map_err(|message| fault(Fault::Internal, message, None))?,
+            .map_err(|message| Error::new(Fault::Internal, message))?,
     };
     let (arguments, errors) = if bounds::size(&arguments) < INLINE_VALIDATION_BYTES {
         let errors = schema_errors(&validator, &schema, &arguments);
@@ -163,22 +159,20 @@ pub(super) async fn validate_schema(
         match tokio::time::timeout(timeout, job).await {
             Ok(Ok(done)) => done,
             Ok(Err(_)) => {
-                return Err(fault(
+                return Err(Error::new(
                     Fault::Internal,
                     "validating the arguments failed",
-                    None,
                 ));
             }
             Err(_) => {
                 ::metrics::counter!("tp_edge_validation_timeouts_total").increment(1);
-                return Err(fault(
+                return Err(Error::new(
                     Fault::InvalidParams,
                     format!(
                         "invalid arguments for {}: validating them took longer than {} ms",
                         tool.resolved.name,
                         timeout.as_millis()
                     ),
-                    None,
                 ));
             }
         }
@@ -196,13 +190,9 @@ pub(super) async fn validate_schema(
     } else {
         format!("{} (action {action})", tool.resolved.name)
     };
-    Err(fault(
-        Fault::InvalidParams,
-        format!("invalid arguments for {subject}: {summary}"),
-        Some(
+    Err(Error::new(Fault::InvalidParams, format!("invalid arguments for {subject}: {summary}")).with_data(
             json!({ "errors": errors.iter().map(|(p, m)| json!({"path": p, "message": m})).collect::<Vec<_>>() }),
-        ),
-    ))
+        ))
 }
 
 /// A 2026-07-28 caller must declare, in the request's `_meta`, every client capability the
@@ -211,7 +201,7 @@ pub(super) async fn validate_schema(
 pub(super) fn missing_client_capabilities(
     tool: &EdgeTool,
     ctx: &CallContext<'_>,
-) -> Result<(), ErrorData> {
+) -> Result<(), Error> {
     if tool.resolved.client_capabilities.is_empty() || ctx.meta.protocol_version().is_none() {
         return Ok(());
     }
@@ -232,11 +222,11 @@ pub(super) fn missing_client_capabilities(
     }
     let required: rmcp::model::ClientCapabilities =
         serde_json::from_value(Value::Object(missing)).unwrap_or_default();
-    Err(fault(
+    Err(Error::new(
         Fault::MissingClientCapability,
         "missing required client capability",
-        Some(json!({ "requiredCapabilities": required })),
-    ))
+    )
+    .with_data(json!({ "requiredCapabilities": required })))
 }
 
 /// The client capabilities that an executor may ask for and the caller declared: in a

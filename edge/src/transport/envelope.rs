@@ -10,10 +10,9 @@ use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tp_registry::Fault;
+use tp_proto::Fault;
 
-/// A message refused before the transport's rules: the fault, the id it answers and why.
-pub type Refusal = (Fault, Value, String);
+use crate::error::Error;
 
 /// What a well-formed JSON-RPC message is.
 #[derive(Debug)]
@@ -123,8 +122,8 @@ impl<'a> Envelope<'a> {
     /// Reads one JSON-RPC message. Malformed messages are refused with the codes JSON-RPC
     /// 2.0 defines: `-32700` for a body that is not JSON, `-32600` for JSON that is not one
     /// JSON-RPC message (batches included: MCP since 2025-06-18 has none).
-    pub fn read(bytes: &'a [u8]) -> Result<Read<'a>, Refusal> {
-        let invalid = |message: &str| (Fault::InvalidRequest, Value::Null, message.to_owned());
+    pub fn read(bytes: &'a [u8]) -> Result<Read<'a>, Error> {
+        let invalid = |message: &'static str| Error::invalid_request(message);
         // An object, and only an object: serde would read a struct from an array by position.
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return Err(not_a_message(bytes, None));
@@ -140,8 +139,7 @@ impl<'a> Envelope<'a> {
         // neither, and would make the two indistinguishable).
         let id = match wire.id {
             None => Value::Null,
-            Some(raw) => serde_json::from_str(raw.get())
-                .map_err(|e| (Fault::ParseError, Value::Null, format!("parse error: {e}")))?,
+            Some(raw) => serde_json::from_str(raw.get()).map_err(|e| parse_error(&e))?,
         };
         let null_id = wire.id.is_some() && id.is_null() && wire.method.is_some();
         if null_id || !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
@@ -155,8 +153,7 @@ impl<'a> Envelope<'a> {
             if let Value::String(id) = &id
                 && id.starts_with(super::questions::ID_PREFIX)
             {
-                let message = serde_json::from_slice(bytes)
-                    .map_err(|e| (Fault::ParseError, Value::Null, format!("parse error: {e}")))?;
+                let message = serde_json::from_slice(bytes).map_err(|e| parse_error(&e))?;
                 return Ok(Read::Answer(id.clone(), message));
             }
             return Ok(Read::Response);
@@ -188,9 +185,7 @@ impl<'a> Envelope<'a> {
 /// Why a body is not a JSON-RPC message: not JSON at all (`-32700`, the whole body checked),
 /// a batch or another value than an object (`-32600`), or an object serde could not read as
 /// an envelope (`error`: a repeated key, `-32600`).
-fn not_a_message(bytes: &[u8], error: Option<&serde_json::Error>) -> Refusal {
-    let parse_error =
-        |e: &serde_json::Error| (Fault::ParseError, Value::Null, format!("parse error: {e}"));
+fn not_a_message(bytes: &[u8], error: Option<&serde_json::Error>) -> Error {
     if let Some(error) = error
         && !error.is_data()
     {
@@ -208,7 +203,12 @@ fn not_a_message(bytes: &[u8], error: Option<&serde_json::Error>) -> Refusal {
         },
         _ => "invalid request: not a JSON-RPC message".to_owned(),
     };
-    (Fault::InvalidRequest, Value::Null, message)
+    Error::invalid_request(message)
+}
+
+/// `-32700`, with serde's reason.
+fn parse_error(error: &serde_json::Error) -> Error {
+    Error::new(Fault::ParseError, format!("parse error: {error}"))
 }
 
 /// What a serde_json error says of a value read from text, without the position it appends
@@ -369,13 +369,13 @@ impl super::rules::Params for Envelope<'_> {
 mod tests {
     use super::*;
 
-    fn read(body: &str) -> Result<Read<'_>, Refusal> {
+    fn read(body: &str) -> Result<Read<'_>, Error> {
         Envelope::read(body.as_bytes())
     }
 
     fn refused(body: &str) -> (Fault, String) {
         match read(body) {
-            Err((fault, _, message)) => (fault, message),
+            Err(error) => (error.fault(), error.message().to_owned()),
             Ok(_) => panic!("{body} was read"),
         }
     }

@@ -9,14 +9,16 @@
 //! the recorded answers. `Mcp-Param-*` headers are checked later, against the caller's own
 //! tool, by the call pipeline: only it knows per-tenant tools.
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use rmcp::model::{ErrorCode, ProtocolVersion};
+use rmcp::model::ProtocolVersion;
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
-use tp_registry::Fault;
+use tp_proto::Fault;
+
+use crate::error::{Answering, Error};
 
 pub use super::pages::Generation;
 
@@ -42,72 +44,51 @@ const BASE64_SUFFIX: &str = "?=";
 /// Why a request is refused before any method sees it.
 #[derive(Debug, PartialEq)]
 pub enum Refused {
-    /// An HTTP status with a plain-text reason (no JSON-RPC message was read, or the version
-    /// header says nothing can be).
-    Http(Fault, String),
-    /// A JSON-RPC error answering `id` (`Null` for a notification), sent with `status`.
-    JsonRpc(StatusCode, Value, rmcp::ErrorData),
+    /// Refused at the HTTP level: no JSON-RPC message was read, or the version header says
+    /// none can be.
+    Http(Error),
+    /// A JSON-RPC error answering `id` (`Null` for a notification: then as
+    /// [`Error::into_response`]), with the status the table gives a request the transport
+    /// refuses.
+    JsonRpc(Value, Error),
 }
 
 impl Refused {
+    /// `error` answering `id`: in JSON-RPC when its row has a code, else at the HTTP level.
+    pub fn answering(id: &Value, error: Error) -> Refused {
+        if error.fault().jsonrpc().is_some() {
+            Refused::JsonRpc(id.clone(), error)
+        } else {
+            Refused::Http(error)
+        }
+    }
+
     fn header_mismatch(id: &Value, message: String) -> Refused {
-        Refused::table(
-            id,
-            rmcp::ErrorData::new(ErrorCode::HEADER_MISMATCH, message, None),
-        )
+        Refused::JsonRpc(id.clone(), Error::new(Fault::HeaderMismatch, message))
     }
 
-    /// Invalid params for a request whose `_meta` lacks what 2026-07-28 requires: 400, not
-    /// the table's 200 — the request, not its method's parameters, is malformed (that
-    /// version's HTTP binding).
-    fn malformed_meta(id: &Value, message: String) -> Refused {
-        Refused::JsonRpc(
-            StatusCode::BAD_REQUEST,
-            id.clone(),
-            rmcp::ErrorData::invalid_params(message, None),
-        )
+    fn invalid_request(id: &Value, message: impl Into<Cow<'static, str>>) -> Refused {
+        Refused::JsonRpc(id.clone(), Error::invalid_request(message))
     }
 
-    /// A JSON-RPC error sent with the status the error table gives its code
-    /// ([`Fault::http_status`]).
-    fn table(id: &Value, error: rmcp::ErrorData) -> Refused {
-        let status = Fault::from_jsonrpc(error.code.0)
-            .and_then(|fault| StatusCode::from_u16(fault.http_status(true)).ok())
-            .unwrap_or(StatusCode::BAD_REQUEST);
-        Refused::JsonRpc(status, id.clone(), error)
+    fn bad_version_header(message: impl Into<Cow<'static, str>>) -> Refused {
+        Refused::Http(Error::new(Fault::BadVersionHeader, message))
+    }
+
+    /// The error, whichever way it travels.
+    pub fn error(&self) -> &Error {
+        match self {
+            Refused::Http(error) | Refused::JsonRpc(_, error) => error,
+        }
     }
 
     /// The HTTP answer.
     pub fn into_response(self) -> axum::response::Response {
         use axum::response::IntoResponse as _;
         match self {
-            Refused::Http(fault, text) => (
-                status_of(fault, false),
-                [(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; charset=utf-8"),
-                )],
-                text,
-            )
-                .into_response(),
-            Refused::JsonRpc(status, id, error) => {
-                let id = match id {
-                    Value::String(id) => Some(rmcp::model::RequestId::String(id.into())),
-                    Value::Number(n) => n.as_i64().map(rmcp::model::RequestId::Number),
-                    _ => None,
-                };
-                let message = rmcp::model::ServerJsonRpcMessage::error(error, id);
-                let body = serde_json::to_vec(&message).unwrap_or_default();
-                (
-                    status,
-                    [(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    )],
-                    body,
-                )
-                    .into_response()
-            }
+            Refused::Http(error) => error.into_response(),
+            Refused::JsonRpc(id, error) if !id.is_null() => error.answer(&id, Answering::Request),
+            Refused::JsonRpc(_, error) => error.into_response(),
         }
     }
 }
@@ -149,26 +130,18 @@ pub fn media(headers: &HeaderMap) -> Result<(), Refused> {
         }
     }
     if !json || !sse {
-        return Err(Refused::Http(
+        return Err(Refused::Http(Error::new(
             Fault::NotAcceptable,
-            "Not Acceptable: Client must accept both application/json and text/event-stream"
-                .to_owned(),
-        ));
+            "Not Acceptable: Client must accept both application/json and text/event-stream",
+        )));
     }
     if !is_json(headers) {
-        return Err(Refused::Http(
+        return Err(Refused::Http(Error::new(
             Fault::UnsupportedMediaType,
-            "Unsupported Media Type: Content-Type must be application/json".to_owned(),
-        ));
+            "Unsupported Media Type: Content-Type must be application/json",
+        )));
     }
     Ok(())
-}
-
-/// The HTTP status `fault` is answered with (`answers_an_id`: a JSON-RPC answer to a request
-/// with an id), from the one table ([`Fault::http_status`]).
-pub fn status_of(fault: Fault, answers_an_id: bool) -> StatusCode {
-    StatusCode::from_u16(fault.http_status(answers_an_id))
-        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// Whether `Accept` takes `text/event-stream` (a GET stream's one requirement).
@@ -308,61 +281,7 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
     let meta_version = params.filter(|_| request).and_then(|p| p.meta_version());
     let meta_version = meta_version.as_deref();
 
-    // The version header.
-    let mut values = headers.get_all(&PROTOCOL_VERSION).iter();
-    let header = match (values.next(), values.next()) {
-        (None, _) => None,
-        (Some(value), None) => Some(value),
-        (Some(_), Some(_)) => {
-            return Err(Refused::Http(
-                Fault::BadVersionHeader,
-                "Bad Request: more than one MCP-Protocol-Version header".to_owned(),
-            ));
-        }
-    };
-    let header = match header.map(HeaderValue::to_str) {
-        None => None,
-        Some(Ok(version)) => Some(version),
-        Some(Err(_)) if initialize => {
-            return Err(Refused::table(
-                id,
-                rmcp::ErrorData::invalid_request(
-                    "Invalid Request: MCP-Protocol-Version header is not valid UTF-8",
-                    None,
-                ),
-            ));
-        }
-        Some(Err(_)) => {
-            return Err(Refused::Http(
-                Fault::BadVersionHeader,
-                "Bad Request: Invalid MCP-Protocol-Version header encoding".to_owned(),
-            ));
-        }
-    };
-    if initialize {
-        let body = params.and_then(|p| p.field("protocolVersion"));
-        if let (Some(header), Some(body)) = (header, body)
-            && header != body
-        {
-            return Err(Refused::table(
-                id,
-                rmcp::ErrorData::invalid_request(
-                    format!(
-                        "Invalid Request: MCP-Protocol-Version header ({header}) does not match initialize params.protocolVersion ({body})"
-                    ),
-                    None,
-                ),
-            ));
-        }
-    } else if let Some(version) = header
-        && meta_version.is_none()
-        && !known(version)
-    {
-        return Err(Refused::Http(
-            Fault::BadVersionHeader,
-            format!("Bad Request: Unsupported MCP-Protocol-Version: {version}"),
-        ));
-    }
+    let header = version_header(headers, id, initialize, params, meta_version)?;
 
     // SEP-2243: the method and its target repeated in headers.
     if let (Some(method), Some(version)) = (method, header)
@@ -382,6 +301,78 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
 
     // `_meta` against the header, then the version it names.
     let discover = method == Some("server/discover");
+    per_request_version(id, discover, header, meta_version, params)
+}
+
+/// The `MCP-Protocol-Version` header: at most one, as text; an `initialize`'s must match its
+/// body, any other's must be a version the edge knows unless the request names its own in
+/// `_meta`.
+fn version_header<'h>(
+    headers: &'h HeaderMap,
+    id: &Value,
+    initialize: bool,
+    params: Option<&dyn Params>,
+    meta_version: Option<&str>,
+) -> Result<Option<&'h str>, Refused> {
+    let mut values = headers.get_all(&PROTOCOL_VERSION).iter();
+    let header = match (values.next(), values.next()) {
+        (None, _) => None,
+        (Some(value), None) => Some(value),
+        (Some(_), Some(_)) => {
+            return Err(Refused::bad_version_header(
+                "Bad Request: more than one MCP-Protocol-Version header",
+            ));
+        }
+    };
+    let header = match header.map(HeaderValue::to_str) {
+        None => None,
+        Some(Ok(version)) => Some(version),
+        Some(Err(_)) if initialize => {
+            return Err(Refused::invalid_request(
+                id,
+                "Invalid Request: MCP-Protocol-Version header is not valid UTF-8",
+            ));
+        }
+        Some(Err(_)) => {
+            return Err(Refused::bad_version_header(
+                "Bad Request: Invalid MCP-Protocol-Version header encoding",
+            ));
+        }
+    };
+    if initialize {
+        let body = params.and_then(|p| p.field("protocolVersion"));
+        if let (Some(header), Some(body)) = (header, body)
+            && header != body
+        {
+            return Err(Refused::invalid_request(
+                id,
+                format!(
+                    "Invalid Request: MCP-Protocol-Version header ({header}) does not match initialize params.protocolVersion ({body})"
+                ),
+            ));
+        }
+    } else if let Some(version) = header
+        && meta_version.is_none()
+        && !known(version)
+    {
+        return Err(Refused::bad_version_header(format!(
+            "Bad Request: Unsupported MCP-Protocol-Version: {version}"
+        )));
+    }
+
+    Ok(header)
+}
+
+/// The version a request that is not a handshake names in `_meta` (2026-07-28), checked
+/// against the header (`header`) and the versions the edge speaks; `discover` and any request
+/// under a 2026-07-28 header must carry it, with capabilities.
+fn per_request_version(
+    id: &Value,
+    discover: bool,
+    header: Option<&str>,
+    meta_version: Option<&str>,
+    params: Option<&dyn Params>,
+) -> Result<Generation, Refused> {
     // What `_meta` lacks of what 2026-07-28 requires (rmcp's
     // `RequestMetaObject::missing_required_keys`): a version string, and capabilities of the
     // shape `ClientCapabilities` reads.
@@ -397,12 +388,12 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
     };
     let Some(meta_version) = meta_version else {
         if discover || header.is_some_and(|v| v >= CURRENT) {
-            return Err(Refused::malformed_meta(
-                id,
-                format!(
+            return Err(Refused::JsonRpc(
+                id.clone(),
+                Error::malformed_meta(format!(
                     "Invalid params: request _meta is missing or has malformed required fields: {}",
                     missing().join(", ")
-                ),
+                )),
             ));
         }
         return Ok(Generation::Legacy);
@@ -422,23 +413,20 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
         ));
     }
     if !known(meta_version) {
-        return Err(Refused::table(
-            id,
-            rmcp::ErrorData::unsupported_protocol_version(
-                serde_json::from_value(Value::String(meta_version.to_owned())).unwrap_or_default(),
-                ProtocolVersion::KNOWN_VERSIONS,
-            ),
+        return Err(Refused::JsonRpc(
+            id.clone(),
+            Error::unsupported_protocol_version(meta_version),
         ));
     }
     if discover || meta_version >= CURRENT {
         let missing = missing();
         if !missing.is_empty() {
-            return Err(Refused::malformed_meta(
-                id,
-                format!(
+            return Err(Refused::JsonRpc(
+                id.clone(),
+                Error::malformed_meta(format!(
                     "request _meta is missing or has malformed required fields: {}",
                     missing.join(", ")
-                ),
+                )),
             ));
         }
     }

@@ -1,11 +1,14 @@
 //! Unit tests of the transport's rules (`super::rules`).
+#![allow(clippy::too_many_lines, reason = "test code")]
 
 use super::hosts::{AllowedHosts, contradiction, host_allowed};
 use super::rules::*;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::json;
 use serde_json::{Map, Value};
-use tp_registry::Fault;
+use tp_proto::Fault;
+
+use crate::error::Answering;
 
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
@@ -43,15 +46,15 @@ fn media_types() {
     );
     assert!(matches!(
         ok("application/json, text/event-stream;q=0"),
-        Err(Refused::Http(Fault::NotAcceptable, _))
+        Err(Refused::Http(e)) if e.fault() == Fault::NotAcceptable
     ));
     assert!(matches!(
         ok("application/json, text/event-stream;q=0.000"),
-        Err(Refused::Http(Fault::NotAcceptable, _))
+        Err(Refused::Http(e)) if e.fault() == Fault::NotAcceptable
     ));
     assert!(matches!(
         ok("application/json"),
-        Err(Refused::Http(Fault::NotAcceptable, _))
+        Err(Refused::Http(e)) if e.fault() == Fault::NotAcceptable
     ));
     assert_eq!(
         ok(r#"application/json;x="a,b", text/event-stream"#),
@@ -64,7 +67,7 @@ fn media_types() {
     ]));
     assert!(matches!(
         text,
-        Err(Refused::Http(Fault::UnsupportedMediaType, _))
+        Err(Refused::Http(e)) if e.fault() == Fault::UnsupportedMediaType
     ));
     let charset = media(&headers(&[
         ("accept", plain),
@@ -92,7 +95,7 @@ fn generations_and_refusals() {
             &headers(&[("mcp-protocol-version", "1999-01-01")]),
             request(None)
         ),
-        Err(Refused::Http(Fault::BadVersionHeader, _))
+        Err(Refused::Http(e)) if e.fault() == Fault::BadVersionHeader
     ));
     // Below 2026-07-28, Mcp-Method is not the transport's to check.
     assert_eq!(
@@ -112,7 +115,10 @@ fn generations_and_refusals() {
         Ok(Generation::Stateless)
     );
     let code = |r: Result<Generation, Refused>| match r {
-        Err(Refused::JsonRpc(status, _, error)) => (status.as_u16(), error.code.0),
+        Err(Refused::JsonRpc(_, error)) => (
+            error.status(Answering::Request).as_u16(),
+            error.jsonrpc_code(false),
+        ),
         other => panic!("{other:?}"),
     };
     assert_eq!(code(admit(&current, request(None))), (400, -32602));
@@ -175,7 +181,7 @@ fn generations_and_refusals() {
     ]);
     assert!(matches!(
         admit(&twice, request(None)),
-        Err(Refused::Http(Fault::BadVersionHeader, _))
+        Err(Refused::Http(e)) if e.fault() == Fault::BadVersionHeader
     ));
 }
 
@@ -194,7 +200,7 @@ fn initialize_checks_its_header_against_its_body() {
     );
     assert!(matches!(
         admit(&headers(&[("mcp-protocol-version", "2025-06-18")]), init),
-        Err(Refused::JsonRpc(StatusCode::BAD_REQUEST, _, _))
+        Err(Refused::JsonRpc(_, e)) if e.status(Answering::Request) == StatusCode::BAD_REQUEST
     ));
 }
 

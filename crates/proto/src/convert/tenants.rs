@@ -144,6 +144,30 @@ fn implied_mask(tenant: &pb::Tenant) -> Vec<&'static str> {
     paths
 }
 
+/// The fields an update mask names (`*`: every top-level field); an unknown one is refused.
+fn masked_paths(mask: &prost_types::FieldMask) -> DomainResult<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut unknown = Vec::new();
+    for path in &mask.paths {
+        if path == "*" {
+            paths.extend(
+                TENANT_FIELDS
+                    .iter()
+                    .filter(|p| !p.contains('.'))
+                    .map(|p| (*p).to_owned()),
+            );
+        } else if TENANT_FIELDS.contains(&path.as_str()) {
+            paths.push(path.clone());
+        } else {
+            unknown.push(path.as_str());
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(super::unknown_mask_fields(&unknown, TENANT_FIELDS));
+    }
+    Ok(paths)
+}
+
 /// `existing` changed as `submitted` and `mask` say (see `UpdateTenantRequest`): the fields the
 /// mask names (or, without one, the fields `submitted` sets) take `submitted`'s values, every
 /// other field keeps its own. Not validated yet (the state does that).
@@ -153,39 +177,7 @@ pub fn patch_tenant(
     mask: Option<&prost_types::FieldMask>,
 ) -> DomainResult<domain::Tenant> {
     let paths: Vec<String> = match mask {
-        Some(mask) if !mask.paths.is_empty() => {
-            let mut paths = Vec::new();
-            let mut unknown = Vec::new();
-            for path in &mask.paths {
-                if path == "*" {
-                    paths.extend(
-                        TENANT_FIELDS
-                            .iter()
-                            .filter(|p| !p.contains('.'))
-                            .map(|p| (*p).to_owned()),
-                    );
-                } else if TENANT_FIELDS.contains(&path.as_str()) {
-                    paths.push(path.clone());
-                } else {
-                    unknown.push(path.as_str());
-                }
-            }
-            if !unknown.is_empty() {
-                return Err(DomainError::invalid(
-                    "update_mask",
-                    format!(
-                        "unknown field {} (fields: {})",
-                        unknown
-                            .iter()
-                            .map(|p| format!("{p:?}"))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        TENANT_FIELDS.join(", ")
-                    ),
-                ));
-            }
-            paths
-        }
+        Some(mask) if !mask.paths.is_empty() => masked_paths(mask)?,
         _ => implied_mask(&submitted)
             .into_iter()
             .map(str::to_owned)

@@ -60,16 +60,16 @@ pub(in crate::app) async fn serve_call(
         biased;
         Some(message) = messages.recv() => message,
         answer = &mut work => match (answer, messages.try_recv()) {
-            (Some(answer), Err(_)) => return json(&answer, generation),
+            (Some(answer), Err(_)) => return json(answer),
             (answer, first) => {
                 let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(messages);
                 let stream = futures::stream::iter(first.ok())
                     .chain(rest)
-                    .chain(futures::stream::iter(answer));
+                    .chain(futures::stream::iter(answer.map(|a| a.message)));
                 return crate::transport::sse::response(stream, None, state.abort.clone());
             }
         },
-        () = state.abort.cancelled() => return refuse(Fault::Unavailable, "the edge is shutting down"),
+        () = state.abort.cancelled() => return Error::new(Fault::Unavailable, "the edge is shutting down").into_response(),
     };
     let (last, answered) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
@@ -77,7 +77,8 @@ pub(in crate::app) async fn serve_call(
     });
     let rest = tokio_stream::wrappers::UnboundedReceiverStream::new(messages);
     let stream = futures::stream::iter([first]).chain(rest).chain(
-        futures::stream::once(answered).filter_map(|answer| async move { answer.ok().flatten() }),
+        futures::stream::once(answered)
+            .filter_map(|answer| async move { answer.ok().flatten().map(|a| a.message) }),
     );
     crate::transport::sse::response(stream, Some(task.abort_handle()), state.abort.clone())
 }

@@ -90,5 +90,5 @@ pub(in crate::app) async fn serve_list(
         .tools_list(cursor.as_deref(), &ctx)
         .await
         .map(ServerResult::ListToolsResult);
-    json(&shape(result, id, generation), generation)
+    json(shape(result, id, generation))
 }

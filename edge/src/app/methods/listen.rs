@@ -32,17 +32,20 @@ pub(in crate::app) fn serve_listen(
         ToolListChangedNotification,
     };
     let Some(caller) = parts.extensions.get::<Caller>() else {
-        return refuse(
+        return Error::new(
             Fault::Internal,
             "request reached the MCP handler unauthenticated",
-        );
+        )
+        .into_response();
     };
     direct_requests(Method::Listen).increment(1);
     // The stream holds a slot of its key's and its tenant's stream limits while it is open,
     // and ends (with its result) after mcp.max_stream_secs.
     let slot = match state.streams.open(&caller.0.tenant, &caller.0.key_id) {
         Ok(slot) => slot,
-        Err(refusal) => return refuse(Fault::TooManyStreams, &refusal.to_string()),
+        Err(refusal) => {
+            return Error::new(Fault::TooManyStreams, refusal.to_string()).into_response();
+        }
     };
     let handler = McpHandler::new(Arc::clone(state));
     let info = handler.get_info();
@@ -51,8 +54,11 @@ pub(in crate::app) fn serve_listen(
         .unwrap_or_default();
     let advertised = requested.supported_by(&info.capabilities);
     let accepted = requested.intersection(&candidate).intersection(&advertised);
-    let tagged = |mut notification: ServerNotification| {
-        notification.get_meta_mut().set_subscription_id(id.clone());
+    let subscription = id.clone();
+    let tagged = move |mut notification: ServerNotification| {
+        notification
+            .get_meta_mut()
+            .set_subscription_id(subscription.clone());
         ServerJsonRpcMessage::notification(notification)
     };
     let acknowledged = tagged(ServerNotification::SubscriptionsAcknowledgedNotification(
@@ -60,32 +66,19 @@ pub(in crate::app) fn serve_listen(
             SubscriptionsAcknowledgedNotificationParams::new(accepted.clone()),
         ),
     ));
-    let changes = if accepted.tools_list_changed == Some(true) {
-        crate::mcp::list_changes(
-            Arc::clone(state),
-            caller.0.tenant.clone(),
-            caller.0.role.clone(),
-            bearer_key(&parts.headers),
-        )
-        .boxed()
-    } else {
-        let stopping = state.shutdown.clone();
-        futures::stream::once(async move { stopping.cancelled_owned().await })
-            .filter_map(|()| async { None })
-            .boxed()
-    };
-    let changed_id = id.clone();
-    let changed = changes.take_until(tokio::time::sleep(state.streams.lifetime));
-    let changed = changed.map(move |()| {
-        let mut notification =
-            ServerNotification::ToolListChangedNotification(ToolListChangedNotification {
+    let changed = changed_lists(
+        state,
+        &caller.0,
+        accepted.tools_list_changed == Some(true),
+        bearer_key(&parts.headers),
+    )
+    .map(move |()| {
+        tagged(ServerNotification::ToolListChangedNotification(
+            ToolListChangedNotification {
                 method: Default::default(),
                 extensions: Default::default(),
-            });
-        notification
-            .get_meta_mut()
-            .set_subscription_id(changed_id.clone());
-        ServerJsonRpcMessage::notification(notification)
+            },
+        ))
     });
     let mut result = SubscriptionsListenResult::complete(id.clone());
     result.meta.set_server_info(info.server_info);
@@ -96,10 +89,35 @@ pub(in crate::app) fn serve_listen(
     );
     let stream = futures::stream::iter([acknowledged])
         .chain(changed)
-        .chain(futures::stream::iter([completed]))
+        .chain(futures::stream::iter([completed.message]))
         .map(move |message| {
             let _held = &slot;
             message
         });
     crate::transport::sse::response(stream, None, state.abort.clone())
+}
+
+/// One item per change to what the caller lists, while it subscribed to them (else none),
+/// until `mcp.max_stream_secs` or the edge starts shutting down.
+fn changed_lists(
+    state: &Arc<EdgeState>,
+    caller: &crate::cache::Identity,
+    subscribed: bool,
+    key: Option<String>,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    let changes = if subscribed {
+        crate::mcp::list_changes(
+            Arc::clone(state),
+            caller.tenant.clone(),
+            caller.role.clone(),
+            key,
+        )
+        .boxed()
+    } else {
+        let stopping = state.shutdown.clone();
+        futures::stream::once(async move { stopping.cancelled_owned().await })
+            .filter_map(|()| async { None })
+            .boxed()
+    };
+    changes.take_until(tokio::time::sleep(state.streams.lifetime))
 }

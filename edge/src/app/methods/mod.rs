@@ -28,8 +28,7 @@ use listen::{parse_listen, serve_listen};
 use simple::{parse_simple, serve_simple};
 
 use rmcp::model::{
-    CallToolRequestParams, ErrorCode, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerResult,
+    CallToolRequestParams, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 
 use futures::StreamExt as _;
@@ -37,9 +36,11 @@ use futures::StreamExt as _;
 use tracing::Instrument as _;
 
 use super::*;
+use crate::error::{jsonrpc_body, request_id};
 use crate::mcp::{CallContext, Sink};
-use crate::transport::envelope::{Envelope, Fields, Refusal};
+use crate::transport::envelope::{Envelope, Fields};
 use crate::transport::pages::Generation;
+use crate::transport::rules::Refused;
 
 /// Serves one JSON-RPC message the transport's rules admitted as `generation` (`None`: a
 /// response to no question of the edge's; an id of `null`: a notification). A warm
@@ -70,7 +71,7 @@ async fn serve(
     generation: Generation,
 ) -> Response {
     let Some(envelope) = message else {
-        return one_way::stray_response(generation);
+        return one_way::stray_response();
     };
     let Envelope {
         id, method, fields, ..
@@ -81,24 +82,12 @@ async fn serve(
         return one_way::notification(&state, &parts, &method, map().as_ref()).await;
     }
     let Some(request_id) = request_id(&id) else {
-        return json(
-            &ServerJsonRpcMessage::error(
-                rmcp::ErrorData::invalid_request(
-                    "invalid request: \"id\" must be a string or an integer",
-                    None,
-                ),
-                None,
-            ),
-            generation,
-        );
+        return Error::invalid_request("invalid request: \"id\" must be a string or an integer")
+            .answer(&serde_json::Value::Null, answering(generation));
     };
     let invalid = |reason: String| {
-        let error =
-            rmcp::ErrorData::invalid_params(format!("invalid params for {method}: {reason}"), None);
-        json(
-            &shape(Err(error), request_id.clone(), generation),
-            generation,
-        )
+        let error = Error::invalid_params(format!("invalid params for {method}: {reason}"));
+        json(shape(Err(error), request_id.clone(), generation))
     };
     match method.as_ref() {
         "tools/list" => match parse_list(fields.as_ref()) {
@@ -127,12 +116,11 @@ async fn serve(
 /// The shape `tools/call` and `tools/list` params must have before the transport's rules
 /// read them (`-32602` otherwise): an object — for `tools/call` with a string `name`, and
 /// `arguments` and `inputResponses` that are objects when present.
-pub(super) fn check_params(envelope: &Envelope<'_>) -> Result<(), Refusal> {
+pub(super) fn check_params(envelope: &Envelope<'_>) -> Result<(), Refused> {
     let bad = |text: &str| {
-        Err((
-            Fault::InvalidParams,
-            envelope.id.clone(),
-            format!("invalid params: {text}"),
+        Err(Refused::answering(
+            &envelope.id,
+            Error::invalid_params(format!("invalid params: {text}")),
         ))
     };
     match envelope.method.as_ref() {
@@ -172,76 +160,55 @@ pub(super) fn bearer_key(headers: &axum::http::HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The JSON-RPC id as rmcp reads it (a string, or an integer within i64).
-fn request_id(id: &serde_json::Value) -> Option<RequestId> {
-    match id {
-        serde_json::Value::String(id) => Some(RequestId::String(id.as_str().into())),
-        serde_json::Value::Number(n) => Some(RequestId::Number(n.as_i64()?)),
-        _ => None,
-    }
+/// A method's answer: the JSON-RPC message, and the HTTP status it travels with when it is
+/// sent as one JSON body (an error's, from [`Error::status`]).
+pub(super) struct Answer {
+    message: ServerJsonRpcMessage,
+    status: StatusCode,
 }
 
 /// The JSON-RPC answer to a request, shaped for the protocol generation as rmcp's server
 /// shapes it.
-fn shape(
-    result: Result<ServerResult, rmcp::ErrorData>,
-    id: RequestId,
-    generation: Generation,
-) -> ServerJsonRpcMessage {
+fn shape(result: Result<ServerResult, Error>, id: RequestId, generation: Generation) -> Answer {
     let current = generation == Generation::Stateless;
     match result {
+        Ok(ServerResult::InputRequiredResult(_)) if !current => shape(
+            Err(Error::invalid_request(
+                "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+            )),
+            id,
+            generation,
+        ),
         Ok(mut result) => {
-            if matches!(result, ServerResult::InputRequiredResult(_)) && !current {
-                return ServerJsonRpcMessage::error(
-                    rmcp::ErrorData::invalid_request(
-                        "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
-                        None,
-                    ),
-                    Some(id),
-                );
-            }
             if current {
                 result.fill_missing_cache_hints();
             } else {
                 result.strip_result_type_for_legacy_peer();
                 result.strip_non_object_output_for_legacy_peer();
             }
-            ServerJsonRpcMessage::response(result, id)
-        }
-        Err(mut error) => {
-            if current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
-                error.code = ErrorCode::INVALID_PARAMS;
+            Answer {
+                message: ServerJsonRpcMessage::response(result, id),
+                status: StatusCode::OK,
             }
-            ServerJsonRpcMessage::error(error, Some(id))
         }
+        Err(error) => Answer {
+            status: error.status(answering(generation)),
+            message: error.to_message(Some(id), current),
+        },
     }
 }
 
-/// The answer as one JSON body, with the HTTP status of the error table
-/// ([`Fault::http_status_at_2026_07_28`]) at 2026-07-28; earlier versions answer every JSON-RPC
-/// error a method returns with 200.
-fn json(message: &ServerJsonRpcMessage, generation: Generation) -> Response {
-    let status = match message {
-        ServerJsonRpcMessage::Error(error) if generation == Generation::Stateless => {
-            Fault::from_jsonrpc(error.error.code.0).map_or(StatusCode::OK, |fault| {
-                StatusCode::from_u16(fault.http_status_at_2026_07_28())
-                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-            })
-        }
-        _ => StatusCode::OK,
-    };
-    match serde_json::to_vec(message) {
-        Ok(body) => (
-            status,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response(),
-        Err(_) => refuse(Fault::Internal, "internal error"),
+/// What a method's answer to a request with an id is, for its HTTP status.
+fn answering(generation: Generation) -> Answering {
+    match generation {
+        Generation::Legacy => Answering::LegacyMethod,
+        Generation::Stateless => Answering::CurrentMethod,
     }
+}
+
+/// The answer as one JSON body.
+fn json(answer: Answer) -> Response {
+    jsonrpc_body(answer.status, &answer.message)
 }
 
 /// The methods of [`direct_requests`], each with its label.

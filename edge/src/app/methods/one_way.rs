@@ -7,12 +7,7 @@ use super::*;
 /// delete).
 pub(in crate::app) fn method_not_allowed() -> Response {
     direct_requests(Method::NotAllowed).increment(1);
-    (
-        crate::transport::rules::status_of(tp_registry::Fault::MethodNotAllowed, false),
-        [(header::ALLOW, HeaderValue::from_static("POST"))],
-        "Method Not Allowed",
-    )
-        .into_response()
+    Error::new(Fault::MethodNotAllowed, "Method Not Allowed").into_response()
 }
 
 /// A notification is accepted (202). `notifications/cancelled` cancels the caller's own call
@@ -38,16 +33,8 @@ pub(super) async fn notification(
 
 /// A response to no question of the edge's is refused (400: there is no request of this
 /// server's for it to answer).
-pub(super) fn stray_response(generation: Generation) -> Response {
+pub(super) fn stray_response() -> Response {
     direct_requests(Method::Response).increment(1);
-    let refusal = ServerJsonRpcMessage::error(
-        rmcp::ErrorData::invalid_request(
-            "stateless server does not accept JSON-RPC responses",
-            None,
-        ),
-        None,
-    );
-    let mut response = json(&refusal, generation);
-    *response.status_mut() = StatusCode::BAD_REQUEST;
-    response
+    Error::invalid_request("stateless server does not accept JSON-RPC responses")
+        .answer(&serde_json::Value::Null, Answering::Nothing)
 }

@@ -15,7 +15,21 @@ pub(in crate::app) enum Simple {
     Unknown(String),
     /// A method of a capability the edge does not offer (resources, prompts, completions),
     /// with its refusal.
-    NotOffered(rmcp::ErrorData),
+    NotOffered(Error),
+}
+
+/// Params of `method` as `T` (`Err`: why they do not fit).
+fn typed<T: serde::de::DeserializeOwned>(
+    method: &str,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<T, String> {
+    let params = params.ok_or_else(|| format!("{method} needs params"))?;
+    T::deserialize(params).map_err(|e| e.to_string())
+}
+
+/// `-32601` for `method`, with its name as the message (as rmcp answers it).
+fn not_found(method: &str) -> Simple {
+    Simple::NotOffered(Error::new(Fault::MethodNotFound, method.to_owned()))
 }
 
 /// The `Simple` method of a request the transport's rules admitted as `generation`; `Err`
@@ -25,20 +39,6 @@ pub(in crate::app) fn parse_simple(
     params: Option<&serde_json::Map<String, serde_json::Value>>,
     generation: Generation,
 ) -> Result<Simple, String> {
-    fn typed<T: serde::de::DeserializeOwned>(
-        method: &str,
-        params: Option<&serde_json::Map<String, serde_json::Value>>,
-    ) -> Result<T, String> {
-        let params = params.ok_or_else(|| format!("{method} needs params"))?;
-        T::deserialize(params).map_err(|e| e.to_string())
-    }
-    let not_found = |method: &str| {
-        Simple::NotOffered(rmcp::ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            method.to_owned(),
-            None,
-        ))
-    };
     Ok(match method {
         // Removed at 2026-07-28 (SEP-2575): 404 and -32601, unless it is a whole handshake,
         // which a client falling back to an earlier version may send.
@@ -65,6 +65,18 @@ pub(in crate::app) fn parse_simple(
             Simple::SetLevel
         }
         "server/discover" => Simple::Discover,
+        method => not_offered(method, params, generation)?,
+    })
+}
+
+/// The refusal of a method of a capability the edge does not offer (resources, prompts,
+/// completions, tasks, skills), once its params fit it; or a method no version defines.
+fn not_offered(
+    method: &str,
+    params: Option<&serde_json::Map<String, serde_json::Value>>,
+    generation: Generation,
+) -> Result<Simple, String> {
+    Ok(match method {
         "resources/list" | "resources/templates/list" | "prompts/list" => {
             if let Some(params) = params {
                 <rmcp::model::PaginatedRequestParams as serde::Deserialize>::deserialize(params)
@@ -75,19 +87,19 @@ pub(in crate::app) fn parse_simple(
             } else {
                 "resources"
             };
-            Simple::NotOffered(crate::mcp::not_offered(method, capability))
+            Simple::NotOffered(Error::not_offered(method, capability))
         }
         "prompts/get" => {
             let _: rmcp::model::GetPromptRequestParams = typed(method, params)?;
-            Simple::NotOffered(crate::mcp::not_offered(method, "prompts"))
+            Simple::NotOffered(Error::not_offered(method, "prompts"))
         }
         "completion/complete" => {
             let _: rmcp::model::CompleteRequestParams = typed(method, params)?;
-            Simple::NotOffered(crate::mcp::not_offered(method, "completions"))
+            Simple::NotOffered(Error::not_offered(method, "completions"))
         }
         "resources/read" => {
             let read: rmcp::model::ReadResourceRequestParams = typed(method, params)?;
-            Simple::NotOffered(crate::mcp::resource_not_found(&read.uri))
+            Simple::NotOffered(Error::resource_not_found(&read.uri))
         }
         // Resource subscriptions exist before 2026-07-28 only.
         "resources/subscribe" | "resources/unsubscribe" if generation == Generation::Stateless => {
@@ -97,7 +109,7 @@ pub(in crate::app) fn parse_simple(
             let _: rmcp::model::SubscribeRequestParams = typed(method, params)?;
             // The edge offers no resources to subscribe to.
             if method == "resources/subscribe" {
-                Simple::NotOffered(crate::mcp::not_offered(method, "resources"))
+                Simple::NotOffered(Error::not_offered(method, "resources"))
             } else {
                 not_found(method)
             }
@@ -140,23 +152,20 @@ pub(in crate::app) async fn serve_simple(
             // that has one: the client decides whether it speaks it.
             let info = match handler.negotiate_initialize(&params) {
                 Ok(info) => info,
-                Err(error) => {
-                    return json(
-                        &shape(Err(error), id, Generation::Legacy),
-                        Generation::Legacy,
-                    );
+                // rmcp refuses only when no version it knows has a handshake.
+                Err(_) => {
+                    let error =
+                        Error::unsupported_protocol_version(params.protocol_version.as_str());
+                    return json(shape(Err(error), id, Generation::Legacy));
                 }
             };
             let version = info.protocol_version.clone();
             // The handshake is answered in the shape of the version it agrees on.
-            let mut response = json(
-                &shape(
-                    Ok(ServerResult::InitializeResult(info)),
-                    id,
-                    Generation::Legacy,
-                ),
+            let mut response = json(shape(
+                Ok(ServerResult::InitializeResult(info)),
+                id,
                 Generation::Legacy,
-            );
+            ));
             // A 2025-xx session id holds what the client declared (ADR 0005).
             if state.config.mcp.session_ttl_secs > 0
                 && let Some(caller) = parts.extensions.get::<Caller>()
@@ -175,9 +184,7 @@ pub(in crate::app) async fn serve_simple(
             return response;
         }
         Simple::Ping if generation == Generation::Legacy => Ok(ServerResult::empty(())),
-        Simple::Ping => Err(rmcp::ErrorData::method_not_found::<
-            rmcp::model::PingRequestMethod,
-        >()),
+        Simple::Ping => Err(Error::new(Fault::MethodNotFound, "ping")),
         // Stateless: there is no session to keep a level in; log messages of a call are
         // relayed as they come (crate::mcp::relay).
         Simple::SetLevel => Ok(ServerResult::empty(())),
@@ -187,12 +194,8 @@ pub(in crate::app) async fn serve_simple(
                 handler.get_info(),
             ),
         )),
-        Simple::Unknown(method) => Err(rmcp::ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            method,
-            None,
-        )),
+        Simple::Unknown(method) => Err(Error::new(Fault::MethodNotFound, method)),
         Simple::NotOffered(refusal) => Err(refusal),
     };
-    json(&shape(result, id, generation), generation)
+    json(shape(result, id, generation))
 }

@@ -4,7 +4,7 @@
 //! response from a [`Fault`], so a status, a code and a meaning cannot be paired differently in
 //! two places; `docs/errors.md` is this table, and a test keeps the two equal.
 
-use crate::error::ErrorCode;
+use tp_registry::ErrorCode;
 
 /// JSON-RPC error codes, one meaning each: the five JSON-RPC 2.0 defines, the ones MCP
 /// defines, and Toolplane's own (in the range JSON-RPC leaves to servers).
@@ -277,6 +277,19 @@ impl Fault {
             Fault::MethodNotFound => 404,
             other => other.http_status(true),
         }
+    }
+
+    /// Whether the answer's body is one line of plain text, as MCP's SDKs answer the four
+    /// refusals the transport makes before it reads a message; the other HTTP-level faults
+    /// answer `{"error": "<sentence>"}`.
+    pub fn plain_text(self) -> bool {
+        matches!(
+            self,
+            Fault::MethodNotAllowed
+                | Fault::NotAcceptable
+                | Fault::UnsupportedMediaType
+                | Fault::BadVersionHeader
+        )
     }
 
     /// The row a JSON-RPC code stands for, if it is one of the table's.
