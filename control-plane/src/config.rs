@@ -290,79 +290,17 @@ impl RawConfig {
         if self.data_dir.as_os_str().is_empty() {
             bail!("data_dir: must not be empty");
         }
-        let mut postgres_url = None;
-        let sqlite_path = if self.store_url.is_empty() {
-            self.data_dir.join("control-plane.db")
-        } else if let Some(path) = self.store_url.strip_prefix("sqlite://") {
-            if path.is_empty() {
-                bail!("store_url: sqlite:// needs a path");
-            }
-            PathBuf::from(path)
-        } else if self.store_url.starts_with("postgres://")
-            || self.store_url.starts_with("postgresql://")
-        {
-            postgres_url = Some(self.store_url.clone());
-            self.data_dir.join("control-plane.db")
-        } else {
-            bail!(
-                "store_url: {:?} is not supported (use sqlite://PATH or postgres://USER@HOST/DB)",
-                self.store_url
-            );
-        };
+        let (sqlite_path, postgres_url) = store(&self.store_url, &self.data_dir)?;
         // Several replicas on PostgreSQL: commits are announced by NOTIFY; this poll is the
         // backstop when a notification is lost.
         let poll_ms = match (&postgres_url, self.watch.poll_ms) {
             (Some(_), 0) => 1000,
             (_, poll_ms) => poll_ms,
         };
-        for (name, token) in [
-            ("auth.admin_token", &self.auth.admin_token),
-            ("auth.edge_token", &self.auth.edge_token),
-        ] {
-            if !token.is_empty() && token.len() < 16 {
-                bail!("{name}: must be at least 16 characters");
-            }
-            if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                bail!("{name}: must not contain whitespace");
-            }
-        }
-        let executor_key = if self.auth.executor_key.is_empty() {
-            None
-        } else {
-            Some(
-                tp_proto::invoke_auth::ExecutorKey::parse(&self.auth.executor_key)
-                    .map_err(|e| anyhow::anyhow!("auth.executor_key: {e}"))?,
-            )
-        };
-        if self.bootstrap.ceiling == 0 || self.bootstrap.ceiling > tp_registry::state::MAX_CEILING {
-            bail!(
-                "bootstrap.ceiling: must be between 1 and {}",
-                tp_registry::state::MAX_CEILING
-            );
-        }
-        tp_registry::ident::check_adr_id(&self.bootstrap.ceiling_adr)
-            .map_err(|e| anyhow::anyhow!("bootstrap.ceiling_adr: {e}"))?;
-        for role in &self.bootstrap.roles {
-            tp_registry::ident::check_slug(role)
-                .map_err(|e| anyhow::anyhow!("bootstrap.roles: {role:?}: {e}"))?;
-        }
-        for (name, url) in [
-            ("bootstrap.demo_executor", &self.bootstrap.demo_executor),
-            ("bootstrap.wiki_executor", &self.bootstrap.wiki_executor),
-        ] {
-            tp_registry::ident::check_http_url(url).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        }
-        if !(100..=60_000).contains(&self.watch.heartbeat_ms) {
-            bail!("watch.heartbeat_ms: must be between 100 and 60000");
-        }
-        if self.watch.poll_ms != 0 && self.watch.poll_ms < 10 {
-            bail!("watch.poll_ms: must be 0 (off) or at least 10");
-        }
-        let log_json = match self.log.format.as_str() {
-            "text" => false,
-            "json" => true,
-            other => bail!("log.format: {other:?} is not text or json"),
-        };
+        let executor_key = self.auth.check()?;
+        self.bootstrap.check()?;
+        self.watch.check()?;
+        let log_json = self.log.json()?;
         self.grpc.limits().validate("grpc").map_err(|e| {
             anyhow::anyhow!(e.replace("header_read_timeout_ms", "handshake_timeout_ms"))
         })?;
@@ -416,6 +354,100 @@ impl RawConfig {
             log_level: self.log.level,
             grpc: self.grpc,
         })
+    }
+}
+
+/// `store_url` as the SQLite file to use (under `data_dir` unless the URL names one) and the
+/// PostgreSQL URL, if it is one.
+fn store(store_url: &str, data_dir: &std::path::Path) -> anyhow::Result<(PathBuf, Option<String>)> {
+    if store_url.is_empty() {
+        return Ok((data_dir.join("control-plane.db"), None));
+    }
+    if let Some(path) = store_url.strip_prefix("sqlite://") {
+        if path.is_empty() {
+            bail!("store_url: sqlite:// needs a path");
+        }
+        return Ok((PathBuf::from(path), None));
+    }
+    if store_url.starts_with("postgres://") || store_url.starts_with("postgresql://") {
+        return Ok((
+            data_dir.join("control-plane.db"),
+            Some(store_url.to_owned()),
+        ));
+    }
+    bail!(
+        "store_url: {store_url:?} is not supported (use sqlite://PATH or postgres://USER@HOST/DB)"
+    )
+}
+
+impl RawAuth {
+    /// Tokens of at least 16 characters without whitespace; the executor key, parsed.
+    fn check(&self) -> anyhow::Result<Option<tp_proto::invoke_auth::ExecutorKey>> {
+        for (name, token) in [
+            ("auth.admin_token", &self.admin_token),
+            ("auth.edge_token", &self.edge_token),
+        ] {
+            if !token.is_empty() && token.len() < 16 {
+                bail!("{name}: must be at least 16 characters");
+            }
+            if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                bail!("{name}: must not contain whitespace");
+            }
+        }
+        if self.executor_key.is_empty() {
+            return Ok(None);
+        }
+        tp_proto::invoke_auth::ExecutorKey::parse(&self.executor_key)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("auth.executor_key: {e}"))
+    }
+}
+
+impl RawBootstrap {
+    /// The ceiling within bounds and tied to an ADR id, role slugs, executor URLs.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.ceiling == 0 || self.ceiling > tp_registry::state::MAX_CEILING {
+            bail!(
+                "bootstrap.ceiling: must be between 1 and {}",
+                tp_registry::state::MAX_CEILING
+            );
+        }
+        tp_registry::ident::check_adr_id(&self.ceiling_adr)
+            .map_err(|e| anyhow::anyhow!("bootstrap.ceiling_adr: {e}"))?;
+        for role in &self.roles {
+            tp_registry::ident::check_slug(role)
+                .map_err(|e| anyhow::anyhow!("bootstrap.roles: {role:?}: {e}"))?;
+        }
+        for (name, url) in [
+            ("bootstrap.demo_executor", &self.demo_executor),
+            ("bootstrap.wiki_executor", &self.wiki_executor),
+        ] {
+            tp_registry::ident::check_http_url(url).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+impl RawWatch {
+    fn check(&self) -> anyhow::Result<()> {
+        if !(100..=60_000).contains(&self.heartbeat_ms) {
+            bail!("watch.heartbeat_ms: must be between 100 and 60000");
+        }
+        if self.poll_ms != 0 && self.poll_ms < 10 {
+            bail!("watch.poll_ms: must be 0 (off) or at least 10");
+        }
+        Ok(())
+    }
+}
+
+impl RawLog {
+    /// Whether lines are JSON (`format: json`) rather than text.
+    fn json(&self) -> anyhow::Result<bool> {
+        match self.format.as_str() {
+            "text" => Ok(false),
+            "json" => Ok(true),
+            other => bail!("log.format: {other:?} is not text or json"),
+        }
     }
 }
 

@@ -120,31 +120,7 @@ impl ControlPlane {
         engine: Arc<Engine>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<ControlPlane> {
-        let bootstrap = &config.bootstrap;
-        if bootstrap.demo {
-            let world = tp_registry::demo::DemoWorld::load()
-                .with_endpoints(&bootstrap.demo_executor, &bootstrap.wiki_executor);
-            if engine
-                .seed(&world)
-                .await
-                .context("seeding the demo world")?
-            {
-                tracing::info!(
-                    tools = world.tools.len(),
-                    tenants = world.tenants.len(),
-                    "seeded the demo world"
-                );
-            }
-        }
-        engine
-            .bootstrap(
-                bootstrap.ceiling,
-                &bootstrap.ceiling_adr,
-                &bootstrap.ceiling_adr_title,
-                &bootstrap.roles,
-            )
-            .await
-            .context("bootstrapping the store")?;
+        prepare(&engine, config).await?;
         let tokens = Tokens {
             admin: match &config.admin_token {
                 Some(token) => token.clone(),
@@ -167,23 +143,7 @@ impl ControlPlane {
             shutdown.await;
             let _ = stop_streams.send(true);
         };
-        // Prometheus metrics, on a listener of their own (the gRPC one speaks gRPC only).
-        let metrics_addr = match config.metrics_listen {
-            Some(metrics_listen) => {
-                let listener = TcpListener::bind(metrics_listen)
-                    .await
-                    .with_context(|| format!("binding metrics_listen {metrics_listen}"))?;
-                let addr = listener.local_addr()?;
-                tp_telemetry::metrics::prometheus();
-                let mut stopped = stopping.clone();
-                tokio::spawn(tp_telemetry::metrics::serve_metrics(listener, async move {
-                    let _ = stopped.wait_for(|stop| *stop).await;
-                }));
-                tracing::info!(%addr, "metrics on /metrics");
-                Some(addr)
-            }
-            None => None,
-        };
+        let metrics_addr = serve_metrics(config, stopping.clone()).await?;
         tokio::spawn(crate::lifecycle::run(
             Arc::clone(&engine),
             config.sunset_check,
@@ -235,6 +195,57 @@ impl ControlPlane {
             task,
         })
     }
+}
+
+/// The demo world seeded (when `bootstrap.demo` and the store is empty) and the store
+/// bootstrapped: the ceiling, its ADR and the roles.
+async fn prepare(engine: &Engine, config: &ControlPlaneConfig) -> anyhow::Result<()> {
+    let bootstrap = &config.bootstrap;
+    if bootstrap.demo {
+        let world = tp_registry::demo::DemoWorld::load()
+            .with_endpoints(&bootstrap.demo_executor, &bootstrap.wiki_executor);
+        if engine
+            .seed(&world)
+            .await
+            .context("seeding the demo world")?
+        {
+            tracing::info!(
+                tools = world.tools.len(),
+                tenants = world.tenants.len(),
+                "seeded the demo world"
+            );
+        }
+    }
+    engine
+        .bootstrap(
+            bootstrap.ceiling,
+            &bootstrap.ceiling_adr,
+            &bootstrap.ceiling_adr_title,
+            &bootstrap.roles,
+        )
+        .await
+        .context("bootstrapping the store")
+}
+
+/// Prometheus metrics, on a listener of their own (the gRPC one speaks gRPC only), until
+/// `stopping` says stop; its address.
+async fn serve_metrics(
+    config: &ControlPlaneConfig,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Option<SocketAddr>> {
+    let Some(metrics_listen) = config.metrics_listen else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(metrics_listen)
+        .await
+        .with_context(|| format!("binding metrics_listen {metrics_listen}"))?;
+    let addr = listener.local_addr()?;
+    tp_telemetry::metrics::prometheus();
+    tokio::spawn(tp_telemetry::metrics::serve_metrics(listener, async move {
+        let _ = stopping.wait_for(|stop| *stop).await;
+    }));
+    tracing::info!(%addr, "metrics on /metrics");
+    Ok(Some(addr))
 }
 
 /// The control plane's gRPC router, every call measured.

@@ -51,24 +51,56 @@ fn answer_text(answer: &Value, field: &str) -> String {
 /// The suite's input-required tools. `responses` are the client's answers (keys it was not
 /// asked are ignored); `state` is what this executor put in the previous `InputRequired`,
 /// verified by the edge. A tool asks again for whatever is still missing.
+/// What an input-required tool reads of a call: its arguments, the client's answers, the
+/// state it put in its previous `InputRequired`, and the capabilities the client declared.
+struct Call<'a> {
+    request: &'a pb::InvokeRequest,
+    arguments: Value,
+    responses: Value,
+    state: String,
+}
+
+impl Call<'_> {
+    /// The client's answer to `key`, if it gave one.
+    fn answered(&self, key: &str) -> Option<&Value> {
+        self.responses.get(key).filter(|v| v.is_object())
+    }
+
+    /// Whether the client declared `capability` (or declared nothing either way).
+    fn declared(&self, capability: &str) -> bool {
+        !self.request.client_capabilities_known
+            || self
+                .request
+                .client_capabilities
+                .iter()
+                .any(|c| c == capability)
+    }
+}
+
+fn name_request() -> Value {
+    elicit("What is your name?", "name", "string")
+}
+
+/// The suite's input-required tools. `responses` are the client's answers (keys it was not
+/// asked are ignored); `state` is what this executor put in the previous `InputRequired`,
+/// verified by the edge. A tool asks again for whatever is still missing.
 pub(crate) fn input_required_tool(request: &pb::InvokeRequest) -> Option<pb::InvokeEvent> {
-    let arguments = request
-        .arguments
-        .as_ref()
-        .map(tp_proto::json::from_struct)
-        .unwrap_or(json!({}));
-    let responses = request
-        .input_responses
-        .as_ref()
-        .map(tp_proto::json::from_struct)
-        .unwrap_or(json!({}));
-    let state = String::from_utf8_lossy(&request.state).into_owned();
-    let answered = |key: &str| responses.get(key).filter(|v| v.is_object());
-    let declared = |capability: &str| {
-        !request.client_capabilities_known
-            || request.client_capabilities.iter().any(|c| c == capability)
+    let call = Call {
+        request,
+        arguments: request
+            .arguments
+            .as_ref()
+            .map(tp_proto::json::from_struct)
+            .unwrap_or(json!({})),
+        responses: request
+            .input_responses
+            .as_ref()
+            .map(tp_proto::json::from_struct)
+            .unwrap_or(json!({})),
+        state: String::from_utf8_lossy(&request.state).into_owned(),
     };
-    let name_request = || elicit("What is your name?", "name", "string");
+    let answered = |key: &str| call.answered(key);
+    let state = &call.state;
     Some(match request.tool.as_str() {
         "test_input_required_result_elicitation" => match answered("user_name") {
             Some(answer) => done(
@@ -126,64 +158,116 @@ pub(crate) fn input_required_tool(request: &pb::InvokeRequest) -> Option<pb::Inv
                 ),
             }
         }
-        "test_input_required_result_multiple_inputs" => {
-            let wanted = [
-                ("user_name", name_request()),
-                ("greeting", sample_request("Generate a greeting", 50)),
-                (
-                    "client_roots",
-                    json!({"method": "roots/list", "params": {}}),
-                ),
-            ];
-            let missing: serde_json::Map<String, Value> = wanted
-                .iter()
-                .filter(|(key, _)| answered(key).is_none())
-                .map(|(key, request)| ((*key).to_owned(), request.clone()))
+        "test_input_required_result_multiple_inputs" => multiple_inputs(&call)?,
+        "test_input_required_result_multi_round" => multi_round(&call),
+        "test_input_required_result_capabilities" => capabilities(&call),
+        tool => on_stream(tool, &call)?,
+    })
+}
+
+/// Three questions at once; asked again for what is still missing.
+fn multiple_inputs(call: &Call<'_>) -> Option<pb::InvokeEvent> {
+    let answered = |key: &str| call.answered(key);
+    let state = &call.state;
+    Some({
+        let wanted = [
+            ("user_name", name_request()),
+            ("greeting", sample_request("Generate a greeting", 50)),
+            (
+                "client_roots",
+                json!({"method": "roots/list", "params": {}}),
+            ),
+        ];
+        let missing: serde_json::Map<String, Value> = wanted
+            .iter()
+            .filter(|(key, _)| answered(key).is_none())
+            .map(|(key, request)| ((*key).to_owned(), request.clone()))
+            .collect();
+        if missing.is_empty() && state == "multiple" {
+            done(
+                vec![text(format!(
+                    "{} — name {}, roots {}",
+                    answer_text(answered("greeting")?, ""),
+                    answer_text(answered("user_name")?, "name"),
+                    answer_text(answered("client_roots")?, "")
+                ))],
+                None,
+                false,
+            )
+        } else {
+            let all: serde_json::Map<String, Value> = wanted
+                .into_iter()
+                .map(|(key, request)| (key.to_owned(), request))
                 .collect();
-            if missing.is_empty() && state == "multiple" {
-                done(
-                    vec![text(format!(
-                        "{} — name {}, roots {}",
-                        answer_text(answered("greeting")?, ""),
-                        answer_text(answered("user_name")?, "name"),
-                        answer_text(answered("client_roots")?, "")
-                    ))],
-                    None,
-                    false,
-                )
-            } else {
-                let all: serde_json::Map<String, Value> = wanted
-                    .into_iter()
-                    .map(|(key, request)| (key.to_owned(), request))
-                    .collect();
-                ask(
-                    Value::Object(if state == "multiple" { missing } else { all }),
-                    "multiple",
-                )
-            }
+            ask(
+                Value::Object(if state == "multiple" { missing } else { all }),
+                "multiple",
+            )
         }
-        "test_input_required_result_multi_round" => {
-            match (state.as_str(), answered("step1"), answered("step2")) {
-                ("round-2", _, Some(color)) => done(
-                    vec![text(format!(
-                        "Favourite color: {}",
-                        answer_text(color, "color")
-                    ))],
-                    None,
-                    false,
-                ),
-                ("round-1", Some(_), _) => ask(
-                    json!({"step2": elicit("Step 2: What is your favorite color?", "color", "string")}),
-                    "round-2",
-                ),
-                _ => ask(
-                    json!({"step1": elicit("Step 1: What is your name?", "name", "string")}),
-                    "round-1",
-                ),
-            }
+    })
+}
+
+/// Two rounds, the second asked once the first is answered.
+fn multi_round(call: &Call<'_>) -> pb::InvokeEvent {
+    let answered = |key: &str| call.answered(key);
+    match (call.state.as_str(), answered("step1"), answered("step2")) {
+        ("round-2", _, Some(color)) => done(
+            vec![text(format!(
+                "Favourite color: {}",
+                answer_text(color, "color")
+            ))],
+            None,
+            false,
+        ),
+        ("round-1", Some(_), _) => ask(
+            json!({"step2": elicit("Step 2: What is your favorite color?", "color", "string")}),
+            "round-2",
+        ),
+        _ => ask(
+            json!({"step1": elicit("Step 1: What is your name?", "name", "string")}),
+            "round-1",
+        ),
+    }
+}
+
+/// Asks only for what the client declared it can answer.
+fn capabilities(call: &Call<'_>) -> pb::InvokeEvent {
+    let answered = |key: &str| call.answered(key);
+    let declared = |capability: &str| call.declared(capability);
+    if answered("capital_question").is_some() || answered("user_name").is_some() {
+        done(vec![text("answered")], None, false)
+    } else {
+        let mut requests = serde_json::Map::new();
+        if declared("sampling") {
+            requests.insert(
+                "capital_question".into(),
+                sample_request("What is the capital of France?", 100),
+            );
         }
-        // The 2025-11-25 suite's tools that ask the client mid-call (the edge puts the
-        // questions on the call's stream and calls again with the answers).
+        if declared("elicitation") {
+            requests.insert("user_name".into(), name_request());
+        }
+        if requests.is_empty() {
+            done(
+                vec![text(
+                    "the client can answer nothing; finished without input",
+                )],
+                None,
+                false,
+            )
+        } else {
+            ask(Value::Object(requests), "")
+        }
+    }
+}
+
+/// The 2025-11-25 suite's tools that ask the client mid-call (the edge puts the questions on
+/// the call's stream and calls again with the answers).
+fn on_stream(tool: &str, call: &Call<'_>) -> Option<pb::InvokeEvent> {
+    let answered = |key: &str| call.answered(key);
+    let arguments = &call.arguments;
+    let request = call.request;
+    Some(match tool {
         "test_sampling" => match answered("sampling") {
             Some(answer) => done(
                 vec![text(format!("LLM response: {}", answer_text(answer, "")))],
@@ -267,34 +351,6 @@ pub(crate) fn input_required_tool(request: &pb::InvokeRequest) -> Option<pb::Inv
                             "requestedSchema": schema}}}),
                         "",
                     )
-                }
-            }
-        }
-        // Asks only for what the client declared it can answer.
-        "test_input_required_result_capabilities" => {
-            if answered("capital_question").is_some() || answered("user_name").is_some() {
-                done(vec![text("answered")], None, false)
-            } else {
-                let mut requests = serde_json::Map::new();
-                if declared("sampling") {
-                    requests.insert(
-                        "capital_question".into(),
-                        sample_request("What is the capital of France?", 100),
-                    );
-                }
-                if declared("elicitation") {
-                    requests.insert("user_name".into(), name_request());
-                }
-                if requests.is_empty() {
-                    done(
-                        vec![text(
-                            "the client can answer nothing; finished without input",
-                        )],
-                        None,
-                        false,
-                    )
-                } else {
-                    ask(Value::Object(requests), "")
                 }
             }
         }

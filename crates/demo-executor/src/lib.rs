@@ -8,10 +8,7 @@
 //! - `test_trigger_tool_change`, when the executor has an admin connection to the control
 //!   plane, changes its own catalogue entry, so listeners get `tools/list_changed`;
 //! - test tools: `echo`, `sleep` (`ms`), `fail` (gRPC error), `crash` (stream ends early).
-#![allow(
-    clippy::too_many_lines,
-    reason = "issue 33: functions still to split; scripts/structure.py --list"
-)]
+#![allow(clippy::too_many_lines)]
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -179,16 +176,25 @@ pub fn sample(tool: &str, action: &str, arguments: &Value, tenant: &str) -> Valu
 }
 
 async fn run(request: pb::InvokeRequest, sender: Sender) {
-    let arguments = request
-        .arguments
-        .as_ref()
-        .map(tp_proto::json::from_struct)
-        .unwrap_or(json!({}));
     if let Some(event) = input_required_tool(&request) {
         let _ = sender.send(Ok(event)).await;
         return;
     }
-    let result = match request.tool.as_str() {
+    let result = match fixed(&request.tool) {
+        Some(result) => Some(result),
+        None => match streamed(&request.tool, &sender).await {
+            Some(result) => result,
+            None => behaviour(&request, &sender).await,
+        },
+    };
+    if let Some(result) = result {
+        let _ = sender.send(Ok(result)).await;
+    }
+}
+
+/// The conformance suite's tools whose result never changes.
+fn fixed(tool: &str) -> Option<pb::InvokeEvent> {
+    Some(match tool {
         "test_simple_text" => done(
             vec![text("This is a simple text response for testing.")],
             None,
@@ -216,28 +222,6 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
             None,
             false,
         ),
-        "test_tool_with_progress" => {
-            for step in [0.0, 50.0, 100.0] {
-                if !progress(&sender, step, 100.0, &format!("step {step}")).await {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            done(vec![text("Progress test completed")], None, false)
-        }
-        "test_tool_with_logging" | "test_logging_tool" => {
-            for message in [
-                "Tool execution started",
-                "Tool processing data",
-                "Tool execution completed",
-            ] {
-                if !log(&sender, pb::LogLevel::Info, message).await {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            done(vec![text("Logging test completed")], None, false)
-        }
         // Needs the client's sampling capability; the edge refuses callers without it (-32021),
         // so reaching here means it was declared. The demo cannot sample: it says so.
         "test_missing_capability" => done(
@@ -247,24 +231,79 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
             None,
             false,
         ),
-        // Streams progress on the response stream and never sends the client a request.
-        "test_streaming_elicitation" => {
-            for step in [1.0, 2.0] {
-                if !progress(&sender, step, 2.0, "working").await {
-                    return;
-                }
-            }
-            done(
-                vec![text("Streaming completed without elicitation")],
-                None,
-                false,
-            )
-        }
         "test_error_handling" => done(
             vec![text("This tool intentionally returns an error for testing")],
             None,
             true,
         ),
+        _ => return None,
+    })
+}
+
+/// The tools that send progress or log messages before their result (`Some(None)`: the
+/// caller went away); `None` for any other tool.
+async fn streamed(tool: &str, sender: &Sender) -> Option<Option<pb::InvokeEvent>> {
+    let finished = async {
+        Some(match tool {
+            "test_tool_with_progress" => {
+                for step in [0.0, 50.0, 100.0] {
+                    if !progress(sender, step, 100.0, &format!("step {step}")).await {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                done(vec![text("Progress test completed")], None, false)
+            }
+            "test_tool_with_logging" | "test_logging_tool" => {
+                for message in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ] {
+                    if !log(sender, pb::LogLevel::Info, message).await {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                done(vec![text("Logging test completed")], None, false)
+            }
+            // Streams progress on the response stream and never sends the client a request.
+            "test_streaming_elicitation" => {
+                for step in [1.0, 2.0] {
+                    if !progress(sender, step, 2.0, "working").await {
+                        return None;
+                    }
+                }
+                done(
+                    vec![text("Streaming completed without elicitation")],
+                    None,
+                    false,
+                )
+            }
+            _ => return None,
+        })
+    };
+    if !matches!(
+        tool,
+        "test_tool_with_progress"
+            | "test_tool_with_logging"
+            | "test_logging_tool"
+            | "test_streaming_elicitation"
+    ) {
+        return None;
+    }
+    Some(finished.await)
+}
+
+/// The demo's own tools: `echo`, `sleep`, `fail`, `crash`, and a sample of data for any other
+/// (`None`: nothing is sent).
+async fn behaviour(request: &pb::InvokeRequest, sender: &Sender) -> Option<pb::InvokeEvent> {
+    let arguments = request
+        .arguments
+        .as_ref()
+        .map(tp_proto::json::from_struct)
+        .unwrap_or(json!({}));
+    Some(match request.tool.as_str() {
         "echo" => {
             let said = arguments
                 .get("text")
@@ -295,7 +334,7 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
                         after_ms = started.elapsed().as_millis() as u64,
                         "sleep cancelled by the caller; stopped"
                     );
-                    return;
+                    return None;
                 }
             }
             done(vec![text(format!("slept {ms} ms"))], None, false)
@@ -310,9 +349,9 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
                     "the fail tool always fails",
                 )))
                 .await;
-            return;
+            return None;
         }
-        "crash" => return,
+        "crash" => return None,
         tool => {
             let data = sample(tool, &request.action, &arguments, &request.tenant);
             let summary = format!(
@@ -327,8 +366,7 @@ async fn run(request: pb::InvokeRequest, sender: Sender) {
             );
             done(vec![text(summary)], Some(data), false)
         }
-    };
-    let _ = sender.send(Ok(result)).await;
+    })
 }
 
 #[tonic::async_trait]

@@ -2,10 +2,7 @@
 //! defaults; `toolplane export` and `toolplane import` move a store's world offline. It is the
 //! only crate that links every service, so the admin CLI (`toolplanectl`, which hands these
 //! three commands over to this binary) links none of them.
-#![allow(
-    clippy::too_many_lines,
-    reason = "issue 33: functions still to split; scripts/structure.py --list"
-)]
+#![allow(clippy::too_many_lines)]
 
 mod ports;
 pub mod transfer;

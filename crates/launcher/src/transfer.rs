@@ -276,25 +276,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
     let document: Export =
         tp_registry::strict::from_json_str(&text, &format!("{}", args.file.display()))
             .map_err(|e| anyhow::anyhow!("{e} (not a toolplane export this version reads)"))?;
-    // Tools flatten their definition (serde cannot flag unknown fields through `flatten`):
-    // each tool object is checked again, as written, as a definition.
-    let raw: serde_json::Value = serde_json::from_str(&text)?;
-    let objects = raw["objects"].as_array().map_or(0, Vec::len);
-    let mut progress = tp_ctl::progress::Progress::new("import: checking objects", objects);
-    for object in raw["objects"].as_array().into_iter().flatten() {
-        progress.step(object["kind"].as_str().unwrap_or_default());
-        if object["kind"] == "tool" {
-            let mut value = object["object"].clone();
-            if let Some(map) = value.as_object_mut() {
-                map.remove("status");
-                map.remove("revision");
-            }
-            let name = value["name"].as_str().unwrap_or_default().to_owned();
-            let _: tp_registry::ToolDef =
-                tp_registry::strict::from_value(value, &format!("tool {name}"))
-                    .map_err(anyhow::Error::msg)?;
-        }
-    }
+    check_tools_as_written(&text)?;
     if document.format != FORMAT && document.format != FORMAT_1 {
         bail!(
             "{} has format {:?}; this toolplanectl reads {FORMAT:?}",
@@ -335,38 +317,68 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<i32> {
     {
         Commit::Committed(revision) => {
             eprintln!("imported {count} objects as revision {revision}");
-            let audit: Vec<tp_store::CallRecord> = audit.into_iter().map(Into::into).collect();
-            let usage: Vec<(String, tp_store::ToolUsage)> = usage
-                .into_iter()
-                .map(|u| {
-                    (
-                        u.tenant,
-                        tp_store::ToolUsage {
-                            tool: u.tool,
-                            calls: u.calls,
-                            errors: u.errors,
-                            last_used_ms: u.last_used_ms,
-                        },
-                    )
-                })
-                .collect();
-            let shed: Vec<(String, u64)> = audit_shed
-                .into_iter()
-                .map(|s| (s.edge, s.records))
-                .collect();
-            store
-                .import_history(&audit, &usage, &shed)
-                .await
-                .context("writing the history (the objects are imported; import into a new store to try again)")?;
-            eprintln!(
-                "imported {} audit records and {} usage counters",
-                audit.len(),
-                usage.len()
-            );
+            import_history(store.as_ref(), audit, usage, audit_shed).await?;
             Ok(0)
         }
         Commit::Conflict { current } => {
             bail!("another writer got there first (revision {current}); nothing imported")
         }
     }
+}
+
+/// Tools flatten their definition (serde cannot flag unknown fields through `flatten`): each
+/// tool object of the document is checked again, as written, as a definition.
+fn check_tools_as_written(text: &str) -> anyhow::Result<()> {
+    let raw: serde_json::Value = serde_json::from_str(text)?;
+    let objects = raw["objects"].as_array().map_or(0, Vec::len);
+    let mut progress = tp_ctl::progress::Progress::new("import: checking objects", objects);
+    for object in raw["objects"].as_array().into_iter().flatten() {
+        progress.step(object["kind"].as_str().unwrap_or_default());
+        if object["kind"] == "tool" {
+            let mut value = object["object"].clone();
+            if let Some(map) = value.as_object_mut() {
+                map.remove("status");
+                map.remove("revision");
+            }
+            let name = value["name"].as_str().unwrap_or_default().to_owned();
+            let _: tp_registry::ToolDef =
+                tp_registry::strict::from_value(value, &format!("tool {name}"))
+                    .map_err(anyhow::Error::msg)?;
+        }
+    }
+    Ok(())
+}
+
+/// The audit records, usage counters and shed counts of an export, written after its objects.
+async fn import_history(
+    store: &dyn Store,
+    audit: Vec<ExportedCall>,
+    usage: Vec<ExportedUsage>,
+    shed: Vec<ExportedShed>,
+) -> anyhow::Result<()> {
+    let audit: Vec<tp_store::CallRecord> = audit.into_iter().map(Into::into).collect();
+    let usage: Vec<(String, tp_store::ToolUsage)> = usage
+        .into_iter()
+        .map(|u| {
+            (
+                u.tenant,
+                tp_store::ToolUsage {
+                    tool: u.tool,
+                    calls: u.calls,
+                    errors: u.errors,
+                    last_used_ms: u.last_used_ms,
+                },
+            )
+        })
+        .collect();
+    let shed: Vec<(String, u64)> = shed.into_iter().map(|s| (s.edge, s.records)).collect();
+    store.import_history(&audit, &usage, &shed).await.context(
+        "writing the history (the objects are imported; import into a new store to try again)",
+    )?;
+    eprintln!(
+        "imported {} audit records and {} usage counters",
+        audit.len(),
+        usage.len()
+    );
+    Ok(())
 }

@@ -65,18 +65,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     // Before anything starts (or is created): a damaged credentials file or a port someone
     // holds stops `up` with a sentence, not half a stack, and leaves no empty data folder.
     let credentials_path = args.data_dir.join("credentials.json");
-    let earlier = earlier_credentials(&credentials_path)?;
-    for (flag, addr) in [
-        ("--mcp-listen", &args.mcp_listen),
-        ("--grpc-listen", &args.grpc_listen),
-        ("--executor-listen", &args.executor_listen),
-        ("--wiki-listen", &args.wiki_listen),
-        ("--admin-listen", &args.admin_listen),
-    ] {
-        crate::ports::check_free(flag, addr)?;
-    }
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let earlier = preflight(&args, &credentials_path)?;
     let stage = Stages::new(args.log_format == "json");
     let (stop_tx, stop_rx) = watch::channel(false);
     // The edge stops first and finishes the calls it holds; the services behind it stop after.
@@ -121,21 +110,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     let wiki_task = tokio::spawn(tp_wiki::serve(wiki, listener, stopped()));
 
     // 2. The control plane, seeded on first start.
-    let mut figment = tp_control_plane::config::figment(None)
-        .merge(Serialized::default("listen", &args.grpc_listen))
-        .merge(Serialized::default("data_dir", &args.data_dir))
-        .merge(Serialized::default(
-            "bootstrap.demo_executor",
-            format!("http://{executor_addr}"),
-        ))
-        .merge(Serialized::default(
-            "bootstrap.wiki_executor",
-            format!("http://{wiki_addr}"),
-        ));
-    if !args.no_demo {
-        figment = figment.merge(Serialized::default("bootstrap.demo", true));
-    }
-    let cp_config = tp_control_plane::config::load(figment)?;
+    let cp_config = control_plane_config(&args, executor_addr, wiki_addr)?;
     stage.say(&format!(
         "opening the store under {} (a large store takes a few seconds)",
         args.data_dir.display()
@@ -149,26 +124,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
 
     // 3. One edge.
     stage.say("starting the MCP edge");
-    let mut figment = tp_edge::config::figment(None)
-        .merge(Serialized::default("listen", &args.mcp_listen))
-        .merge(Serialized::default("admin_listen", &args.admin_listen))
-        .merge(Serialized::default("control_plane", vec![cp_url.clone()]))
-        .merge(Serialized::default(
-            "edge_token",
-            &control_plane.tokens.edge,
-        ))
-        .merge(Serialized::default("name", "up"))
-        // One local edge, behind no balancer: Ctrl-C stops it at once; what its audit could
-        // not deliver waits under the data folder for the next `up`.
-        .merge(Serialized::default("shutdown.grace_ms", 0))
-        .merge(Serialized::default(
-            "audit.spill_dir",
-            args.data_dir.join("edge-audit"),
-        ));
-    if let Some(url) = &args.redis_url {
-        figment = figment.merge(Serialized::default("redis_url", url));
-    }
-    let edge_config = tp_edge::config::load(figment)?;
+    let edge_config = edge_config(&args, &cp_url, &control_plane.tokens.edge)?;
     let edge = tp_edge::start(edge_config, {
         let mut rx = edge_stop_rx.clone();
         async move {
@@ -185,25 +141,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
         demo_keys(&mut admin, &earlier).await?
     };
     stage.done();
-    let admin_token_file = args.data_dir.join("admin-token");
-    let credentials = credentials(
-        edge.addr,
-        control_plane.addr,
-        &keys,
-        &control_plane.tokens.admin,
-        &admin_token_file,
-    );
-    tp_control_plane::server::write_private(
-        &credentials_path,
-        &serde_json::to_string_pretty(&credentials)?,
-    )
-    .with_context(|| format!("writing {}", credentials_path.display()))?;
-    print_banner(&credentials, &credentials_path);
-    if let Some(path) = &args.ready_file {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{}\n", edge.addr))?;
-        std::fs::rename(&tmp, path)?;
-    }
+    publish(&args, &credentials_path, edge.addr, &control_plane, &keys)?;
 
     tp_telemetry::shutdown_signal().await;
     tracing::info!("stopping");
@@ -218,6 +156,104 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
     wiki_result.context("wiki task")??;
     tracing::info!("stopped");
     Ok(0)
+}
+
+/// Before anything starts (or is created): a damaged credentials file or a port someone holds
+/// stops `up` with a sentence, not half a stack, and leaves no empty data folder. The keys of
+/// an earlier `up`, and the data folder created.
+fn preflight(args: &UpArgs, credentials_path: &std::path::Path) -> anyhow::Result<Value> {
+    let earlier = earlier_credentials(credentials_path)?;
+    for (flag, addr) in [
+        ("--mcp-listen", &args.mcp_listen),
+        ("--grpc-listen", &args.grpc_listen),
+        ("--executor-listen", &args.executor_listen),
+        ("--wiki-listen", &args.wiki_listen),
+        ("--admin-listen", &args.admin_listen),
+    ] {
+        crate::ports::check_free(flag, addr)?;
+    }
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    Ok(earlier)
+}
+
+/// The control plane's configuration: the flags' addresses and data folder, the executors
+/// where this process serves them, the demo world unless `--no-demo`.
+fn control_plane_config(
+    args: &UpArgs,
+    executor_addr: SocketAddr,
+    wiki_addr: SocketAddr,
+) -> anyhow::Result<tp_control_plane::config::ControlPlaneConfig> {
+    let mut figment = tp_control_plane::config::figment(None)
+        .merge(Serialized::default("listen", &args.grpc_listen))
+        .merge(Serialized::default("data_dir", &args.data_dir))
+        .merge(Serialized::default(
+            "bootstrap.demo_executor",
+            format!("http://{executor_addr}"),
+        ))
+        .merge(Serialized::default(
+            "bootstrap.wiki_executor",
+            format!("http://{wiki_addr}"),
+        ));
+    if !args.no_demo {
+        figment = figment.merge(Serialized::default("bootstrap.demo", true));
+    }
+    tp_control_plane::config::load(figment)
+}
+
+/// The edge's configuration: one local edge, behind no balancer — Ctrl-C stops it at once;
+/// what its audit could not deliver waits under the data folder for the next `up`.
+fn edge_config(
+    args: &UpArgs,
+    control_plane: &str,
+    edge_token: &str,
+) -> anyhow::Result<tp_edge::EdgeConfig> {
+    let mut figment = tp_edge::config::figment(None)
+        .merge(Serialized::default("listen", &args.mcp_listen))
+        .merge(Serialized::default("admin_listen", &args.admin_listen))
+        .merge(Serialized::default("control_plane", vec![control_plane]))
+        .merge(Serialized::default("edge_token", edge_token))
+        .merge(Serialized::default("name", "up"))
+        .merge(Serialized::default("shutdown.grace_ms", 0))
+        .merge(Serialized::default(
+            "audit.spill_dir",
+            args.data_dir.join("edge-audit"),
+        ));
+    if let Some(url) = &args.redis_url {
+        figment = figment.merge(Serialized::default("redis_url", url));
+    }
+    tp_edge::config::load(figment)
+}
+
+/// Writes the credentials file (owner-only), prints how to connect, and writes the ready
+/// file (the edge's address) when asked.
+fn publish(
+    args: &UpArgs,
+    credentials_path: &std::path::Path,
+    edge: SocketAddr,
+    control_plane: &tp_control_plane::ControlPlane,
+    keys: &[(String, String, String)],
+) -> anyhow::Result<()> {
+    let admin_token_file = args.data_dir.join("admin-token");
+    let credentials = credentials(
+        edge,
+        control_plane.addr,
+        keys,
+        &control_plane.tokens.admin,
+        &admin_token_file,
+    );
+    tp_control_plane::server::write_private(
+        credentials_path,
+        &serde_json::to_string_pretty(&credentials)?,
+    )
+    .with_context(|| format!("writing {}", credentials_path.display()))?;
+    print_banner(&credentials, credentials_path);
+    if let Some(path) = &args.ready_file {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{edge}\n"))?;
+        std::fs::rename(&tmp, path)?;
+    }
+    Ok(())
 }
 
 /// Upserts an executor's endpoint to where this process serves it, keeping the rest.

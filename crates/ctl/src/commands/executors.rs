@@ -16,162 +16,10 @@ pub(super) async fn executors(
                 .into_inner()
                 .executors
         }
-        ExecutorsCmd::Upsert {
-            name,
-            endpoint,
-            protocol,
-            timeout_ms,
-            max_concurrency,
-            description,
-            tool_prefix,
-            credential_env,
-            credential_header,
-        } => {
-            // Only what was given changes; an existing executor keeps the rest.
-            let mut paths = Vec::new();
-            let mut executor = pb::ExecutorInfo {
-                name,
-                ..Default::default()
-            };
-            if let Some(endpoint) = endpoint {
-                executor.endpoint = endpoint;
-                paths.push("endpoint");
-            }
-            if let Some(protocol) = protocol {
-                executor.protocol = match protocol.as_str() {
-                    "grpc" => pb::ExecutorProtocol::Grpc,
-                    "mcp" => pb::ExecutorProtocol::Mcp,
-                    other => bail!("unknown protocol {other:?} (grpc, mcp)"),
-                } as i32;
-                paths.push("protocol");
-            }
-            if let Some(timeout_ms) = timeout_ms {
-                executor.timeout_ms = timeout_ms;
-                paths.push("timeout_ms");
-            }
-            if let Some(max_concurrency) = max_concurrency {
-                executor.max_concurrency = max_concurrency;
-                paths.push("max_concurrency");
-            }
-            if let Some(description) = description {
-                executor.description = description;
-                paths.push("description");
-            }
-            if let Some(tool_prefix) = tool_prefix {
-                executor.tool_prefix = tool_prefix;
-                paths.push("tool_prefix");
-            }
-            if let Some(credential_env) = credential_env {
-                executor.credential_env = credential_env;
-                paths.push("credential_env");
-            }
-            if let Some(credential_header) = credential_header {
-                executor.credential_header = credential_header;
-                paths.push("credential_header");
-            }
-            if paths.is_empty() {
-                bail!("nothing to change: give at least one of the flags (see --help)");
-            }
-            vec![
-                admin
-                    .executors
-                    .upsert_executor(pb::UpsertExecutorRequest {
-                        executor: Some(executor),
-                        update_mask: Some(prost_types::FieldMask {
-                            paths: paths.iter().map(|p| (*p).to_owned()).collect(),
-                        }),
-                    })
-                    .await?
-                    .into_inner(),
-            ]
-        }
-        ExecutorsCmd::Import {
-            name,
-            provider,
-            category,
-            only,
-            register,
-            adr,
-            owner,
-            scope,
-            credential,
-        } => {
-            if register && adr.is_empty() && (owner.is_empty() || scope.is_empty()) {
-                bail!(
-                    "--register needs --adr, or --owner and --scope: every tool is admitted by one"
-                );
-            }
-            let options = crate::upstreams::ImportOptions {
-                provider,
-                category,
-                only,
-                adr,
-                owner,
-                scope,
-            };
-            let defs = crate::upstreams::proposals(&mut admin, &name, credential, &options).await?;
-            if !register {
-                out!("{}", pretty(&json!(defs)));
-                return Ok(0);
-            }
-            let mut admitted = 0;
-            let mut progress =
-                crate::progress::Progress::new(&format!("registering {name}'s tools"), defs.len());
-            for def in &defs {
-                let spec = pb::ToolSpec::from(def);
-                match admin
-                    .catalog
-                    .register_tool(pb::RegisterToolRequest { tool: Some(spec) })
-                    .await
-                {
-                    Ok(_) => {
-                        admitted += 1;
-                        progress.step(&def.name);
-                        out!("registered {}", def.name);
-                    }
-                    Err(status) => {
-                        out!(
-                            "{} of {} registered; {} refused:\n{}",
-                            admitted,
-                            defs.len(),
-                            def.name,
-                            describe_error(&anyhow::Error::new(status))
-                        );
-                        return Ok(1);
-                    }
-                }
-            }
-            out!("{admitted} tools registered from {name}");
-            return Ok(0);
-        }
+        upsert @ ExecutorsCmd::Upsert { .. } => upsert_executor(&mut admin, upsert).await?,
+        cmd @ ExecutorsCmd::Import { .. } => return import(&mut admin, cmd).await,
         ExecutorsCmd::Drift { name, credential } => {
-            let report = crate::upstreams::drift(&mut admin, &name, credential).await?;
-            let drifted = ["added", "removed", "schema_changed"]
-                .iter()
-                .any(|k| report[*k].as_array().is_some_and(|a| !a.is_empty()));
-            if json_out {
-                out!("{}", pretty(&report));
-            } else {
-                out!(
-                    "{name} ({}): {} upstream tools, {} in the catalogue",
-                    report["protocol_version"].as_str().unwrap_or_default(),
-                    report["upstream_tools"],
-                    report["catalogued_tools"]
-                );
-                for (key, label) in [
-                    ("added", "new upstream (not in the catalogue)"),
-                    ("removed", "gone upstream (still in the catalogue)"),
-                    ("schema_changed", "input schema changed"),
-                ] {
-                    for tool in report[key].as_array().into_iter().flatten() {
-                        out!("  {label}: {}", tool.as_str().unwrap_or_default());
-                    }
-                }
-                if !drifted {
-                    out!("  no drift");
-                }
-            }
-            return Ok(i32::from(drifted));
+            return drift(&mut admin, &name, credential, json_out).await;
         }
         ExecutorsCmd::Delete { name } => {
             let deleted = admin
@@ -183,6 +31,188 @@ pub(super) async fn executors(
             return Ok(0);
         }
     };
+    print_executors(&list, json_out);
+    Ok(0)
+}
+
+/// `executors upsert`: only what was given changes; an existing executor keeps the rest.
+async fn upsert_executor(
+    admin: &mut Admin,
+    cmd: ExecutorsCmd,
+) -> anyhow::Result<Vec<pb::ExecutorInfo>> {
+    let ExecutorsCmd::Upsert {
+        name,
+        endpoint,
+        protocol,
+        timeout_ms,
+        max_concurrency,
+        description,
+        tool_prefix,
+        credential_env,
+        credential_header,
+    } = cmd
+    else {
+        unreachable!("called with executors upsert only");
+    };
+    let mut paths = Vec::new();
+    let mut executor = pb::ExecutorInfo {
+        name,
+        ..Default::default()
+    };
+    if let Some(endpoint) = endpoint {
+        executor.endpoint = endpoint;
+        paths.push("endpoint");
+    }
+    if let Some(protocol) = protocol {
+        executor.protocol = match protocol.as_str() {
+            "grpc" => pb::ExecutorProtocol::Grpc,
+            "mcp" => pb::ExecutorProtocol::Mcp,
+            other => bail!("unknown protocol {other:?} (grpc, mcp)"),
+        } as i32;
+        paths.push("protocol");
+    }
+    if let Some(timeout_ms) = timeout_ms {
+        executor.timeout_ms = timeout_ms;
+        paths.push("timeout_ms");
+    }
+    if let Some(max_concurrency) = max_concurrency {
+        executor.max_concurrency = max_concurrency;
+        paths.push("max_concurrency");
+    }
+    if let Some(description) = description {
+        executor.description = description;
+        paths.push("description");
+    }
+    if let Some(tool_prefix) = tool_prefix {
+        executor.tool_prefix = tool_prefix;
+        paths.push("tool_prefix");
+    }
+    if let Some(credential_env) = credential_env {
+        executor.credential_env = credential_env;
+        paths.push("credential_env");
+    }
+    if let Some(credential_header) = credential_header {
+        executor.credential_header = credential_header;
+        paths.push("credential_header");
+    }
+    if paths.is_empty() {
+        bail!("nothing to change: give at least one of the flags (see --help)");
+    }
+    Ok(vec![
+        admin
+            .executors
+            .upsert_executor(pb::UpsertExecutorRequest {
+                executor: Some(executor),
+                update_mask: Some(prost_types::FieldMask {
+                    paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+                }),
+            })
+            .await?
+            .into_inner(),
+    ])
+}
+
+/// `executors import`: the upstream's tools as proposed definitions, or registered.
+async fn import(admin: &mut Admin, cmd: ExecutorsCmd) -> anyhow::Result<i32> {
+    let ExecutorsCmd::Import {
+        name,
+        provider,
+        category,
+        only,
+        register,
+        adr,
+        owner,
+        scope,
+        credential,
+    } = cmd
+    else {
+        unreachable!("called with executors import only");
+    };
+    if register && adr.is_empty() && (owner.is_empty() || scope.is_empty()) {
+        bail!("--register needs --adr, or --owner and --scope: every tool is admitted by one");
+    }
+    let options = crate::upstreams::ImportOptions {
+        provider,
+        category,
+        only,
+        adr,
+        owner,
+        scope,
+    };
+    let defs = crate::upstreams::proposals(admin, &name, credential, &options).await?;
+    if !register {
+        out!("{}", pretty(&json!(defs)));
+        return Ok(0);
+    }
+    let mut admitted = 0;
+    let mut progress =
+        crate::progress::Progress::new(&format!("registering {name}'s tools"), defs.len());
+    for def in &defs {
+        let spec = pb::ToolSpec::from(def);
+        match admin
+            .catalog
+            .register_tool(pb::RegisterToolRequest { tool: Some(spec) })
+            .await
+        {
+            Ok(_) => {
+                admitted += 1;
+                progress.step(&def.name);
+                out!("registered {}", def.name);
+            }
+            Err(status) => {
+                out!(
+                    "{} of {} registered; {} refused:\n{}",
+                    admitted,
+                    defs.len(),
+                    def.name,
+                    describe_error(&anyhow::Error::new(status))
+                );
+                return Ok(1);
+            }
+        }
+    }
+    out!("{admitted} tools registered from {name}");
+    Ok(0)
+}
+
+/// `executors drift`: what changed upstream against the catalogue; exit 1 when anything did.
+async fn drift(
+    admin: &mut Admin,
+    name: &str,
+    credential: Option<String>,
+    json_out: bool,
+) -> anyhow::Result<i32> {
+    let report = crate::upstreams::drift(admin, name, credential).await?;
+    let drifted = ["added", "removed", "schema_changed"]
+        .iter()
+        .any(|k| report[*k].as_array().is_some_and(|a| !a.is_empty()));
+    if json_out {
+        out!("{}", pretty(&report));
+    } else {
+        out!(
+            "{name} ({}): {} upstream tools, {} in the catalogue",
+            report["protocol_version"].as_str().unwrap_or_default(),
+            report["upstream_tools"],
+            report["catalogued_tools"]
+        );
+        for (key, label) in [
+            ("added", "new upstream (not in the catalogue)"),
+            ("removed", "gone upstream (still in the catalogue)"),
+            ("schema_changed", "input schema changed"),
+        ] {
+            for tool in report[key].as_array().into_iter().flatten() {
+                out!("  {label}: {}", tool.as_str().unwrap_or_default());
+            }
+        }
+        if !drifted {
+            out!("  no drift");
+        }
+    }
+    Ok(i32::from(drifted))
+}
+
+/// The executors as JSON or a table.
+fn print_executors(list: &[pb::ExecutorInfo], json_out: bool) {
     if json_out {
         let values: Vec<Value> = list
             .iter()
@@ -211,5 +241,4 @@ pub(super) async fn executors(
             )
         );
     }
-    Ok(0)
 }

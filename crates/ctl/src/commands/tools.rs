@@ -127,45 +127,7 @@ pub(super) async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> an
                 .map(parse_status)
                 .transpose()?
                 .unwrap_or(pb::ToolStatus::Unspecified);
-            let tools = all_tools(
-                &mut admin,
-                pb::ListToolsRequest {
-                    category: category.clone(),
-                    provider: provider.clone(),
-                    status: status as i32,
-                    ..Default::default()
-                },
-            )
-            .await?;
-            if json_out {
-                out!(
-                    "{}",
-                    pretty(&Value::Array(tools.iter().map(tool_json).collect()))
-                );
-            } else {
-                let rows: Vec<Vec<String>> = tools
-                    .iter()
-                    .map(|tool| {
-                        let spec = tool.spec.clone().unwrap_or_default();
-                        let admission = spec.admission.clone().unwrap_or_default();
-                        vec![
-                            spec.name,
-                            spec.category,
-                            or_dash(&spec.provider),
-                            status_name(tool.status),
-                            or_dash(&admission.adr),
-                            or_dash(&admission.owner),
-                        ]
-                    })
-                    .collect();
-                out!(
-                    "{}",
-                    table(
-                        &["NAME", "CATEGORY", "PROVIDER", "STATUS", "ADR", "OWNER"],
-                        &rows
-                    )
-                );
-            }
+            list(&mut admin, category, provider, status, json_out).await?;
         }
         ToolsCmd::Get { name } => {
             let tool = admin
@@ -176,53 +138,7 @@ pub(super) async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> an
             print_tool(&tool, json_out);
         }
         ToolsCmd::Register { files } => {
-            let defs = read_definitions(&files)?;
-            if let [def] = defs.as_slice() {
-                let tool = admin
-                    .catalog
-                    .register_tool(pb::RegisterToolRequest {
-                        tool: Some(def.into()),
-                    })
-                    .await?
-                    .into_inner();
-                print_tool(&tool, json_out);
-                return Ok(0);
-            }
-            let mut progress = crate::progress::Progress::new("registering tools", defs.len());
-            let mut registered = Vec::new();
-            for def in &defs {
-                match admin
-                    .catalog
-                    .register_tool(pb::RegisterToolRequest {
-                        tool: Some(def.into()),
-                    })
-                    .await
-                {
-                    Ok(tool) => {
-                        registered.push(tool.into_inner());
-                        progress.step(&def.name);
-                    }
-                    Err(status) => {
-                        return Err(anyhow::Error::new(status).context(format!(
-                            "{} refused after {} of {} were registered",
-                            def.name,
-                            registered.len(),
-                            defs.len()
-                        )));
-                    }
-                }
-            }
-            progress.finish(&format!("registered {} tools", registered.len()));
-            if json_out {
-                out!(
-                    "{}",
-                    pretty(&Value::Array(registered.iter().map(tool_json).collect()))
-                );
-            } else {
-                for def in &defs {
-                    out!("registered {}", def.name);
-                }
-            }
+            register(&mut admin, &files, json_out).await?;
         }
         ToolsCmd::Update { file } => {
             let def: domain::ToolDef =
@@ -266,4 +182,110 @@ pub(super) async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> an
         }
     }
     Ok(0)
+}
+
+/// `tools list`: every page, as JSON or a table.
+async fn list(
+    admin: &mut Admin,
+    category: String,
+    provider: String,
+    status: pb::ToolStatus,
+    json_out: bool,
+) -> anyhow::Result<()> {
+    let tools = all_tools(
+        admin,
+        pb::ListToolsRequest {
+            category,
+            provider,
+            status: status as i32,
+            ..Default::default()
+        },
+    )
+    .await?;
+    if json_out {
+        out!(
+            "{}",
+            pretty(&Value::Array(tools.iter().map(tool_json).collect()))
+        );
+    } else {
+        let rows: Vec<Vec<String>> = tools
+            .iter()
+            .map(|tool| {
+                let spec = tool.spec.clone().unwrap_or_default();
+                let admission = spec.admission.clone().unwrap_or_default();
+                vec![
+                    spec.name,
+                    spec.category,
+                    or_dash(&spec.provider),
+                    status_name(tool.status),
+                    or_dash(&admission.adr),
+                    or_dash(&admission.owner),
+                ]
+            })
+            .collect();
+        out!(
+            "{}",
+            table(
+                &["NAME", "CATEGORY", "PROVIDER", "STATUS", "ADR", "OWNER"],
+                &rows
+            )
+        );
+    }
+    Ok(())
+}
+
+/// `tools register`: each file's definitions in order; the first refusal stops the rest.
+async fn register(
+    admin: &mut Admin,
+    files: &[std::path::PathBuf],
+    json_out: bool,
+) -> anyhow::Result<()> {
+    let defs = read_definitions(files)?;
+    if let [def] = defs.as_slice() {
+        let tool = admin
+            .catalog
+            .register_tool(pb::RegisterToolRequest {
+                tool: Some(def.into()),
+            })
+            .await?
+            .into_inner();
+        print_tool(&tool, json_out);
+        return Ok(());
+    }
+    let mut progress = crate::progress::Progress::new("registering tools", defs.len());
+    let mut registered = Vec::new();
+    for def in &defs {
+        match admin
+            .catalog
+            .register_tool(pb::RegisterToolRequest {
+                tool: Some(def.into()),
+            })
+            .await
+        {
+            Ok(tool) => {
+                registered.push(tool.into_inner());
+                progress.step(&def.name);
+            }
+            Err(status) => {
+                return Err(anyhow::Error::new(status).context(format!(
+                    "{} refused after {} of {} were registered",
+                    def.name,
+                    registered.len(),
+                    defs.len()
+                )));
+            }
+        }
+    }
+    progress.finish(&format!("registered {} tools", registered.len()));
+    if json_out {
+        out!(
+            "{}",
+            pretty(&Value::Array(registered.iter().map(tool_json).collect()))
+        );
+    } else {
+        for def in &defs {
+            out!("registered {}", def.name);
+        }
+    }
+    Ok(())
 }
