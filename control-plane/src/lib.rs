@@ -4,7 +4,6 @@
 //!
 //! Reading order: [`engine`] (state + store + write path), [`api`] (handlers), [`server`]
 //! (wiring), [`config`].
-#![allow(clippy::too_many_lines)]
 
 pub mod admin_auth;
 pub mod admin_oidc;

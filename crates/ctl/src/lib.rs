@@ -1,6 +1,5 @@
 //! `toolplanectl`: drive a Toolplane control plane from the shell. Tables by default,
 //! `--json` for scripts. Exit codes: 0 success, 1 a failed request or drift found, 2 usage.
-#![allow(clippy::too_many_lines)]
 
 mod args;
 mod commands;

@@ -266,7 +266,6 @@ fn capabilities(call: &Call<'_>) -> pb::InvokeEvent {
 fn on_stream(tool: &str, call: &Call<'_>) -> Option<pb::InvokeEvent> {
     let answered = |key: &str| call.answered(key);
     let arguments = &call.arguments;
-    let request = call.request;
     Some(match tool {
         "test_sampling" => match answered("sampling") {
             Some(answer) => done(
@@ -309,51 +308,57 @@ fn on_stream(tool: &str, call: &Call<'_>) -> Option<pb::InvokeEvent> {
             }
         },
         "test_elicitation_sep1034_defaults" | "test_elicitation_sep1330_enums" => {
-            match answered("elicitation") {
-                Some(answer) => done(
-                    vec![text(format!(
-                        "Elicitation completed: action={}, content={}",
-                        answer.get("action").and_then(Value::as_str).unwrap_or(""),
-                        answer.get("content").cloned().unwrap_or(Value::Null)
-                    ))],
-                    None,
-                    false,
-                ),
-                None => {
-                    let schema = if request.tool == "test_elicitation_sep1034_defaults" {
-                        json!({"type": "object", "properties": {
-                            "name": {"type": "string", "description": "User name", "default": "John Doe"},
-                            "age": {"type": "integer", "description": "User age", "default": 30},
-                            "score": {"type": "number", "description": "User score", "default": 95.5},
-                            "status": {"type": "string", "description": "User status",
-                                       "enum": ["active", "inactive", "pending"], "default": "active"},
-                            "verified": {"type": "boolean", "description": "Verification status", "default": true}},
-                            "required": []})
-                    } else {
-                        json!({"type": "object", "properties": {
-                            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
-                            "titledSingle": {"type": "string", "oneOf": [
-                                {"const": "value1", "title": "First Option"},
-                                {"const": "value2", "title": "Second Option"},
-                                {"const": "value3", "title": "Third Option"}]},
-                            "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
-                                           "enumNames": ["Option One", "Option Two", "Option Three"]},
-                            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
-                            "titledMulti": {"type": "array", "items": {"anyOf": [
-                                {"const": "value1", "title": "First Choice"},
-                                {"const": "value2", "title": "Second Choice"},
-                                {"const": "value3", "title": "Third Choice"}]}}},
-                            "required": []})
-                    };
-                    ask(
-                        json!({"elicitation": {"method": "elicitation/create", "params": {
-                            "message": "Please review and update the form fields with defaults",
-                            "requestedSchema": schema}}}),
-                        "",
-                    )
-                }
-            }
+            elicitation_form(tool, call)
         }
         _ => return None,
     })
+}
+
+/// The suite's elicitation forms: defaults of every type (SEP-1034), or every enum shape
+/// (SEP-1330).
+fn elicitation_form(tool: &str, call: &Call<'_>) -> pb::InvokeEvent {
+    match call.answered("elicitation") {
+        Some(answer) => done(
+            vec![text(format!(
+                "Elicitation completed: action={}, content={}",
+                answer.get("action").and_then(Value::as_str).unwrap_or(""),
+                answer.get("content").cloned().unwrap_or(Value::Null)
+            ))],
+            None,
+            false,
+        ),
+        None => {
+            let schema = if tool == "test_elicitation_sep1034_defaults" {
+                json!({"type": "object", "properties": {
+                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                    "age": {"type": "integer", "description": "User age", "default": 30},
+                    "score": {"type": "number", "description": "User score", "default": 95.5},
+                    "status": {"type": "string", "description": "User status",
+                               "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "description": "Verification status", "default": true}},
+                    "required": []})
+            } else {
+                json!({"type": "object", "properties": {
+                    "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "oneOf": [
+                        {"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"}]},
+                    "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                                   "enumNames": ["Option One", "Option Two", "Option Three"]},
+                    "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                    "titledMulti": {"type": "array", "items": {"anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"}]}}},
+                    "required": []})
+            };
+            ask(
+                json!({"elicitation": {"method": "elicitation/create", "params": {
+                    "message": "Please review and update the form fields with defaults",
+                    "requestedSchema": schema}}}),
+                "",
+            )
+        }
+    }
 }

@@ -8,7 +8,6 @@
 //! - `test_trigger_tool_change`, when the executor has an admin connection to the control
 //!   plane, changes its own catalogue entry, so listeners get `tools/list_changed`;
 //! - test tools: `echo`, `sleep` (`ms`), `fail` (gRPC error), `crash` (stream ends early).
-#![allow(clippy::too_many_lines)]
 
 use std::pin::Pin;
 use std::time::Duration;

@@ -2,7 +2,6 @@
 //! defaults; `toolplane export` and `toolplane import` move a store's world offline. It is the
 //! only crate that links every service, so the admin CLI (`toolplanectl`, which hands these
 //! three commands over to this binary) links none of them.
-#![allow(clippy::too_many_lines)]
 
 mod ports;
 pub mod transfer;

@@ -1,8 +1,4 @@
 //! `tp-wiki`: the wiki executor (`client_wiki`) over gRPC.
-#![allow(
-    clippy::too_many_lines,
-    reason = "issue 33: functions still to split; scripts/structure.py --list"
-)]
 
 use std::path::PathBuf;
 
@@ -125,7 +121,39 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let _telemetry = tp_telemetry::init("info", false, "toolplane-wiki");
-    let tls = match (&args.tls_cert, &args.tls_key) {
+    let tls = tls(&args)?;
+    let (wiki, fetcher) = wiki(&args)?;
+    let service = tp_wiki::WikiService::new(wiki, fetcher, auth);
+    // Writes a killed process left half done are replayed before the service says it is
+    // ready, so nothing reads a tenant's pages mid-write.
+    service.recover().await;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    if let Some(metrics_listen) = metrics_listen {
+        let metrics = tokio::net::TcpListener::bind(metrics_listen)
+            .await
+            .with_context(|| format!("binding --metrics-listen {metrics_listen}"))?;
+        tracing::info!(addr = %metrics.local_addr()?, "metrics on /metrics");
+        tp_telemetry::metrics::prometheus();
+        tokio::spawn(tp_telemetry::metrics::serve_metrics(
+            metrics,
+            tp_telemetry::shutdown_signal(),
+        ));
+    }
+    if let Some(path) = &args.ready_file {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{addr}\n"))?;
+        std::fs::rename(&tmp, path)?;
+    }
+    tracing::info!(%addr, data_dir = %args.data_dir.display(), "wiki listening");
+    tp_wiki::serve_tls(service, listener, tp_telemetry::shutdown_signal(), tls).await
+}
+
+/// TLS when `--tls-cert` and `--tls-key` are given (reloaded when the files change).
+fn tls(args: &Args) -> anyhow::Result<Option<std::sync::Arc<tp_net::tls::ReloadingTls>>> {
+    Ok(match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
             let files = tp_net::tls::TlsFiles {
                 cert_file: cert.clone(),
@@ -137,7 +165,12 @@ async fn main() -> anyhow::Result<()> {
             Some(tls)
         }
         _ => None,
-    };
+    })
+}
+
+/// The wiki over its store (a folder, or an S3-compatible bucket), with its index, quotas and
+/// optional LLM, and the fetcher of `ingest` URLs.
+fn wiki(args: &Args) -> anyhow::Result<(tp_wiki::Wiki, tp_wiki::Fetcher)> {
     let storage = match &args.s3_bucket {
         Some(bucket) => {
             let mut builder =
@@ -186,30 +219,5 @@ async fn main() -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?,
         );
     }
-    let service = tp_wiki::WikiService::new(wiki, fetcher, auth);
-    // Writes a killed process left half done are replayed before the service says it is
-    // ready, so nothing reads a tenant's pages mid-write.
-    service.recover().await;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    if let Some(metrics_listen) = metrics_listen {
-        let metrics = tokio::net::TcpListener::bind(metrics_listen)
-            .await
-            .with_context(|| format!("binding --metrics-listen {metrics_listen}"))?;
-        tracing::info!(addr = %metrics.local_addr()?, "metrics on /metrics");
-        tp_telemetry::metrics::prometheus();
-        tokio::spawn(tp_telemetry::metrics::serve_metrics(
-            metrics,
-            tp_telemetry::shutdown_signal(),
-        ));
-    }
-    if let Some(path) = &args.ready_file {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{addr}\n"))?;
-        std::fs::rename(&tmp, path)?;
-    }
-    tracing::info!(%addr, data_dir = %args.data_dir.display(), "wiki listening");
-    tp_wiki::serve_tls(service, listener, tp_telemetry::shutdown_signal(), tls).await
+    Ok((wiki, fetcher))
 }

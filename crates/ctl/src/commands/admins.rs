@@ -70,47 +70,7 @@ pub(super) async fn admin_tokens(
                 .await?
                 .into_inner()
                 .tokens;
-            if json_out {
-                out!(
-                    "{}",
-                    pretty(&Value::Array(tokens.iter().map(token_json).collect()))
-                );
-            } else {
-                let now = crate::output::now_ms();
-                let rows: Vec<Vec<String>> = tokens
-                    .iter()
-                    .map(|t| {
-                        vec![
-                            t.id.clone(),
-                            scope_name(t.scope).to_owned(),
-                            or_dash(&t.tenants.join(",")),
-                            if t.revoked_at > 0 { "revoked" } else { "live" }.to_owned(),
-                            if t.expires_at == 0 {
-                                "never".to_owned()
-                            } else {
-                                crate::output::when(t.expires_at * 1000, now)
-                            },
-                            t.created_by.clone(),
-                            or_dash(&t.label),
-                        ]
-                    })
-                    .collect();
-                out!(
-                    "{}",
-                    table(
-                        &[
-                            "ID",
-                            "SCOPE",
-                            "TENANTS",
-                            "STATE",
-                            "EXPIRES",
-                            "CREATED BY",
-                            "LABEL"
-                        ],
-                        &rows
-                    )
-                );
-            }
+            print_tokens(&tokens, json_out);
         }
         AdminTokensCmd::Revoke { id } => {
             let info = admin
@@ -126,6 +86,51 @@ pub(super) async fn admin_tokens(
         }
     }
     Ok(0)
+}
+
+/// Admin tokens as JSON or a table.
+fn print_tokens(tokens: &[pb::AdminTokenInfo], json_out: bool) {
+    if json_out {
+        out!(
+            "{}",
+            pretty(&Value::Array(tokens.iter().map(token_json).collect()))
+        );
+    } else {
+        let now = crate::output::now_ms();
+        let rows: Vec<Vec<String>> = tokens
+            .iter()
+            .map(|t| {
+                vec![
+                    t.id.clone(),
+                    scope_name(t.scope).to_owned(),
+                    or_dash(&t.tenants.join(",")),
+                    if t.revoked_at > 0 { "revoked" } else { "live" }.to_owned(),
+                    if t.expires_at == 0 {
+                        "never".to_owned()
+                    } else {
+                        crate::output::when(t.expires_at * 1000, now)
+                    },
+                    t.created_by.clone(),
+                    or_dash(&t.label),
+                ]
+            })
+            .collect();
+        out!(
+            "{}",
+            table(
+                &[
+                    "ID",
+                    "SCOPE",
+                    "TENANTS",
+                    "STATE",
+                    "EXPIRES",
+                    "CREATED BY",
+                    "LABEL"
+                ],
+                &rows
+            )
+        );
+    }
 }
 
 pub(super) async fn whoami(mut admin: Admin, json_out: bool) -> anyhow::Result<i32> {

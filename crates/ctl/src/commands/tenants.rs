@@ -140,26 +140,7 @@ pub(super) async fn tenants(
             .get_tenant(pb::GetTenantRequest { id })
             .await?
             .into_inner(),
-        TenantsCmd::Create(args) => {
-            if args.connected_apis.is_none() && !args.all_apis {
-                bail!(
-                    "say which tools tenant {} sees: --connected-apis PROVIDERS (comma-separated; \"\" for platform tools only) or --all-apis (every tool)",
-                    args.id
-                );
-            }
-            let mut tenant = pb::Tenant {
-                id: args.id.clone(),
-                ..Default::default()
-            };
-            apply_tenant_args(&mut tenant, args)?;
-            admin
-                .tenants
-                .create_tenant(pb::CreateTenantRequest {
-                    tenant: Some(tenant),
-                })
-                .await?
-                .into_inner()
-        }
+        TenantsCmd::Create(args) => create(&mut admin, args).await?,
         TenantsCmd::Update(args) => {
             let mut tenant = pb::Tenant {
                 id: args.id.clone(),
@@ -178,28 +159,7 @@ pub(super) async fn tenants(
                 .await?
                 .into_inner()
         }
-        TenantsCmd::Delete { id } => {
-            let deleted = admin
-                .tenants
-                .delete_tenant(pb::DeleteTenantRequest { id: id.clone() })
-                .await?
-                .into_inner();
-            if json_out {
-                out!(
-                    "{}",
-                    pretty(
-                        &json!({"deleted": id, "keys_deleted": deleted.keys_deleted, "revision": deleted.revision})
-                    )
-                );
-            } else {
-                out!(
-                    "deleted tenant {id} and {} keys (revision {})",
-                    deleted.keys_deleted,
-                    deleted.revision
-                );
-            }
-            return Ok(0);
-        }
+        TenantsCmd::Delete { id } => return delete(&mut admin, &id, json_out).await,
         TenantsCmd::Trust(args) => {
             let trust = token_issuer(&args)?;
             change(&mut admin, &args.id, |tenant| {
@@ -223,29 +183,78 @@ pub(super) async fn tenants(
     };
     print_tenants(std::slice::from_ref(&tenant), json_out);
     if !json_out {
-        for trust in &tenant.token_issuers {
-            let mapping: Vec<String> = trust
-                .group_roles
-                .iter()
-                .map(|g| format!("{}={}", g.group, g.role))
-                .chain(
-                    (!trust.default_role.is_empty()).then(|| format!("*={}", trust.default_role)),
-                )
-                .collect();
-            let selector = if trust.tenant_claim.is_empty() {
-                String::new()
-            } else {
-                format!(" where {}={}", trust.tenant_claim, trust.tenant_value)
-            };
-            out!(
-                "trusts {}{selector}: {} {}",
-                trust.issuer,
-                trust.role_claim,
-                mapping.join(" ")
-            );
-        }
+        print_trusts(&tenant);
     }
     Ok(0)
+}
+
+/// `tenants create`: what the tenant sees must be said, never left to a default.
+async fn create(admin: &mut Admin, args: TenantArgs) -> anyhow::Result<pb::Tenant> {
+    if args.connected_apis.is_none() && !args.all_apis {
+        bail!(
+            "say which tools tenant {} sees: --connected-apis PROVIDERS (comma-separated; \"\" for platform tools only) or --all-apis (every tool)",
+            args.id
+        );
+    }
+    let mut tenant = pb::Tenant {
+        id: args.id.clone(),
+        ..Default::default()
+    };
+    apply_tenant_args(&mut tenant, args)?;
+    Ok(admin
+        .tenants
+        .create_tenant(pb::CreateTenantRequest {
+            tenant: Some(tenant),
+        })
+        .await?
+        .into_inner())
+}
+
+/// `tenants delete`: the tenant and its keys.
+async fn delete(admin: &mut Admin, id: &str, json_out: bool) -> anyhow::Result<i32> {
+    let deleted = admin
+        .tenants
+        .delete_tenant(pb::DeleteTenantRequest { id: id.to_owned() })
+        .await?
+        .into_inner();
+    if json_out {
+        out!(
+            "{}",
+            pretty(
+                &json!({"deleted": id, "keys_deleted": deleted.keys_deleted, "revision": deleted.revision})
+            )
+        );
+    } else {
+        out!(
+            "deleted tenant {id} and {} keys (revision {})",
+            deleted.keys_deleted,
+            deleted.revision
+        );
+    }
+    Ok(0)
+}
+
+/// The issuers a tenant trusts, one line each: the claims read and the group mapping.
+fn print_trusts(tenant: &pb::Tenant) {
+    for trust in &tenant.token_issuers {
+        let mapping: Vec<String> = trust
+            .group_roles
+            .iter()
+            .map(|g| format!("{}={}", g.group, g.role))
+            .chain((!trust.default_role.is_empty()).then(|| format!("*={}", trust.default_role)))
+            .collect();
+        let selector = if trust.tenant_claim.is_empty() {
+            String::new()
+        } else {
+            format!(" where {}={}", trust.tenant_claim, trust.tenant_value)
+        };
+        out!(
+            "trusts {}{selector}: {} {}",
+            trust.issuer,
+            trust.role_claim,
+            mapping.join(" ")
+        );
+    }
 }
 
 /// Reads tenant `id`'s trusts, changes them with `edit`, and writes them back (only them, and
