@@ -273,6 +273,10 @@ pub fn extract(
 /// line names it), sentences that name nothing ("Unemployment stood at 6.4% in 2024.") and
 /// changes that name no one are about `subject` too. Without `fields` (a transcript, whose
 /// "Name: …" lines are turns of speech), no line is read as a field.
+#[expect(
+    clippy::too_many_lines,
+    reason = "issue 33: still to split into steps (the wiki engine's largest)"
+)]
 pub fn extract_with(
     sentence: &str,
     index: usize,
@@ -816,6 +820,27 @@ pub fn periods(text: &str) -> Vec<String> {
     out
 }
 
+/// A Markdown table's rows (lines starting with `|`), as trimmed cells.
+fn table_rows(lines: &[&str]) -> Vec<Vec<String>> {
+    lines
+        .iter()
+        .filter(|l| l.trim_start().starts_with('|'))
+        .map(|l| {
+            l.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// A `|---|:---:|` row.
+fn is_separator(row: &[String]) -> bool {
+    row.iter()
+        .all(|c| c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
+}
+
 /// The claims of a Markdown table (`rows`, the separator row included or not).
 ///
 /// In a document about `subject`, the table is about it: a two-column table is a list of
@@ -831,17 +856,7 @@ pub fn from_table(
     subject: Option<&str>,
     context: &str,
 ) -> Vec<Claim> {
-    let rows: Vec<Vec<String>> = lines
-        .iter()
-        .filter(|l| l.trim_start().starts_with('|'))
-        .map(|l| {
-            l.trim()
-                .trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_owned())
-                .collect()
-        })
-        .collect();
+    let rows = table_rows(lines);
     let Some(header) = rows.first() else {
         return Vec::new();
     };
@@ -861,13 +876,7 @@ pub fn from_table(
     }
     let mut out = Vec::new();
     // Separator rows are not sentences: row `r` of the rest is sentence `first_index + r`.
-    let rows: Vec<&Vec<String>> = rows
-        .iter()
-        .filter(|row| {
-            !row.iter()
-                .all(|c| c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
-        })
-        .collect();
+    let rows: Vec<&Vec<String>> = rows.iter().filter(|row| !is_separator(row)).collect();
     for (r, row) in rows.iter().enumerate().skip(skip) {
         let Some(label) = row.first().filter(|e| !e.is_empty()) else {
             continue;

@@ -162,49 +162,9 @@ impl Llm {
             .filter(|m| !m.is_empty())
             .unwrap_or(&self.config.model)
             .to_owned();
-        let body = json!({
-            "model": model,
-            "max_tokens": self.config.max_output_tokens,
-            "temperature": 0,
-            "messages": [{"role": "user", "content": format!("{PROMPT}{}", numbered(sentences))}],
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": "wiki_source", "strict": true, "schema": schema()},
-            },
-        });
-        let url = format!(
-            "{}/chat/completions",
-            self.config.base_url.trim_end_matches('/')
-        );
-        let mut request = self
-            .client
-            .post(url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(&body).unwrap_or_default());
-        if let Some(key) = &self.config.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(error) => {
-                return LlmOutcome::Fallback(format!(
-                    "the model API failed ({error}); used the deterministic summary"
-                ));
-            }
-        };
-        let status = response.status();
-        let value: Value = match response
-            .bytes()
-            .await
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-        {
-            Some(value) if status.is_success() => value,
-            _ => {
-                return LlmOutcome::Fallback(format!(
-                    "the model API answered HTTP {status}; used the deterministic summary"
-                ));
-            }
+        let value = match self.complete(&model, sentences).await {
+            Ok(value) => value,
+            Err(why) => return LlmOutcome::Fallback(why),
         };
         let Some(text) = value["choices"][0]["message"]["content"].as_str() else {
             return LlmOutcome::Fallback(
@@ -238,6 +198,53 @@ impl Llm {
             prompt_tokens,
             completion_tokens,
             cost_usd,
+        }
+    }
+
+    /// One chat completion of `sentences` with structured output; why not, as the sentence
+    /// the fallback carries.
+    async fn complete(&self, model: &str, sentences: &[String]) -> Result<Value, String> {
+        let body = json!({
+            "model": model,
+            "max_tokens": self.config.max_output_tokens,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": format!("{PROMPT}{}", numbered(sentences))}],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "wiki_source", "strict": true, "schema": schema()},
+            },
+        });
+        let url = format!(
+            "{}/chat/completions",
+            self.config.base_url.trim_end_matches('/')
+        );
+        let mut request = self
+            .client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&body).unwrap_or_default());
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                return Err(format!(
+                    "the model API failed ({error}); used the deterministic summary"
+                ));
+            }
+        };
+        let status = response.status();
+        match response
+            .bytes()
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+        {
+            Some(value) if status.is_success() => Ok(value),
+            _ => Err(format!(
+                "the model API answered HTTP {status}; used the deterministic summary"
+            )),
         }
     }
 }

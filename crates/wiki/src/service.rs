@@ -52,6 +52,48 @@ fn status(error: WikiError) -> Status {
     }
 }
 
+/// The call's action and arguments, once the call is for `client_wiki`, names a valid tenant
+/// and an action, and passes only that action's arguments.
+fn checked(request: &pb::InvokeRequest) -> Result<(String, Value), Status> {
+    if request.tool != "client_wiki" {
+        return Err(tp_proto::status::error(
+            tp_registry::ErrorCode::NotFound,
+            format!("this executor serves client_wiki, not {:?}", request.tool),
+        ));
+    }
+    if request.tenant.is_empty() || tp_registry::ident::check_slug(&request.tenant).is_err() {
+        return Err(tp_proto::status::error(
+            tp_registry::ErrorCode::InvalidArgument,
+            "a valid tenant is required in the call context",
+        ));
+    }
+    let arguments = request
+        .arguments
+        .as_ref()
+        .map(tp_proto::json::from_struct)
+        .unwrap_or(json!({}));
+    let action = if request.action.is_empty() {
+        str_arg(&arguments, "action").unwrap_or_default().to_owned()
+    } else {
+        request.action.clone()
+    };
+    let Some((_, allowed)) = ALLOWED.iter().find(|(name, _)| *name == action) else {
+        return Err(tp_proto::status::error(
+            tp_registry::ErrorCode::InvalidArgument,
+            format!("action must be ingest, query, lint or synonyms (got {action:?})"),
+        ));
+    };
+    if let Some(object) = arguments.as_object()
+        && let Some(unknown) = object.keys().find(|k| !allowed.contains(&k.as_str()))
+    {
+        return Err(tp_proto::status::error(
+            tp_registry::ErrorCode::InvalidArgument,
+            format!("{action}: unknown argument {unknown:?}"),
+        ));
+    }
+    Ok((action, arguments))
+}
+
 fn str_arg<'a>(arguments: &'a Value, key: &str) -> Option<&'a str> {
     arguments.get(key).and_then(Value::as_str)
 }
@@ -244,42 +286,7 @@ impl WikiService {
         request: &pb::InvokeRequest,
         progress: crate::engine::Progress<'_>,
     ) -> Result<Value, Status> {
-        if request.tool != "client_wiki" {
-            return Err(tp_proto::status::error(
-                tp_registry::ErrorCode::NotFound,
-                format!("this executor serves client_wiki, not {:?}", request.tool),
-            ));
-        }
-        if request.tenant.is_empty() || tp_registry::ident::check_slug(&request.tenant).is_err() {
-            return Err(tp_proto::status::error(
-                tp_registry::ErrorCode::InvalidArgument,
-                "a valid tenant is required in the call context",
-            ));
-        }
-        let arguments = request
-            .arguments
-            .as_ref()
-            .map(tp_proto::json::from_struct)
-            .unwrap_or(json!({}));
-        let action = if request.action.is_empty() {
-            str_arg(&arguments, "action").unwrap_or_default().to_owned()
-        } else {
-            request.action.clone()
-        };
-        let Some((_, allowed)) = ALLOWED.iter().find(|(name, _)| *name == action) else {
-            return Err(tp_proto::status::error(
-                tp_registry::ErrorCode::InvalidArgument,
-                format!("action must be ingest, query, lint or synonyms (got {action:?})"),
-            ));
-        };
-        if let Some(object) = arguments.as_object()
-            && let Some(unknown) = object.keys().find(|k| !allowed.contains(&k.as_str()))
-        {
-            return Err(tp_proto::status::error(
-                tp_registry::ErrorCode::InvalidArgument,
-                format!("{action}: unknown argument {unknown:?}"),
-            ));
-        }
+        let (action, arguments) = checked(request)?;
         let collector = request.role == "collector";
         let tenant = request.tenant.as_str();
         let uid = request
@@ -312,104 +319,132 @@ impl WikiService {
                     .await
                     .map_err(status)
             }
-            "query" => {
-                let persist = arguments
-                    .get("persist_output")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(collector);
-                if persist && !collector {
-                    return Err(tp_proto::status::error(
-                        tp_registry::ErrorCode::PermissionDenied,
-                        "only the collector role may persist_output",
-                    ));
-                }
-                let question = str_arg(&arguments, "question").ok_or_else(|| {
-                    tp_proto::status::error(
-                        tp_registry::ErrorCode::InvalidArgument,
-                        "query needs a question",
-                    )
-                })?;
-                let max_pages = arguments
-                    .get("max_pages")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(8);
-                let format = str_arg(&arguments, "output_format").unwrap_or("markdown");
-                let answer = self
-                    .wiki
-                    .query(
-                        tenant,
-                        question,
-                        usize::try_from(max_pages).unwrap_or(usize::MAX),
-                        format,
-                        persist,
-                    )
-                    .await
-                    .map_err(status)?;
-                if !answer["persisted"].is_null() {
-                    self.claim(tenant, uid, true).await?;
-                }
-                Ok(answer)
-            }
-            "synonyms" => {
-                let changes = match arguments.get("set") {
-                    None => None,
-                    Some(Value::Object(changes)) => Some(changes),
-                    Some(_) => {
-                        return Err(tp_proto::status::error(
-                            tp_registry::ErrorCode::InvalidArgument,
-                            "set must be an object of phrase -> meaning (\"\" removes a phrase)",
-                        ));
-                    }
-                };
-                if changes.is_some() && !collector {
-                    return Err(tp_proto::status::error(
-                        tp_registry::ErrorCode::PermissionDenied,
-                        "only the collector role may change the synonym table",
-                    ));
-                }
-                self.wiki
-                    .edit_synonyms(tenant, changes)
-                    .await
-                    .map_err(status)
-            }
-            _ => {
-                if !collector {
-                    return Err(tp_proto::status::error(
-                        tp_registry::ErrorCode::PermissionDenied,
-                        "lint needs the collector role",
-                    ));
-                }
-                let scope = str_arg(&arguments, "scope").unwrap_or("full");
-                let publish = arguments
-                    .get("publish_report")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true);
-                let staleness = arguments
-                    .get("staleness_days")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                let mut report = self
-                    .wiki
-                    .lint_with(
-                        tenant,
-                        scope,
-                        publish,
-                        u32::try_from(staleness).unwrap_or(u32::MAX),
-                        progress,
-                    )
-                    .await
-                    .map_err(status)?;
-                let webhook = request
-                    .tenant_context
-                    .as_ref()
-                    .map(|c| c.lint_webhook.as_str())
-                    .unwrap_or_default();
-                if !webhook.is_empty() {
-                    report["webhook"] = self.post_findings(tenant, scope, webhook, &report).await;
-                }
-                Ok(report)
-            }
+            "query" => self.query(tenant, uid, &arguments, collector).await,
+            "synonyms" => self.synonyms(tenant, &arguments, collector).await,
+            _ => self.lint(request, &arguments, collector, progress).await,
         }
+    }
+
+    /// `query`: an answer with citations; persisted (a collector's default) as a page.
+    async fn query(
+        &self,
+        tenant: &str,
+        uid: &str,
+        arguments: &Value,
+        collector: bool,
+    ) -> Result<Value, Status> {
+        let persist = arguments
+            .get("persist_output")
+            .and_then(Value::as_bool)
+            .unwrap_or(collector);
+        if persist && !collector {
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::PermissionDenied,
+                "only the collector role may persist_output",
+            ));
+        }
+        let question = str_arg(arguments, "question").ok_or_else(|| {
+            tp_proto::status::error(
+                tp_registry::ErrorCode::InvalidArgument,
+                "query needs a question",
+            )
+        })?;
+        let max_pages = arguments
+            .get("max_pages")
+            .and_then(Value::as_u64)
+            .unwrap_or(8);
+        let format = str_arg(arguments, "output_format").unwrap_or("markdown");
+        let answer = self
+            .wiki
+            .query(
+                tenant,
+                question,
+                usize::try_from(max_pages).unwrap_or(usize::MAX),
+                format,
+                persist,
+            )
+            .await
+            .map_err(status)?;
+        if !answer["persisted"].is_null() {
+            self.claim(tenant, uid, true).await?;
+        }
+        Ok(answer)
+    }
+
+    /// `synonyms`: the tenant's table, changed first when `set` is given (collectors only).
+    async fn synonyms(
+        &self,
+        tenant: &str,
+        arguments: &Value,
+        collector: bool,
+    ) -> Result<Value, Status> {
+        let changes = match arguments.get("set") {
+            None => None,
+            Some(Value::Object(changes)) => Some(changes),
+            Some(_) => {
+                return Err(tp_proto::status::error(
+                    tp_registry::ErrorCode::InvalidArgument,
+                    "set must be an object of phrase -> meaning (\"\" removes a phrase)",
+                ));
+            }
+        };
+        if changes.is_some() && !collector {
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::PermissionDenied,
+                "only the collector role may change the synonym table",
+            ));
+        }
+        self.wiki
+            .edit_synonyms(tenant, changes)
+            .await
+            .map_err(status)
+    }
+
+    /// `lint`: the tenant's findings, published as a report and posted to its webhook when
+    /// asked (collectors only).
+    async fn lint(
+        &self,
+        request: &pb::InvokeRequest,
+        arguments: &Value,
+        collector: bool,
+        progress: crate::engine::Progress<'_>,
+    ) -> Result<Value, Status> {
+        let tenant = request.tenant.as_str();
+        if !collector {
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::PermissionDenied,
+                "lint needs the collector role",
+            ));
+        }
+        let scope = str_arg(arguments, "scope").unwrap_or("full");
+        let publish = arguments
+            .get("publish_report")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        let staleness = arguments
+            .get("staleness_days")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let mut report = self
+            .wiki
+            .lint_with(
+                tenant,
+                scope,
+                publish,
+                u32::try_from(staleness).unwrap_or(u32::MAX),
+                progress,
+            )
+            .await
+            .map_err(status)?;
+        let webhook = request
+            .tenant_context
+            .as_ref()
+            .map(|c| c.lint_webhook.as_str())
+            .unwrap_or_default();
+        if !webhook.is_empty() {
+            report["webhook"] = self.post_findings(tenant, scope, webhook, &report).await;
+        }
+        Ok(report)
     }
 
     /// Posts the material findings (errors and warnings) of a lint to the tenant's webhook.
@@ -446,26 +481,7 @@ impl WikiService {
                 "ingest needs a source",
             )
         })?;
-        let doc_type = str_arg(arguments, "doc_type").unwrap_or("auto").to_owned();
-        if !["article", "tweet", "transcript", "paper", "note", "auto"].contains(&doc_type.as_str())
-        {
-            return Err(tp_proto::status::error(
-                tp_registry::ErrorCode::InvalidArgument,
-                format!("unknown doc_type {doc_type:?}"),
-            ));
-        }
-        let cost_cap_usd = match arguments.get("cost_cap_usd") {
-            None => 0.15,
-            Some(value) => match value.as_f64() {
-                Some(cap) if (0.01..=2.0).contains(&cap) => cap,
-                _ => {
-                    return Err(tp_proto::status::error(
-                        tp_registry::ErrorCode::InvalidArgument,
-                        "cost_cap_usd must be a number between 0.01 and 2",
-                    ));
-                }
-            },
-        };
+        let (doc_type, cost_cap_usd) = ingest_options(arguments)?;
         let model = str_arg(arguments, "model").map(str::to_owned);
         let as_of = as_of_arg(arguments)?;
         let subjects = subjects_arg(arguments)?;
@@ -501,23 +517,7 @@ impl WikiService {
             }
             Some("r2") => {
                 let key = str_arg(source, "r2_key").unwrap_or_default();
-                let key = keys::confine(tenant, key).map_err(|e| {
-                    tp_proto::status::error(tp_registry::ErrorCode::InvalidArgument, e.to_string())
-                })?;
-                let text = self
-                    .wiki
-                    .storage()
-                    .get(&key)
-                    .await
-                    .map_err(|e| {
-                        tp_proto::status::error(tp_registry::ErrorCode::Unavailable, e.to_string())
-                    })?
-                    .ok_or_else(|| {
-                        tp_proto::status::error(
-                            tp_registry::ErrorCode::NotFound,
-                            format!("no object at {key}"),
-                        )
-                    })?;
+                let (key, text) = self.stored(tenant, key).await?;
                 Ok(Source {
                     text,
                     label: key.rsplit('/').next().unwrap_or("object").to_owned(),
@@ -539,6 +539,54 @@ impl WikiService {
             ..source
         })
     }
+
+    /// The text of the tenant's object at `key` (confined to the tenant's folder), and the
+    /// key it was read at.
+    async fn stored(&self, tenant: &str, key: &str) -> Result<(String, String), Status> {
+        let key = keys::confine(tenant, key).map_err(|e| {
+            tp_proto::status::error(tp_registry::ErrorCode::InvalidArgument, e.to_string())
+        })?;
+        let text = self
+            .wiki
+            .storage()
+            .get(&key)
+            .await
+            .map_err(|e| {
+                tp_proto::status::error(tp_registry::ErrorCode::Unavailable, e.to_string())
+            })?
+            .ok_or_else(|| {
+                tp_proto::status::error(
+                    tp_registry::ErrorCode::NotFound,
+                    format!("no object at {key}"),
+                )
+            })?;
+        Ok((key, text))
+    }
+}
+
+/// `doc_type` (one of the kinds, `auto` by default) and `cost_cap_usd` (0.01–2, 0.15 by
+/// default) of an ingest.
+fn ingest_options(arguments: &Value) -> Result<(String, f64), Status> {
+    let doc_type = str_arg(arguments, "doc_type").unwrap_or("auto").to_owned();
+    if !["article", "tweet", "transcript", "paper", "note", "auto"].contains(&doc_type.as_str()) {
+        return Err(tp_proto::status::error(
+            tp_registry::ErrorCode::InvalidArgument,
+            format!("unknown doc_type {doc_type:?}"),
+        ));
+    }
+    let cost_cap_usd = match arguments.get("cost_cap_usd") {
+        None => 0.15,
+        Some(value) => match value.as_f64() {
+            Some(cap) if (0.01..=2.0).contains(&cap) => cap,
+            _ => {
+                return Err(tp_proto::status::error(
+                    tp_registry::ErrorCode::InvalidArgument,
+                    "cost_cap_usd must be a number between 0.01 and 2",
+                ));
+            }
+        },
+    };
+    Ok((doc_type, cost_cap_usd))
 }
 
 /// The `as_of` argument: a calendar date `YYYY-MM-DD`.

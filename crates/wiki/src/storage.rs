@@ -292,12 +292,7 @@ impl Storage {
             .unwrap_or_else(|e| e.into_inner())
             .insert(holder.clone(), ());
         let started = std::time::Instant::now();
-        let record = |holder: &str| LeaseRecord {
-            holder: holder.to_owned(),
-            expires_ms: now_ms() + u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX),
-            host: self.host.to_string(),
-            pid: std::process::id(),
-        };
+        let record = |holder: &str| LeaseRecord::new(holder, &self.host);
         loop {
             let options = PutOptions {
                 mode: PutMode::Create,
@@ -336,37 +331,13 @@ impl Storage {
             }
         }
         let lost = Arc::new(AtomicBool::new(false));
-        let renew = tokio::spawn({
-            let (store, key, holder, lost, host) = (
-                Arc::clone(&self.store),
-                key.clone(),
-                holder.clone(),
-                Arc::clone(&lost),
-                self.host.to_string(),
-            );
-            async move {
-                loop {
-                    tokio::time::sleep(LEASE_RENEW).await;
-                    match read_lease(&store, &key).await {
-                        Some(current) if current.holder == holder => {
-                            let renewed = LeaseRecord {
-                                holder: holder.clone(),
-                                expires_ms: now_ms()
-                                    + u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX),
-                                host: host.clone(),
-                                pid: std::process::id(),
-                            };
-                            let _ = store.put(&key, PutPayload::from(renewed.render())).await;
-                        }
-                        _ => {
-                            tracing::warn!(lease = %key, "wiki write lease lost");
-                            lost.store(true, Ordering::Release);
-                            return;
-                        }
-                    }
-                }
-            }
-        });
+        let renew = tokio::spawn(renew_lease(
+            Arc::clone(&self.store),
+            key.clone(),
+            holder.clone(),
+            Arc::clone(&lost),
+            self.host.to_string(),
+        ));
         let lease = TenantLease {
             store: Arc::clone(&self.store),
             key,
@@ -571,6 +542,43 @@ impl tp_registry::HasErrorCode for StorageError {
                 ErrorCode::Unavailable
             }
             StorageError::NotText(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// Renews the lease every [`LEASE_RENEW`] while `holder` still holds it; marks it `lost` and
+/// stops when another writer has it.
+async fn renew_lease(
+    store: Arc<dyn ObjectStore>,
+    key: ObjectPath,
+    holder: String,
+    lost: Arc<AtomicBool>,
+    host: String,
+) {
+    loop {
+        tokio::time::sleep(LEASE_RENEW).await;
+        match read_lease(&store, &key).await {
+            Some(current) if current.holder == holder => {
+                let renewed = LeaseRecord::new(&holder, &host);
+                let _ = store.put(&key, PutPayload::from(renewed.render())).await;
+            }
+            _ => {
+                tracing::warn!(lease = %key, "wiki write lease lost");
+                lost.store(true, Ordering::Release);
+                return;
+            }
+        }
+    }
+}
+
+impl LeaseRecord {
+    /// A lease of `holder` on `host` (this process) that expires [`LEASE_TTL`] from now.
+    fn new(holder: &str, host: &str) -> LeaseRecord {
+        LeaseRecord {
+            holder: holder.to_owned(),
+            expires_ms: now_ms() + u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX),
+            host: host.to_owned(),
+            pid: std::process::id(),
         }
     }
 }

@@ -16,6 +16,10 @@ pub(super) const SCALES: &[(&str, f64)] = &[
 ];
 
 /// A numeric value at the start of `text`: (value as written, number, unit, rest).
+#[expect(
+    clippy::too_many_lines,
+    reason = "issue 33: still to split into steps (the wiki engine's largest)"
+)]
 pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
     let trimmed = text.trim_start();
     let mut chars = trimmed.char_indices().peekable();

@@ -421,6 +421,43 @@ impl Wiki {
             .await
     }
 
+    /// Writes the lint report page (`wiki/lint-report.md`: one row per finding) and a log line.
+    async fn publish_lint(
+        &self,
+        tenant: &str,
+        scope: &str,
+        index: &Arc<TenantIndex>,
+        findings: &[crate::lint::Finding],
+    ) -> WikiResult<()> {
+        let lease = self.storage.lock(tenant).await?;
+        let mut report = format!(
+            "# Lint report ({})\n\nScope: {scope}. Findings: {}.\n\n",
+            (self.today)(),
+            findings.len()
+        );
+        report.push_str(
+            "| Rule | Severity | Page | Evidence | Suggestion |\n|---|---|---|---|---|\n",
+        );
+        let cell = |text: &str| crate::page::label(text).replace('|', "\\|");
+        for f in findings {
+            report.push_str(&format!(
+                "| {} | {} | wiki/{} | {} | {} |\n",
+                f.rule.name(),
+                f.severity.name(),
+                cell(&f.page),
+                cell(&f.evidence),
+                cell(&f.suggestion),
+            ));
+        }
+        let mut batch = Batch::default();
+        batch.put(format!("{}/wiki/lint-report.md", root(tenant)), report);
+        self.append_log(tenant, "lint", scope, &mut batch).await?;
+        self.commit(tenant, &lease, index, batch, Vec::new(), Vec::new())
+            .await?;
+        lease.release().await;
+        Ok(())
+    }
+
     /// [`Wiki::lint`], telling `progress` as each rule finishes.
     pub async fn lint_with(
         &self,
@@ -497,32 +534,7 @@ impl Wiki {
             *counts.entry(finding.rule.name()).or_insert(0) += 1;
         }
         if publish {
-            let lease = self.storage.lock(tenant).await?;
-            let mut report = format!(
-                "# Lint report ({})\n\nScope: {scope}. Findings: {}.\n\n",
-                (self.today)(),
-                findings.len()
-            );
-            report.push_str(
-                "| Rule | Severity | Page | Evidence | Suggestion |\n|---|---|---|---|---|\n",
-            );
-            let cell = |text: &str| crate::page::label(text).replace('|', "\\|");
-            for f in &findings {
-                report.push_str(&format!(
-                    "| {} | {} | wiki/{} | {} | {} |\n",
-                    f.rule.name(),
-                    f.severity.name(),
-                    cell(&f.page),
-                    cell(&f.evidence),
-                    cell(&f.suggestion),
-                ));
-            }
-            let mut batch = Batch::default();
-            batch.put(format!("{}/wiki/lint-report.md", root(tenant)), report);
-            self.append_log(tenant, "lint", scope, &mut batch).await?;
-            self.commit(tenant, &lease, &index, batch, Vec::new(), Vec::new())
-                .await?;
-            lease.release().await;
+            self.publish_lint(tenant, scope, &index, &findings).await?;
         }
         Ok(serde_json::json!({
             "scope": scope,

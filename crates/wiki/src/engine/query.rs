@@ -253,6 +253,84 @@ fn from_passages(
     }
 }
 
+/// Names with no page that sources still write (an entity past a per-ingest cap): they
+/// filter passages by their text. Every name must resolve: "the budget of <a client never
+/// ingested>" is refused, not answered from the clients the wiki knows.
+fn written_names(
+    index: &TenantIndex,
+    unknown: &[&question::Name],
+) -> WikiResult<Result<Vec<String>, Outcome>> {
+    let mut written: Vec<String> = Vec::new();
+    for name in unknown {
+        let tokens = index.tokens(&name.text);
+        let mentioned = index
+            .passages(&tokens, &[], 20)?
+            .into_iter()
+            .any(|p| super::pages::mentions(&p.text, &name.text));
+        if !mentioned {
+            return Ok(Err(Outcome::Refused(format!(
+                "The wiki has no page about {} and no source that mentions it, so it cannot answer this question. Ingest a source about it, then ask again.",
+                name.text
+            ))));
+        }
+        written.push(name.text.clone());
+    }
+    Ok(Ok(written))
+}
+
+/// Claims are a precision layer: the newest value of the asked attribute (and of the
+/// attributes written with the same words) of the first named entity that has one.
+fn newest_fact(
+    index: &TenantIndex,
+    question: &Question,
+    keys: &[String],
+    synonyms: &Synonyms,
+) -> WikiResult<Option<(Vec<Chosen>, Value)>> {
+    for key in keys {
+        let others: Vec<&str> = question
+            .names
+            .iter()
+            .filter(|n| n.key.as_deref().is_some_and(|k| k != key))
+            .map(|n| n.text.as_str())
+            .collect();
+        let claims = claims_asked(index, key, question, &others, synonyms)?;
+        if let Some(first) = claims.first() {
+            let attribute = first.claim.attribute.clone();
+            return Ok(from_claims(&claims, &attribute));
+        }
+    }
+    Ok(None)
+}
+
+/// A named entity's own documents (their titles name it) speak for it: a later document's
+/// "fixed a regression in 4.2.8" does not say what 4.2.8 fixed. Other documents answer only
+/// when its own do not.
+fn from_own_first(
+    index: &TenantIndex,
+    question: &Question,
+    known: &[&question::Name],
+    passages: Vec<Passage>,
+    synonyms: &Synonyms,
+) -> Outcome {
+    let names: Vec<String> = question.names.iter().map(|n| n.text.clone()).collect();
+    let own: Vec<Passage> = passages
+        .iter()
+        .filter(|p| {
+            known
+                .iter()
+                .any(|n| super::pages::mentions(&p.title, &n.text))
+        })
+        .cloned()
+        .collect();
+    match own.is_empty() || own.len() == passages.len() {
+        true => from_passages(index, &question.text, passages, &names, synonyms),
+        false => match from_passages(index, &question.text, own, &names, synonyms) {
+            answered @ Outcome::Answer { .. } => answered,
+            Outcome::Refused(_) => from_passages(index, &question.text, passages, &names, synonyms),
+        },
+    }
+}
+
 /// Decides the answer of `question`.
 fn answer(index: &TenantIndex, question: &Question, synonyms: &Synonyms) -> WikiResult<Outcome> {
     // Names written as names narrow the answer; a lower-case word that happens to name an
@@ -265,43 +343,11 @@ fn answer(index: &TenantIndex, question: &Question, synonyms: &Synonyms) -> Wiki
         .collect();
     let unknown: Vec<&question::Name> = question.names.iter().filter(|n| n.key.is_none()).collect();
     let keys: Vec<String> = known.iter().filter_map(|n| n.key.clone()).collect();
-    // A name with no page may still be written in sources (an entity past a per-ingest cap):
-    // such names filter by their text.
-    let mut written: Vec<String> = Vec::new();
-    for name in &unknown {
-        let tokens = index.tokens(&name.text);
-        let mentioned = index
-            .passages(&tokens, &[], 20)?
-            .into_iter()
-            .any(|p| super::pages::mentions(&p.text, &name.text));
-        if mentioned {
-            written.push(name.text.clone());
-        } else {
-            // Every name must resolve: "the budget of <a client never ingested>" is not
-            // answered from the clients the wiki knows.
-            return Ok(Outcome::Refused(format!(
-                "The wiki has no page about {} and no source that mentions it, so it cannot answer this question. Ingest a source about it, then ask again.",
-                name.text
-            )));
-        }
-    }
-    // Claims are a precision layer: the newest value of the asked attribute (and of the
-    // attributes written with the same words) of a named entity comes first.
-    let mut from_facts: Option<(Vec<Chosen>, Value)> = None;
-    for key in &keys {
-        let others: Vec<&str> = question
-            .names
-            .iter()
-            .filter(|n| n.key.as_deref().is_some_and(|k| k != key))
-            .map(|n| n.text.as_str())
-            .collect();
-        let claims = claims_asked(index, key, question, &others, synonyms)?;
-        if let Some(first) = claims.first() {
-            let attribute = first.claim.attribute.clone();
-            from_facts = from_claims(&claims, &attribute);
-            break;
-        }
-    }
+    let written = match written_names(index, &unknown)? {
+        Ok(written) => written,
+        Err(refused) => return Ok(refused),
+    };
+    let from_facts = newest_fact(index, question, &keys, synonyms)?;
     // Passages are the backbone: among those concerning every named entity (else any of
     // them), the best for the question's words.
     let tokens = index.tokens(
@@ -326,26 +372,7 @@ fn answer(index: &TenantIndex, question: &Question, synonyms: &Synonyms) -> Wiki
                 || !keys.is_empty() && p.keys.iter().any(|k| keys.contains(k))
         });
     }
-    let names: Vec<String> = question.names.iter().map(|n| n.text.clone()).collect();
-    // A named entity's own documents (their titles name it) speak for it: a later document's
-    // "fixed a regression in 4.2.8" does not say what 4.2.8 fixed. Other documents answer
-    // only when its own do not.
-    let own: Vec<Passage> = passages
-        .iter()
-        .filter(|p| {
-            known
-                .iter()
-                .any(|n| super::pages::mentions(&p.title, &n.text))
-        })
-        .cloned()
-        .collect();
-    let found = match own.is_empty() || own.len() == passages.len() {
-        true => from_passages(index, &question.text, passages, &names, synonyms),
-        false => match from_passages(index, &question.text, own, &names, synonyms) {
-            answered @ Outcome::Answer { .. } => answered,
-            Outcome::Refused(_) => from_passages(index, &question.text, passages, &names, synonyms),
-        },
-    };
+    let found = from_own_first(index, question, &known, passages, synonyms);
     let Some((mut chosen, fact)) = from_facts else {
         return Ok(found);
     };

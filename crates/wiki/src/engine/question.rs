@@ -99,7 +99,18 @@ pub(crate) fn analyse(
     let cleaned: Vec<&str> = words.iter().map(|w| clean(w)).collect();
     let mut names: Vec<Name> = Vec::new();
     let mut taken = vec![false; words.len()];
-    // 1. Word sequences the wiki has an entity page for, longest first (any case).
+    known_names(&cleaned, index, &mut names, &mut taken);
+    unknown_names(&words, &cleaned, &taken, index, synonyms, &mut names);
+    let attribute = asked_attribute(text, &names);
+    Question {
+        text: text.to_owned(),
+        names,
+        attribute,
+    }
+}
+
+/// Word sequences the wiki has an entity page for, longest first (any case), marked `taken`.
+fn known_names(cleaned: &[&str], index: &TenantIndex, names: &mut Vec<Name>, taken: &mut [bool]) {
     for len in (1..=5).rev() {
         for start in 0..cleaned.len().saturating_sub(len - 1) {
             if taken[start..start + len].iter().any(|t| *t) {
@@ -149,7 +160,18 @@ pub(crate) fn analyse(
             }
         }
     }
-    // 2. Capitalised runs the wiki does not know: names of something it has no page for.
+}
+
+/// Capitalised runs among the words not `taken`: names of something the wiki has no page
+/// for, or parts of a name it knows ("Northwind" of "Northwind Logistics").
+fn unknown_names(
+    words: &[&str],
+    cleaned: &[&str],
+    taken: &[bool],
+    index: &TenantIndex,
+    synonyms: &crate::synonyms::Synonyms,
+    names: &mut Vec<Name>,
+) {
     let mut i = 0;
     while i < cleaned.len() {
         let word = cleaned[i];
@@ -221,12 +243,6 @@ pub(crate) fn analyse(
             }
         }
         i = j;
-    }
-    let attribute = asked_attribute(text, &names);
-    Question {
-        text: text.to_owned(),
-        names,
-        attribute,
     }
 }
 

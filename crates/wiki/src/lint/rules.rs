@@ -396,6 +396,48 @@ pub fn orphans(input: &Input<'_>) -> Vec<Finding> {
 /// Most recurring phrases one lint reports.
 const MAX_CONCEPT_FINDINGS: usize = 100;
 
+/// Every phrase of two to four content words within a clause of `source`'s cited sentences,
+/// once: a concept is what several sources discuss, even once each. Words of the source's
+/// entities are not content.
+fn source_phrases(source: &crate::page::Page) -> BTreeSet<String> {
+    let text: String = cited_sentences(source)
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let entity_words: BTreeSet<String> = source
+        .list("entities")
+        .iter()
+        .flat_map(|e| crate::text::words(e))
+        .collect();
+    let mut phrases: BTreeSet<String> = BTreeSet::new();
+    for clause in text.split(['.', ',', ';', ':', '!', '?', '(', ')', '|', '"']) {
+        let words: Vec<String> = crate::text::words(clause);
+        for n in [2, 3, 4] {
+            for window in words.windows(n) {
+                let edges_ok = !crate::text::is_stopword(&window[0])
+                    && !crate::text::is_stopword(&window[n - 1]);
+                let content = window.iter().all(|w| {
+                    w.len() >= 3
+                        && !w.chars().any(|c| c.is_ascii_digit())
+                        && !crate::vocabulary::Vocabulary::has(
+                            &crate::vocabulary::vocabulary().common_words,
+                            w,
+                        )
+                        && !entity_words.contains(w)
+                });
+                let inner_ok = window[1..n - 1]
+                    .iter()
+                    .all(|w| !crate::text::is_stopword(w));
+                if edges_ok && content && inner_ok {
+                    phrases.insert(window.join(" "));
+                }
+            }
+        }
+    }
+    phrases
+}
+
 /// Phrases among the key phrases of three or more sources, with no concept page.
 pub fn undocumented_concepts(input: &Input<'_>) -> Vec<Finding> {
     let concept_keys: BTreeSet<String> = input
@@ -414,44 +456,7 @@ pub fn undocumented_concepts(input: &Input<'_>) -> Vec<Finding> {
         .values()
         .filter(|p| p.path.starts_with("sources/"))
     {
-        let text: String = cited_sentences(source)
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let entity_words: BTreeSet<String> = source
-            .list("entities")
-            .iter()
-            .flat_map(|e| crate::text::words(e))
-            .collect();
-        // Every phrase of two or three content words within a clause, once per source: a
-        // concept is what several sources discuss, even once each.
-        let mut phrases: BTreeSet<String> = BTreeSet::new();
-        for clause in text.split(['.', ',', ';', ':', '!', '?', '(', ')', '|', '"']) {
-            let words: Vec<String> = crate::text::words(clause);
-            for n in [2, 3, 4] {
-                for window in words.windows(n) {
-                    let edges_ok = !crate::text::is_stopword(&window[0])
-                        && !crate::text::is_stopword(&window[n - 1]);
-                    let content = window.iter().all(|w| {
-                        w.len() >= 3
-                            && !w.chars().any(|c| c.is_ascii_digit())
-                            && !crate::vocabulary::Vocabulary::has(
-                                &crate::vocabulary::vocabulary().common_words,
-                                w,
-                            )
-                            && !entity_words.contains(w)
-                    });
-                    let inner_ok = window[1..n - 1]
-                        .iter()
-                        .all(|w| !crate::text::is_stopword(w));
-                    if edges_ok && content && inner_ok {
-                        phrases.insert(window.join(" "));
-                    }
-                }
-            }
-        }
-        for phrase in phrases {
+        for phrase in source_phrases(source) {
             by_phrase
                 .entry(phrase)
                 .or_default()

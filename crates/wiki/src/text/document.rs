@@ -322,6 +322,56 @@ const DATE_META: &[&str] = &[
     "last-modified",
 ];
 
+/// The text an HTML page reads as, laid out: whitespace collapsed per line, a separator row
+/// under a table's header row (a first row of header cells), at most one blank line.
+fn layout(text: &str) -> String {
+    // Tables: a first row of header cells is followed by a separator row, so Markdown
+    // readers see a table with a header; a table whose first row holds data has none.
+    let mut lines: Vec<String> = Vec::new();
+    let mut in_table = false;
+    for line in text.lines() {
+        let header = line.contains(HEADER_ROW);
+        let line = line
+            .replace(HEADER_ROW, "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let row = line.starts_with('|');
+        if row && !in_table && header {
+            let cells = line.matches('|').count().saturating_sub(1);
+            lines.push(line);
+            lines.push(format!("|{}", "---|".repeat(cells.max(1))));
+        } else {
+            lines.push(line);
+        }
+        in_table = row;
+    }
+    let mut text = lines.join("\n");
+    while text.contains("\n\n\n") {
+        text = text.replace("\n\n\n", "\n\n");
+    }
+    text.trim().to_owned()
+}
+
+/// The date a `<meta>` of [`DATE_META`] or a `<time datetime>` gives.
+fn tag_date(name: &str, tag: &str, closing: bool) -> Option<u32> {
+    match name {
+        "meta" => {
+            let key = attribute(tag, "name")
+                .or_else(|| attribute(tag, "property"))
+                .or_else(|| attribute(tag, "itemprop"))
+                .unwrap_or_default()
+                .to_lowercase();
+            if !DATE_META.contains(&key.as_str()) {
+                return None;
+            }
+            attribute(tag, "content").and_then(dates::find)
+        }
+        "time" if !closing => attribute(tag, "datetime").and_then(dates::find),
+        _ => None,
+    }
+}
+
 fn html_to_text(source: &str) -> Page {
     let mut page = Page::default();
     let mut out = String::with_capacity(source.len());
@@ -361,22 +411,7 @@ fn html_to_text(source: &str) -> Page {
         match name.as_str() {
             "script" | "style" | "noscript" | "template" if !closing => skipping = Some(name),
             "title" => in_title = !closing,
-            "meta" => {
-                let key = attribute(tag, "name")
-                    .or_else(|| attribute(tag, "property"))
-                    .or_else(|| attribute(tag, "itemprop"))
-                    .unwrap_or_default()
-                    .to_lowercase();
-                if DATE_META.contains(&key.as_str())
-                    && page.date.is_none()
-                    && let Some(content) = attribute(tag, "content")
-                {
-                    page.date = dates::find(content);
-                }
-            }
-            "time" if !closing && page.date.is_none() => {
-                page.date = attribute(tag, "datetime").and_then(dates::find);
-            }
+            "meta" | "time" if page.date.is_none() => page.date = tag_date(&name, tag, closing),
             "tr" if !closing => {
                 out.push_str("\n|");
                 row_has_data = false;
@@ -409,32 +444,7 @@ fn html_to_text(source: &str) -> Page {
     }
     let title = unescape(title.trim());
     page.title = (!title.is_empty()).then_some(title);
-    // Tables: a first row of header cells is followed by a separator row, so Markdown
-    // readers see a table with a header; a table whose first row holds data has none.
-    let mut lines: Vec<String> = Vec::new();
-    let mut in_table = false;
-    for line in unescape(&out).lines() {
-        let header = line.contains(HEADER_ROW);
-        let line = line
-            .replace(HEADER_ROW, "")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        let row = line.starts_with('|');
-        if row && !in_table && header {
-            let cells = line.matches('|').count().saturating_sub(1);
-            lines.push(line);
-            lines.push(format!("|{}", "---|".repeat(cells.max(1))));
-        } else {
-            lines.push(line);
-        }
-        in_table = row;
-    }
-    let mut text = lines.join("\n");
-    while text.contains("\n\n\n") {
-        text = text.replace("\n\n\n", "\n\n");
-    }
-    page.text = text.trim().to_owned();
+    page.text = layout(&unescape(&out));
     page
 }
 

@@ -64,6 +64,58 @@ pub fn strip_markers(line: &str) -> &str {
     line
 }
 
+/// A token as a word of a name: outer punctuation off (a sentence's full stop too, but `U.S.`
+/// keeps its dots), a possessive's `'s` off ("Portugal's capital" names Portugal).
+fn clean_token(t: &str) -> String {
+    let t = t.trim_matches(|c: char| !c.is_alphanumeric() && c != '&' && c != '.');
+    let t = if t.matches('.').count() == 1 {
+        t.trim_end_matches('.')
+    } else {
+        t
+    };
+    let t = t.trim_start_matches('.');
+    t.strip_suffix("'s")
+        .or_else(|| t.strip_suffix("’s"))
+        .unwrap_or(t)
+        .to_owned()
+}
+
+/// The name that starts with `first` (token `start`): the capitalised words after it, joined
+/// by `&`, `of`, `de`, `van`, `von` (and `and` on a short line of its own), up to punctuation,
+/// an aside or a version; its words, and the index of the token after it.
+fn name_run(tokens: &[&str], start: usize, first: String) -> (Vec<String>, usize) {
+    let clean = clean_token;
+    let mut parts = vec![first];
+    let mut j = start + 1;
+    while j < tokens.len() {
+        let previous_ends = tokens[j - 1].ends_with([',', '.', ';', ':', ')', '!', '?']);
+        // A parenthesis opens an aside: "Silicon (Si)" names Silicon.
+        if previous_ends || tokens[j].starts_with(['(', '[']) {
+            break;
+        }
+        // A version ends a product's name: "Django 4.2.3", "Python 3.12".
+        let version = tokens[j].trim_end_matches([',', '.', ';', ':', ')', '!', '?']);
+        if is_version(version) {
+            parts.push(version.to_owned());
+            j += 1;
+            break;
+        }
+        let next = clean(tokens[j]);
+        // "Trinidad and Tobago" on a line of its own is one name.
+        let joiner = matches!(next.as_str(), "&" | "of" | "de" | "van" | "von")
+            || (next == "and" && start == 0 && tokens.len() <= 5);
+        if is_capitalised(&next)
+            || (joiner && j + 1 < tokens.len() && is_capitalised(&clean(tokens[j + 1])))
+        {
+            parts.push(next);
+            j += 1;
+        } else {
+            break;
+        }
+    }
+    (parts, j)
+}
+
 /// Named entities: runs of capitalised words (with `&`, `of`, `de`, `van` inside), not at
 /// the start of a sentence unless they recur elsewhere; at least two characters.
 pub fn entities(sentences: &[String]) -> Vec<String> {
@@ -94,22 +146,7 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
         }
         let mut i = 0;
         while i < tokens.len() {
-            let clean = |t: &str| {
-                let t = t.trim_matches(|c: char| !c.is_alphanumeric() && c != '&' && c != '.');
-                // A sentence's full stop is not part of a name (but `U.S.` keeps its dots).
-                let t = if t.matches('.').count() == 1 {
-                    t.trim_end_matches('.')
-                } else {
-                    t
-                };
-                let t = t.trim_start_matches('.');
-                // Possessives name the owner: "Portugal's capital".
-                t.strip_suffix("'s")
-                    .or_else(|| t.strip_suffix("’s"))
-                    .unwrap_or(t)
-                    .to_owned()
-            };
-            let first = clean(tokens[i]);
+            let first = clean_token(tokens[i]);
             if matches!(first.as_str(), "Dr" | "Mr" | "Mrs" | "Ms" | "Prof" | "Sir") {
                 i += 1;
                 continue;
@@ -128,35 +165,7 @@ pub fn entities(sentences: &[String]) -> Vec<String> {
             }
             if is_capitalised(&first) {
                 let start = i;
-                let mut parts = vec![first];
-                let mut j = i + 1;
-                while j < tokens.len() {
-                    let previous_ends =
-                        tokens[j - 1].ends_with([',', '.', ';', ':', ')', '!', '?']);
-                    // A parenthesis opens an aside: "Silicon (Si)" names Silicon.
-                    if previous_ends || tokens[j].starts_with(['(', '[']) {
-                        break;
-                    }
-                    // A version ends a product's name: "Django 4.2.3", "Python 3.12".
-                    let version = tokens[j].trim_end_matches([',', '.', ';', ':', ')', '!', '?']);
-                    if is_version(version) {
-                        parts.push(version.to_owned());
-                        j += 1;
-                        break;
-                    }
-                    let next = clean(tokens[j]);
-                    // "Trinidad and Tobago" on a line of its own is one name.
-                    let joiner = matches!(next.as_str(), "&" | "of" | "de" | "van" | "von")
-                        || (next == "and" && start == 0 && tokens.len() <= 5);
-                    if is_capitalised(&next)
-                        || (joiner && j + 1 < tokens.len() && is_capitalised(&clean(tokens[j + 1])))
-                    {
-                        parts.push(next);
-                        j += 1;
-                    } else {
-                        break;
-                    }
-                }
+                let (parts, j) = name_run(&tokens, i, first);
                 let name = parts.join(" ");
                 let single_common = parts.len() == 1
                     && (is_stopword(&name.to_lowercase()) || CALENDAR.contains(&name.as_str()));
