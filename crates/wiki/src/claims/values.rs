@@ -16,10 +16,6 @@ pub(super) const SCALES: &[(&str, f64)] = &[
 ];
 
 /// A numeric value at the start of `text`: (value as written, number, unit, rest).
-#[expect(
-    clippy::too_many_lines,
-    reason = "issue 33: still to split into steps (the wiki engine's largest)"
-)]
 pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
     let trimmed = text.trim_start();
     let mut chars = trimmed.char_indices().peekable();
@@ -36,53 +32,7 @@ pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
         chars.next();
         start = c.len_utf8();
     }
-    let mut end = start;
-    let mut digits = String::new();
-    let mut seen_digit = false;
-    for (i, c) in trimmed[start..].char_indices() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            seen_digit = true;
-            end = start + i + 1;
-        } else if c == ',' && seen_digit {
-            // Thousands separator only when three digits follow.
-            let after: String = trimmed[start + i + 1..].chars().take(4).collect();
-            let three = after.chars().take(3).all(|c| c.is_ascii_digit())
-                && after.chars().nth(3).is_none_or(|c| !c.is_ascii_digit());
-            if !three {
-                break;
-            }
-        } else if c == '.' && seen_digit {
-            let next = trimmed[start + i + 1..].chars().next();
-            if next.is_some_and(|c| c.is_ascii_digit()) {
-                digits.push('.');
-            } else {
-                break;
-            }
-        } else if c == '-' && !seen_digit && digits.is_empty() && currency.is_empty() {
-            digits.push('-');
-        } else {
-            break;
-        }
-    }
-    if !seen_digit {
-        return None;
-    }
-    // Scientific notation: "8.2e-05", "6.02E23".
-    let tail = &trimmed[end..];
-    if let Some(exponent) = tail.strip_prefix(['e', 'E']) {
-        let sign = usize::from(exponent.starts_with(['-', '+']));
-        let count = exponent[sign..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .count();
-        let after = exponent[sign + count..].chars().next();
-        if count > 0 && after.is_none_or(|c| !c.is_alphanumeric()) {
-            digits.push('e');
-            digits.push_str(&exponent[..sign + count]);
-            end += 1 + sign + count;
-        }
-    }
+    let (digits, end) = digits(trimmed, start, currency.is_empty())?;
     let mut value: f64 = digits.parse().ok()?;
     let mut rest = &trimmed[end..];
     let mut written = trimmed[..end].to_owned();
@@ -109,39 +59,96 @@ pub fn number(text: &str) -> Option<(String, f64, String, &str)> {
         rest = &rest[glued.len()..];
     }
     // A scale word: 10.5 million.
-    let lower_rest = rest.trim_start().to_lowercase();
-    for (word, scale) in SCALES {
-        if lower_rest.starts_with(word)
-            && lower_rest[word.len()..]
-                .chars()
-                .next()
-                .is_none_or(|c| !c.is_alphanumeric())
-        {
-            value *= scale;
-            let skip = rest.len() - rest.trim_start().len() + word.len();
-            written.push_str(&rest[..skip]);
-            rest = &rest[skip..];
-            break;
-        }
+    let lower = rest.trim_start().to_lowercase();
+    if let Some((word, scale)) = SCALES
+        .iter()
+        .find(|(word, _)| starts_with_word(&lower, word))
+    {
+        value *= scale;
+        rest = take_word(rest, word, &mut written);
     }
-    let lower_rest = rest.trim_start().to_lowercase();
-    for (word, normal) in &vocabulary().units {
-        if lower_rest.starts_with(word)
-            && lower_rest[word.len()..]
-                .chars()
-                .next()
-                .is_none_or(|c| !c.is_alphanumeric())
-        {
-            if !normal.is_empty() {
-                unit = normal.clone();
-            }
-            let skip = rest.len() - rest.trim_start().len() + word.len();
-            written.push_str(&rest[..skip]);
-            rest = &rest[skip..];
-            break;
+    let lower = rest.trim_start().to_lowercase();
+    let units = &vocabulary().units;
+    if let Some((word, normal)) = units
+        .iter()
+        .find(|(word, _)| starts_with_word(&lower, word))
+    {
+        if !normal.is_empty() {
+            unit = normal.clone();
         }
+        rest = take_word(rest, word, &mut written);
     }
     Some((written.trim().to_owned(), value, unit, rest))
+}
+
+/// The digits of the number that starts at byte `start` of `trimmed` (thousands separators
+/// dropped; a minus sign only without a currency; scientific notation kept), and where they
+/// end.
+fn digits(trimmed: &str, start: usize, no_currency: bool) -> Option<(String, usize)> {
+    let mut end = start;
+    let mut digits = String::new();
+    let mut seen_digit = false;
+    for (i, c) in trimmed[start..].char_indices() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            seen_digit = true;
+            end = start + i + 1;
+        } else if c == ',' && seen_digit {
+            // Thousands separator only when three digits follow.
+            let after: String = trimmed[start + i + 1..].chars().take(4).collect();
+            let three = after.chars().take(3).all(|c| c.is_ascii_digit())
+                && after.chars().nth(3).is_none_or(|c| !c.is_ascii_digit());
+            if !three {
+                break;
+            }
+        } else if c == '.' && seen_digit {
+            let next = trimmed[start + i + 1..].chars().next();
+            if next.is_some_and(|c| c.is_ascii_digit()) {
+                digits.push('.');
+            } else {
+                break;
+            }
+        } else if c == '-' && !seen_digit && digits.is_empty() && no_currency {
+            digits.push('-');
+        } else {
+            break;
+        }
+    }
+    if !seen_digit {
+        return None;
+    }
+    // Scientific notation: "8.2e-05", "6.02E23".
+    let tail = &trimmed[end..];
+    if let Some(exponent) = tail.strip_prefix(['e', 'E']) {
+        let sign = usize::from(exponent.starts_with(['-', '+']));
+        let count = exponent[sign..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .count();
+        let after = exponent[sign + count..].chars().next();
+        if count > 0 && after.is_none_or(|c| !c.is_alphanumeric()) {
+            digits.push('e');
+            digits.push_str(&exponent[..sign + count]);
+            end += 1 + sign + count;
+        }
+    }
+    Some((digits, end))
+}
+
+/// Whether `lower` (text after its spaces, lower-cased) starts with the whole word `word`.
+fn starts_with_word(lower: &str, word: &str) -> bool {
+    lower.starts_with(word)
+        && lower[word.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_alphanumeric())
+}
+
+/// `rest` after its spaces and `word` (which it starts with), those added to `written`.
+fn take_word<'a>(rest: &'a str, word: &str, written: &mut String) -> &'a str {
+    let skip = rest.len() - rest.trim_start().len() + word.len();
+    written.push_str(&rest[..skip]);
+    &rest[skip..]
 }
 
 /// A year 1800–2100 as a word.

@@ -78,10 +78,6 @@ fn subject(label: &str, entities: &[String], sentences: &[String]) -> Option<(St
         .map(|(_, e)| (e.clone(), false))
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "issue 33: still to split into steps (the wiki engine's largest)"
-)]
 pub(crate) fn analyse(
     source_text: &str,
     label: &str,
@@ -101,7 +97,83 @@ pub(crate) fn analyse(
     };
     let sentences = text::sentences(text);
     let summary = text::summary(&sentences, SUMMARY_SENTENCES);
-    let mut entities = text::entities(&sentences);
+    let (entities, aliases) = document_entities(&sentences, label, &prepared);
+    let (subject, sure) = match prepared.subjects.first() {
+        Some(declared) => (Some(declared.clone()), true),
+        None => match subject(
+            prepared.title.as_deref().unwrap_or(label),
+            &entities,
+            &sentences,
+        )
+        .or_else(|| subject(label, &entities, &sentences))
+        {
+            Some((found, sure)) => (Some(found), sure),
+            None => (None, false),
+        },
+    };
+    // The date of the document: the date it speaks as of, else the latest it states for its
+    // figures.
+    let date = prepared.as_of.unwrap_or_else(|| {
+        sentences
+            .iter()
+            .map(|s| claims::stated_date(s))
+            .max()
+            .unwrap_or(0)
+    });
+    let mut found = document_claims(
+        &sentences,
+        &entities,
+        &aliases,
+        (subject.as_deref(), sure),
+        &doc_type,
+        date,
+        prepared.title.as_deref().unwrap_or(label),
+    );
+    if let (Some(subject), Some(day)) = (subject.as_deref(), prepared.as_of) {
+        let title = prepared.title.as_deref().unwrap_or(label);
+        found.extend(dated_event(subject, title, day, &sentences, &found));
+    }
+    let ranked = ranked_entities(&found, &entities, &sentences, max_entities);
+    let kept: BTreeSet<String> = ranked.iter().cloned().collect();
+    found.retain(|c| kept.contains(&c.entity));
+    let mut entities: Vec<String> = ranked;
+    entities.sort();
+    let aliases: Vec<(String, String)> = aliases
+        .into_iter()
+        .filter(|(_, canonical)| kept.contains(canonical))
+        .collect();
+    // Concepts are topics, not the names already kept as entities.
+    let entity_words: BTreeSet<String> = entities.iter().flat_map(|e| text::words(e)).collect();
+    let discussed = discussed(text, &doc_type);
+    let concepts: Vec<String> = text::key_phrases(&discussed, CONCEPTS_PER_SOURCE * 3)
+        .into_iter()
+        .filter(|phrase| !phrase.split(' ').any(|w| entity_words.contains(w)))
+        .take(CONCEPTS_PER_SOURCE)
+        .collect();
+    Analysis {
+        doc_type,
+        sentences,
+        summary,
+        entities,
+        aliases,
+        concepts,
+        claims: found,
+        date,
+        as_of: prepared.as_of,
+        subject: subject.filter(|s| kept.contains(s)),
+    }
+}
+
+/// The document's entities — named in its text, in its label or title (a label such as
+/// "Portugal (2024 edition)" names the subject even when the text says "the country"), or
+/// declared — and the aliases among them (acronyms of another name), which are not entities
+/// of their own.
+fn document_entities(
+    sentences: &[String],
+    label: &str,
+    prepared: &text::document::Prepared,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut entities = text::entities(sentences);
     // A label such as "Portugal (2024 edition)" names the document's subject even when the text
     // calls it "the country".
     // A title's first word is a name's, not a sentence's: read it as if mid-sentence.
@@ -126,28 +198,21 @@ pub(crate) fn analyse(
     let aliases = text::aliases(&entities);
     // Acronyms of another name are aliases, not entities of their own.
     entities.retain(|e| !aliases.iter().any(|(alias, _)| alias == e));
-    let (subject, sure) = match prepared.subjects.first() {
-        Some(declared) => (Some(declared.clone()), true),
-        None => match subject(
-            prepared.title.as_deref().unwrap_or(label),
-            &entities,
-            &sentences,
-        )
-        .or_else(|| subject(label, &entities, &sentences))
-        {
-            Some((found, sure)) => (Some(found), sure),
-            None => (None, false),
-        },
-    };
-    // The date of the document: the date it speaks as of, else the latest it states for its
-    // figures.
-    let date = prepared.as_of.unwrap_or_else(|| {
-        sentences
-            .iter()
-            .map(|s| claims::stated_date(s))
-            .max()
-            .unwrap_or(0)
-    });
+    (entities, aliases)
+}
+
+/// The claims of a document's sentences: tables (consecutive rows that start with `|`) read
+/// as tables, every other sentence as prose; entities named by an alias are their canonical
+/// name's. `subject` and whether it is `sure`; the document's `title`.
+fn document_claims(
+    sentences: &[String],
+    entities: &[String],
+    aliases: &[(String, String)],
+    (subject, sure): (Option<&str>, bool),
+    doc_type: &str,
+    date: u32,
+    title: &str,
+) -> Vec<Claim> {
     let mut found: Vec<Claim> = Vec::new();
     let names: Vec<String> = entities
         .iter()
@@ -169,14 +234,7 @@ pub(crate) fn analyse(
                 .take_while(|s| s.trim_start().starts_with('|'))
                 .flat_map(|s| s.lines())
                 .collect();
-            let fields_of = subject.as_deref();
-            found.extend(claims::from_table(
-                &rows,
-                i,
-                date,
-                fields_of,
-                prepared.title.as_deref().unwrap_or(label),
-            ));
+            found.extend(claims::from_table(&rows, i, date, subject, title));
             i += sentences[i..]
                 .iter()
                 .take_while(|s| s.trim_start().starts_with('|'))
@@ -185,51 +243,64 @@ pub(crate) fn analyse(
         }
         // A transcript's "Name: …" lines are turns of speech, not fields of its subject.
         let fields = doc_type != "transcript";
-        for mut claim in claims::extract_with(
-            &sentences[i],
-            i,
-            &names,
-            subject.as_deref(),
-            sure,
-            fields,
-            date,
-        ) {
+        for mut claim in claims::extract_with(&sentences[i], i, &names, subject, sure, fields, date)
+        {
             claim.entity = canonical(&claim.entity);
             claim.key = key(&claim.entity);
             found.push(claim);
         }
         i += 1;
     }
-    // A dateline under a title that names an event ("Django 4.2.3 release notes", then
-    // "*July 3, 2023*") dates that event for the subject: the vocabulary's title events say
-    // which ("release notes" → released). Only a date written in the text as a line of its own.
-    if let (Some(subject), Some(day)) = (subject.as_deref(), prepared.as_of) {
-        let title = prepared.title.as_deref().unwrap_or(label).to_lowercase();
-        let event = crate::vocabulary::vocabulary()
-            .title_events
-            .iter()
-            .find(|(phrase, _)| title.contains(phrase.as_str()))
-            .map(|(_, event)| event.clone());
-        let dateline = sentences
-            .iter()
-            .position(|s| s.split_whitespace().count() <= 6 && text::dates::find(s) == Some(day));
-        if let (Some(event), Some(at)) = (event, dateline)
-            && !found
-                .iter()
-                .any(|c| c.key == key(subject) && c.attribute == event)
-        {
-            found.push(Claim::new(
-                subject,
-                event,
-                (text::dates::show(day), None, String::new()),
-                day,
-                at,
-            ));
-        }
+    found
+}
+
+/// A dateline under a title that names an event ("Django 4.2.3 release notes", then
+/// "*July 3, 2023*") dates that event for the subject: the vocabulary's title events say
+/// which ("release notes" → released). Only a date written in the text as a line of its own,
+/// and only when no claim of the document already gives it.
+fn dated_event(
+    subject: &str,
+    title: &str,
+    day: u32,
+    sentences: &[String],
+    found: &[Claim],
+) -> Option<Claim> {
+    let title = title.to_lowercase();
+    let event = crate::vocabulary::vocabulary()
+        .title_events
+        .iter()
+        .find(|(phrase, _)| title.contains(phrase.as_str()))
+        .map(|(_, event)| event.clone());
+    let dateline = sentences
+        .iter()
+        .position(|s| s.split_whitespace().count() <= 6 && text::dates::find(s) == Some(day));
+    let (Some(event), Some(at)) = (event, dateline) else {
+        return None;
+    };
+    if found
+        .iter()
+        .any(|c| c.key == key(subject) && c.attribute == event)
+    {
+        return None;
     }
-    // Entities of claims first (they need a page), then the most mentioned, within the cap.
+    Some(Claim::new(
+        subject,
+        event,
+        (text::dates::show(day), None, String::new()),
+        day,
+        at,
+    ))
+}
+
+/// Entities of claims first (they need a page), then the most mentioned, within the cap.
+fn ranked_entities(
+    found: &[Claim],
+    entities: &[String],
+    sentences: &[String],
+    max_entities: usize,
+) -> Vec<String> {
     let mut ranked: Vec<String> = Vec::new();
-    for claim in &found {
+    for claim in found {
         if !ranked.contains(&claim.entity) && entities.contains(&claim.entity) {
             ranked.push(claim.entity.clone());
         }
@@ -253,48 +324,23 @@ pub(crate) fn analyse(
         }
     }
     ranked.truncate(max_entities);
-    let kept: BTreeSet<String> = ranked.iter().cloned().collect();
-    found.retain(|c| kept.contains(&c.entity));
-    let mut entities: Vec<String> = ranked;
-    entities.sort();
-    let aliases: Vec<(String, String)> = aliases
-        .into_iter()
-        .filter(|(_, canonical)| kept.contains(canonical))
-        .collect();
-    // Concepts are topics, not the names already kept as entities.
-    let entity_words: BTreeSet<String> = entities.iter().flat_map(|e| text::words(e)).collect();
-    // A transcript's speaker labels are not what it discusses.
-    let spoken: String;
-    let discussed = if doc_type == "transcript" {
-        spoken = text
-            .lines()
+    ranked
+}
+
+/// What a document discusses: its text, without a transcript's speaker labels.
+fn discussed<'a>(text: &'a str, doc_type: &str) -> std::borrow::Cow<'a, str> {
+    if doc_type != "transcript" {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.lines()
             .map(|line| match line.split_once(':') {
                 Some((who, said)) if who.split_whitespace().count() <= 3 => said,
                 _ => line,
             })
             .collect::<Vec<_>>()
-            .join("\n");
-        spoken.as_str()
-    } else {
-        text
-    };
-    let concepts: Vec<String> = text::key_phrases(discussed, CONCEPTS_PER_SOURCE * 3)
-        .into_iter()
-        .filter(|phrase| !phrase.split(' ').any(|w| entity_words.contains(w)))
-        .take(CONCEPTS_PER_SOURCE)
-        .collect();
-    Analysis {
-        doc_type,
-        sentences,
-        summary,
-        entities,
-        aliases,
-        concepts,
-        claims: found,
-        date,
-        as_of: prepared.as_of,
-        subject: subject.filter(|s| kept.contains(s)),
-    }
+            .join("\n"),
+    )
 }
 
 impl Wiki {
