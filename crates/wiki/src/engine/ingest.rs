@@ -384,25 +384,13 @@ impl Wiki {
         }
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "issue 33: still to split into steps (the wiki engine's largest)"
-    )]
     async fn ingest_here(
         &self,
         tenant: &str,
         source: Source,
         progress: Progress<'_>,
     ) -> WikiResult<Value> {
-        if source.text.trim().is_empty() {
-            return Err(WikiError::Invalid("the source has no text".into()));
-        }
-        if source.text.chars().count() > super::MAX_TEXT {
-            return Err(WikiError::Invalid(format!(
-                "the source is over {} characters",
-                super::MAX_TEXT
-            )));
-        }
+        check_text(&source.text)?;
         progress(0.0, 4.0, "reading the source");
         let id = hash(&source.text);
         let raw_key = format!("{}/raw/{id}.txt", root(tenant));
@@ -410,6 +398,164 @@ impl Wiki {
         // The model call (if any) happens before taking the tenant's lock, and only for a
         // source not stored yet: replays cost nothing.
         let known = self.storage.get(&marker_key).await?;
+        let (analysis, llm, merged) = self.analysed(&source, known.is_none()).await?;
+        progress(1.0, 4.0, "analysed: writing pages");
+        let lease = self.storage.lock(tenant).await?;
+        let index = self.fresh_index(tenant).await?;
+        let today = self.today();
+        let mut batch = Batch::default();
+        let path = self
+            .source_path(tenant, &batch, &marker_key, &source.label, &id)
+            .await?;
+        let new_source = self.read_page(tenant, &batch, &path).await?.is_none();
+        if new_source {
+            let stored = self.charge(tenant, &index, &analysis, &source).await?;
+            batch.put(format!("{}/.usage", root(tenant)), stored.to_string());
+            batch.put(raw_key, source.text.clone());
+            batch.put(marker_key, json!({"page": path}).to_string());
+        }
+        let link = path.trim_end_matches(".md").to_owned();
+        let mut page = match self.read_page(tenant, &batch, &path).await? {
+            Some(page) => page,
+            None => Page::new(path.clone(), &source.label, "source", &today),
+        };
+        if page.get("id").is_empty() {
+            fill_source_page(&mut page, &id, &analysis, &source, &link, llm.as_ref());
+        }
+        let mut receipts: Vec<Receipt> = Vec::new();
+        let mut changed: Vec<Page> = Vec::new();
+        if self
+            .write_page(tenant, &page, &mut receipts, &mut batch)
+            .await?
+        {
+            changed.push(page.clone());
+        }
+        let aliases = page_aliases(&page);
+        let entities = page.list("entities");
+        let concepts = page.list("concepts");
+        let claims = super::pages::page_claims(&page);
+        let mentioned = Mentioned {
+            link: &link,
+            aliases: &aliases,
+            claims: &claims,
+            sentences: &analysis.sentences,
+            today: &today,
+        };
+        let lists = [("entities", &entities[..]), ("concepts", &concepts[..])];
+        self.write_entries(
+            tenant,
+            &mentioned,
+            lists,
+            &mut batch,
+            &mut receipts,
+            &mut changed,
+        )
+        .await?;
+        progress(2.0, 4.0, "pages written: updating the index");
+        let all_unchanged = changed.is_empty();
+        if !all_unchanged {
+            self.commit_ingest(tenant, &lease, &index, &source.label, batch, changed)
+                .await?;
+        }
+        lease.release().await;
+        progress(4.0, 4.0, "done");
+        Ok(receipt(&Ingested {
+            path: &path,
+            id: &id,
+            link: &link,
+            page: &page,
+            analysis: &analysis,
+            receipts,
+            unchanged: all_unchanged,
+            llm: llm.as_ref(),
+            merged: merged.as_ref(),
+        }))
+    }
+
+    /// Every entity and concept page the source names, created or given the source
+    /// ([`update_entry`]), written into `batch`; the pages that changed added to `changed`.
+    async fn write_entries(
+        &self,
+        tenant: &str,
+        mentioned: &Mentioned<'_>,
+        lists: [(&str, &[String]); 2],
+        batch: &mut Batch,
+        receipts: &mut Vec<Receipt>,
+        changed: &mut Vec<Page>,
+    ) -> WikiResult<()> {
+        for (kind, names) in lists {
+            for name in names {
+                let target = format!("{kind}/{}.md", text::slug(name));
+                let mut entry = match self.read_page(tenant, batch, &target).await? {
+                    Some(entry) => entry,
+                    None => new_entry(target, name, kind, mentioned.today),
+                };
+                update_entry(&mut entry, kind, name, mentioned);
+                if self.write_page(tenant, &entry, receipts, batch).await? {
+                    changed.push(entry);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits an ingest that changed pages: the index updated for them, a log line, the
+    /// batch and the search index.
+    async fn commit_ingest(
+        &self,
+        tenant: &str,
+        lease: &crate::storage::TenantLease,
+        index: &std::sync::Arc<crate::index::TenantIndex>,
+        label: &str,
+        mut batch: Batch,
+        changed: Vec<Page>,
+    ) -> WikiResult<()> {
+        let index_key = format!("{}/wiki/index.md", root(tenant));
+        let index_md = match self.read_through(&batch, &index_key).await? {
+            Some(existing) => Wiki::update_index(&existing, &changed),
+            None => Wiki::render_index(index.catalogue()?, &changed),
+        };
+        batch.put(index_key, index_md);
+        self.append_log(tenant, "ingest", label, &mut batch).await?;
+        self.commit(tenant, lease, index, batch, changed, Vec::new())
+            .await
+    }
+
+    /// The source page's path: the one this text was stored under, else a free slug.
+    async fn source_path(
+        &self,
+        tenant: &str,
+        batch: &Batch,
+        marker_key: &str,
+        label: &str,
+        id: &str,
+    ) -> WikiResult<String> {
+        let known_path = self
+            .storage
+            .get(marker_key)
+            .await?
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v["page"].as_str().map(str::to_owned));
+        Ok(match known_path {
+            Some(path) => path,
+            None => {
+                let base = text::slug(label);
+                let mut path = format!("sources/{base}.md");
+                if self.read_page(tenant, batch, &path).await?.is_some() {
+                    path = format!("sources/{base}-{}.md", &id[..6]);
+                }
+                path
+            }
+        })
+    }
+
+    /// The source analysed (on the CPU pool), then read by the model when one is configured
+    /// and the source is `unknown` (replays cost nothing), its extraction merged.
+    async fn analysed(
+        &self,
+        source: &Source,
+        unknown: bool,
+    ) -> WikiResult<(Analysis, Option<crate::llm::LlmOutcome>, Option<Merged>)> {
         let mut analysis = {
             let (text, label, doc_type, as_of, subjects) = (
                 source.text.clone(),
@@ -425,7 +571,7 @@ impl Wiki {
             .await?
         };
         let llm = match &self.llm {
-            Some(llm) if known.is_none() => Some(
+            Some(llm) if unknown => Some(
                 llm.read(
                     &analysis.sentences,
                     source.model.as_deref(),
@@ -446,293 +592,40 @@ impl Wiki {
             )),
             _ => None,
         };
-        progress(1.0, 4.0, "analysed: writing pages");
-        let lease = self.storage.lock(tenant).await?;
-        let index = self.fresh_index(tenant).await?;
-        let today = self.today();
-        let mut batch = Batch::default();
-        // The source page: the one this text was stored under, else a free slug.
-        let known_path = self
+        Ok((analysis, llm, merged))
+    }
+
+    /// Quotas of a new source: pages of the tenant, bytes of its sources. The bytes stored
+    /// once it is added.
+    async fn charge(
+        &self,
+        tenant: &str,
+        index: &crate::index::TenantIndex,
+        analysis: &Analysis,
+        source: &Source,
+    ) -> WikiResult<usize> {
+        let pages = index.page_count()?;
+        let adding = 1 + analysis.entities.len() + analysis.concepts.len();
+        if pages + adding > self.quotas.max_pages {
+            return Err(WikiError::Quota(format!(
+                "the tenant's wiki holds {pages} pages; this source would pass the limit of {}",
+                self.quotas.max_pages
+            )));
+        }
+        let usage_key = format!("{}/.usage", root(tenant));
+        let stored: usize = self
             .storage
-            .get(&marker_key)
+            .get(&usage_key)
             .await?
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|v| v["page"].as_str().map(str::to_owned));
-        let path = match known_path {
-            Some(path) => path,
-            None => {
-                let base = text::slug(&source.label);
-                let mut path = format!("sources/{base}.md");
-                if self.read_page(tenant, &batch, &path).await?.is_some() {
-                    path = format!("sources/{base}-{}.md", &id[..6]);
-                }
-                path
-            }
-        };
-        let new_source = self.read_page(tenant, &batch, &path).await?.is_none();
-        if new_source {
-            // Quotas: pages of the tenant, bytes of its sources.
-            let pages = index.page_count()?;
-            let adding = 1 + analysis.entities.len() + analysis.concepts.len();
-            if pages + adding > self.quotas.max_pages {
-                return Err(WikiError::Quota(format!(
-                    "the tenant's wiki holds {pages} pages; this source would pass the limit of {}",
-                    self.quotas.max_pages
-                )));
-            }
-            let usage_key = format!("{}/.usage", root(tenant));
-            let stored: usize = self
-                .storage
-                .get(&usage_key)
-                .await?
-                .and_then(|t| t.trim().parse().ok())
-                .unwrap_or(0);
-            if stored + source.text.len() > self.quotas.max_bytes {
-                return Err(WikiError::Quota(format!(
-                    "the tenant's wiki holds {stored} bytes of sources; this one would pass the limit of {}",
-                    self.quotas.max_bytes
-                )));
-            }
-            batch.put(usage_key, (stored + source.text.len()).to_string());
-            batch.put(raw_key, source.text.clone());
-            batch.put(marker_key, json!({"page": path}).to_string());
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        if stored + source.text.len() > self.quotas.max_bytes {
+            return Err(WikiError::Quota(format!(
+                "the tenant's wiki holds {stored} bytes of sources; this one would pass the limit of {}",
+                self.quotas.max_bytes
+            )));
         }
-        let link = path.trim_end_matches(".md").to_owned();
-        let mut page = match self.read_page(tenant, &batch, &path).await? {
-            Some(page) => page,
-            None => Page::new(path.clone(), &source.label, "source", &today),
-        };
-        let first_ingest = page.get("id").is_empty();
-        if first_ingest {
-            page.meta.insert("id".into(), json!(id));
-            page.meta
-                .insert("doc_type".into(), json!(analysis.doc_type));
-            page.meta
-                .insert("raw".into(), json!(format!("raw/{id}.txt")));
-            page.meta.insert(
-                "summary".into(),
-                json!(
-                    analysis
-                        .summary
-                        .first()
-                        .map(|(_, s)| s.clone())
-                        .unwrap_or_default()
-                ),
-            );
-            page.meta
-                .insert("entities".into(), json!(analysis.entities));
-            page.meta.insert(
-                "aliases".into(),
-                json!(
-                    analysis
-                        .aliases
-                        .iter()
-                        .map(|(a, c)| [a, c])
-                        .collect::<Vec<_>>()
-                ),
-            );
-            page.meta
-                .insert("concepts".into(), json!(analysis.concepts));
-            page.meta.insert("claims".into(), json!(analysis.claims));
-            page.meta.insert("date".into(), json!(analysis.date));
-            if let Some(as_of) = analysis.as_of {
-                page.meta
-                    .insert("as_of".into(), json!(text::dates::show(as_of)));
-            }
-            match &analysis.subject {
-                Some(subject) => page.meta.insert("subject".into(), json!(subject)),
-                None => page.meta.remove("subject"),
-            };
-            if let Some(origin) = &source.origin {
-                page.meta.insert("origin".into(), json!(origin));
-            }
-            page.body = source_body(
-                &source.label,
-                &link,
-                &analysis.summary,
-                &analysis.entities,
-                &analysis.concepts,
-                &analysis.claims,
-                &analysis.sentences,
-            );
-            if let Some(crate::llm::LlmOutcome::Summary { text, model, .. }) = &llm {
-                page.meta.insert("llm_summary".into(), json!(text));
-                page.body = page.body.replacen(
-                    "\n## Text\n",
-                    &format!("\n## Summary by {model}\n{text}\n\n## Text\n"),
-                    1,
-                );
-            }
-        }
-        let mut receipts: Vec<Receipt> = Vec::new();
-        let mut changed: Vec<Page> = Vec::new();
-        if self
-            .write_page(tenant, &page, &mut receipts, &mut batch)
-            .await?
-        {
-            changed.push(page.clone());
-        }
-        let aliases = page_aliases(&page);
-        let entities = page.list("entities");
-        let concepts = page.list("concepts");
-        let claims = super::pages::page_claims(&page);
-        let sentences = &analysis.sentences;
-        for (kind, names) in [("entities", &entities), ("concepts", &concepts)] {
-            for name in names {
-                let slug = text::slug(name);
-                let target = format!("{kind}/{slug}.md");
-                let mut entry = match self.read_page(tenant, &batch, &target).await? {
-                    Some(entry) => entry,
-                    None => {
-                        let mut p = Page::new(
-                            target.clone(),
-                            name,
-                            if kind == "entities" {
-                                "entity"
-                            } else {
-                                "concept"
-                            },
-                            &today,
-                        );
-                        p.meta.insert("aliases".into(), json!([]));
-                        p.meta.insert("sources".into(), json!([]));
-                        p.body = format!("# {}\n\n## Mentions\n", crate::page::label(name));
-                        p
-                    }
-                };
-                let mut sources = entry.list("sources");
-                let mut touched = false;
-                if !sources.contains(&link) {
-                    sources.push(link.clone());
-                    sources.sort();
-                    entry.meta.insert("sources".into(), json!(sources));
-                    touched = true;
-                }
-                if kind == "entities" {
-                    // Aliases of the name, and the claims about it.
-                    let mut known: Vec<String> = entry.list("aliases");
-                    for (alias, canonical) in &aliases {
-                        if canonical == name && !known.contains(alias) {
-                            known.push(alias.clone());
-                            touched = true;
-                        }
-                    }
-                    known.sort();
-                    entry.meta.insert("aliases".into(), json!(known));
-                    let mut kept: Vec<Value> = entry
-                        .meta
-                        .get("claims")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    for claim in claims.iter().filter(|c| c.key == key(name)) {
-                        let value = entity_claim(claim, &link);
-                        if !kept.contains(&value) {
-                            kept.push(value);
-                            touched = true;
-                        }
-                    }
-                    if !kept.is_empty() {
-                        entry.meta.insert("claims".into(), json!(kept));
-                    }
-                }
-                let names_of_entry: Vec<String> = std::iter::once(name.clone())
-                    .chain(entry.list("aliases"))
-                    .collect();
-                for (i, sentence) in sentences
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| names_of_entry.iter().any(|n| super::pages::mentions(s, n)))
-                    .take(MENTIONS_PER_SOURCE)
-                {
-                    let marker = format!("[[{link}#^s{i}]]");
-                    if !entry.body.contains(&marker) {
-                        entry
-                            .body
-                            .push_str(&format!("- [{today}] {marker}: {sentence}\n"));
-                        touched = true;
-                    }
-                }
-                if touched {
-                    entry.meta.insert("updated".into(), json!(today));
-                    if kind == "entities" {
-                        write_facts(&mut entry);
-                    }
-                    let facts = super::pages::page_claims(&entry).len();
-                    let summary = if facts > 0 {
-                        format!(
-                            "Mentioned in {} source(s); {facts} fact(s).",
-                            entry.list("sources").len()
-                        )
-                    } else {
-                        format!("Mentioned in {} source(s).", entry.list("sources").len())
-                    };
-                    entry.meta.insert("summary".into(), json!(summary));
-                }
-                if self
-                    .write_page(tenant, &entry, &mut receipts, &mut batch)
-                    .await?
-                {
-                    changed.push(entry);
-                }
-            }
-        }
-        progress(2.0, 4.0, "pages written: updating the index");
-        let all_unchanged = changed.is_empty();
-        if !all_unchanged {
-            let index_key = format!("{}/wiki/index.md", root(tenant));
-            let index_md = match self.read_through(&batch, &index_key).await? {
-                Some(existing) => Wiki::update_index(&existing, &changed),
-                None => Wiki::render_index(index.catalogue()?, &changed),
-            };
-            batch.put(index_key, index_md);
-            self.append_log(tenant, "ingest", &source.label, &mut batch)
-                .await?;
-            self.commit(tenant, &lease, &index, batch, changed, Vec::new())
-                .await?;
-        }
-        lease.release().await;
-        progress(4.0, 4.0, "done");
-        let summary: Vec<Value> = analysis
-            .summary
-            .iter()
-            .map(|(i, s)| json!({"sentence": s, "cite": format!("[[{link}#^s{i}]]")}))
-            .collect();
-        let keys_mentioned = analysis
-            .sentences
-            .iter()
-            .flat_map(|s| keys_in(s, &entities, &aliases))
-            .collect::<BTreeSet<_>>()
-            .len();
-        Ok(json!({
-            "source": format!("wiki/{path}"),
-            "raw": format!("raw/{id}.txt"),
-            "doc_type": page.get("doc_type"),
-            "summary": summary,
-            "entities": entities,
-            "aliases": aliases.iter().map(|(a, c)| json!({"alias": a, "of": c})).collect::<Vec<_>>(),
-            "concepts": concepts,
-            "claims": claims.len(),
-            "entities_mentioned": keys_mentioned,
-            "date": super::pages::show_date(super::pages::page_date(&page)),
-            "as_of": page.meta.get("as_of").cloned().unwrap_or(Value::Null),
-            "pages": receipts,
-            "idempotent_replay": all_unchanged,
-            "engine": if matches!(llm, Some(crate::llm::LlmOutcome::Summary { .. })) { "llm" } else { "deterministic" },
-            "llm": match &llm {
-                Some(crate::llm::LlmOutcome::Summary { text, model, prompt_tokens, completion_tokens, cost_usd, .. }) => json!({
-                    "summary": text, "model": model, "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens, "cost_usd": cost_usd,
-                    "extracted": merged,
-                }),
-                Some(crate::llm::LlmOutcome::Fallback(reason)) => json!({"fallback": reason}),
-                None => Value::Null,
-            },
-            "cost_usd": match &llm {
-                Some(crate::llm::LlmOutcome::Summary { cost_usd, .. }) => *cost_usd,
-                _ => 0.0,
-            },
-        }))
+        Ok(stored + source.text.len())
     }
 }
 
@@ -884,6 +777,287 @@ fn checked_claim(
     );
     found.qualifiers = qualifiers;
     Ok(Some(found))
+}
+
+/// The first ingest's source page: its id, kind, raw text, summary, entities, aliases,
+/// concepts, claims, dates, subject and origin, and its body (with the model's summary when
+/// one was read).
+fn fill_source_page(
+    page: &mut Page,
+    id: &str,
+    analysis: &Analysis,
+    source: &Source,
+    link: &str,
+    llm: Option<&crate::llm::LlmOutcome>,
+) {
+    page.meta.insert("id".into(), json!(id));
+    page.meta
+        .insert("doc_type".into(), json!(analysis.doc_type));
+    page.meta
+        .insert("raw".into(), json!(format!("raw/{id}.txt")));
+    page.meta.insert(
+        "summary".into(),
+        json!(
+            analysis
+                .summary
+                .first()
+                .map(|(_, s)| s.clone())
+                .unwrap_or_default()
+        ),
+    );
+    page.meta
+        .insert("entities".into(), json!(analysis.entities));
+    page.meta.insert(
+        "aliases".into(),
+        json!(
+            analysis
+                .aliases
+                .iter()
+                .map(|(a, c)| [a, c])
+                .collect::<Vec<_>>()
+        ),
+    );
+    page.meta
+        .insert("concepts".into(), json!(analysis.concepts));
+    page.meta.insert("claims".into(), json!(analysis.claims));
+    page.meta.insert("date".into(), json!(analysis.date));
+    if let Some(as_of) = analysis.as_of {
+        page.meta
+            .insert("as_of".into(), json!(text::dates::show(as_of)));
+    }
+    match &analysis.subject {
+        Some(subject) => page.meta.insert("subject".into(), json!(subject)),
+        None => page.meta.remove("subject"),
+    };
+    if let Some(origin) = &source.origin {
+        page.meta.insert("origin".into(), json!(origin));
+    }
+    page.body = source_body(
+        &source.label,
+        link,
+        &analysis.summary,
+        &analysis.entities,
+        &analysis.concepts,
+        &analysis.claims,
+        &analysis.sentences,
+    );
+    if let Some(crate::llm::LlmOutcome::Summary { text, model, .. }) = llm {
+        page.meta.insert("llm_summary".into(), json!(text));
+        page.body = page.body.replacen(
+            "\n## Text\n",
+            &format!("\n## Summary by {model}\n{text}\n\n## Text\n"),
+            1,
+        );
+    }
+}
+
+/// A new entity or concept page for `name`.
+fn new_entry(target: String, name: &str, kind: &str, today: &str) -> Page {
+    let mut p = Page::new(
+        target.clone(),
+        name,
+        if kind == "entities" {
+            "entity"
+        } else {
+            "concept"
+        },
+        today,
+    );
+    p.meta.insert("aliases".into(), json!([]));
+    p.meta.insert("sources".into(), json!([]));
+    p.body = format!("# {}\n\n## Mentions\n", crate::page::label(name));
+    p
+}
+
+/// What one source says of the names it mentions.
+struct Mentioned<'a> {
+    link: &'a str,
+    aliases: &'a [(String, String)],
+    claims: &'a [Claim],
+    sentences: &'a [String],
+    today: &'a str,
+}
+
+/// Adds a source to an entity or concept page: the source, an entity's aliases and claims,
+/// the sentences that mention it; its summary and facts redone when anything changed.
+fn update_entry(entry: &mut Page, kind: &str, name: &String, source: &Mentioned<'_>) {
+    let Mentioned {
+        link,
+        aliases,
+        claims,
+        sentences,
+        today,
+    } = *source;
+    let mut sources = entry.list("sources");
+    let mut touched = false;
+    if !sources.iter().any(|s| s == link) {
+        sources.push(link.to_owned());
+        sources.sort();
+        entry.meta.insert("sources".into(), json!(sources));
+        touched = true;
+    }
+    if kind == "entities" {
+        // Aliases of the name, and the claims about it.
+        let mut known: Vec<String> = entry.list("aliases");
+        for (alias, canonical) in aliases {
+            if canonical == name && !known.contains(alias) {
+                known.push(alias.clone());
+                touched = true;
+            }
+        }
+        known.sort();
+        entry.meta.insert("aliases".into(), json!(known));
+        let mut kept: Vec<Value> = entry
+            .meta
+            .get("claims")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for claim in claims.iter().filter(|c| c.key == key(name)) {
+            let value = entity_claim(claim, link);
+            if !kept.contains(&value) {
+                kept.push(value);
+                touched = true;
+            }
+        }
+        if !kept.is_empty() {
+            entry.meta.insert("claims".into(), json!(kept));
+        }
+    }
+    let names_of_entry: Vec<String> = std::iter::once(name.clone())
+        .chain(entry.list("aliases"))
+        .collect();
+    for (i, sentence) in sentences
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| names_of_entry.iter().any(|n| super::pages::mentions(s, n)))
+        .take(MENTIONS_PER_SOURCE)
+    {
+        let marker = format!("[[{link}#^s{i}]]");
+        if !entry.body.contains(&marker) {
+            entry
+                .body
+                .push_str(&format!("- [{today}] {marker}: {sentence}\n"));
+            touched = true;
+        }
+    }
+    if touched {
+        entry.meta.insert("updated".into(), json!(today));
+        if kind == "entities" {
+            write_facts(entry);
+        }
+        let facts = super::pages::page_claims(entry).len();
+        let summary = if facts > 0 {
+            format!(
+                "Mentioned in {} source(s); {facts} fact(s).",
+                entry.list("sources").len()
+            )
+        } else {
+            format!("Mentioned in {} source(s).", entry.list("sources").len())
+        };
+        entry.meta.insert("summary".into(), json!(summary));
+    }
+}
+
+/// The ingest receipt's `llm`: the model's summary, tokens, cost and extraction, or why the
+/// deterministic reading was used.
+fn llm_json(llm: Option<&crate::llm::LlmOutcome>, merged: Option<&Merged>) -> Value {
+    match llm {
+        Some(crate::llm::LlmOutcome::Summary {
+            text,
+            model,
+            prompt_tokens,
+            completion_tokens,
+            cost_usd,
+            ..
+        }) => json!({
+            "summary": text, "model": model, "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens, "cost_usd": cost_usd,
+            "extracted": merged,
+        }),
+        Some(crate::llm::LlmOutcome::Fallback(reason)) => json!({"fallback": reason}),
+        None => Value::Null,
+    }
+}
+
+/// A source's text: not blank, at most [`super::MAX_TEXT`] characters.
+fn check_text(text: &str) -> WikiResult<()> {
+    if text.trim().is_empty() {
+        return Err(WikiError::Invalid("the source has no text".into()));
+    }
+    if text.chars().count() > super::MAX_TEXT {
+        return Err(WikiError::Invalid(format!(
+            "the source is over {} characters",
+            super::MAX_TEXT
+        )));
+    }
+    Ok(())
+}
+
+/// What one ingest did, for its receipt.
+struct Ingested<'a> {
+    path: &'a str,
+    id: &'a str,
+    link: &'a str,
+    page: &'a Page,
+    analysis: &'a Analysis,
+    receipts: Vec<Receipt>,
+    unchanged: bool,
+    llm: Option<&'a crate::llm::LlmOutcome>,
+    merged: Option<&'a Merged>,
+}
+
+/// The ingest's answer: the source page, its summary with citations, what it named, the
+/// pages written, and the engine that read it.
+fn receipt(ingested: &Ingested<'_>) -> Value {
+    let Ingested {
+        path,
+        id,
+        link,
+        page,
+        analysis,
+        unchanged: all_unchanged,
+        llm,
+        merged,
+        ..
+    } = *ingested;
+    let receipts = &ingested.receipts;
+    let aliases = page_aliases(page);
+    let entities = page.list("entities");
+    let concepts = page.list("concepts");
+    let claims = super::pages::page_claims(page);
+    let summary: Vec<Value> = analysis
+        .summary
+        .iter()
+        .map(|(i, s)| json!({"sentence": s, "cite": format!("[[{link}#^s{i}]]")}))
+        .collect();
+    let keys_mentioned = analysis
+        .sentences
+        .iter()
+        .flat_map(|s| keys_in(s, &entities, &aliases))
+        .collect::<BTreeSet<_>>()
+        .len();
+    json!({
+        "source": format!("wiki/{path}"),
+        "raw": format!("raw/{id}.txt"),
+        "doc_type": page.get("doc_type"),
+        "summary": summary,
+        "entities": entities,
+        "aliases": aliases.iter().map(|(a, c)| json!({"alias": a, "of": c})).collect::<Vec<_>>(),
+        "concepts": concepts,
+        "claims": claims.len(),
+        "entities_mentioned": keys_mentioned,
+        "date": super::pages::show_date(super::pages::page_date(page)),
+        "as_of": page.meta.get("as_of").cloned().unwrap_or(Value::Null),
+        "pages": receipts,
+        "idempotent_replay": all_unchanged,
+        "engine": if matches!(llm, Some(crate::llm::LlmOutcome::Summary { .. })) { "llm" } else { "deterministic" },
+        "llm": llm_json(llm, merged),
+        "cost_usd": match llm {
+            Some(crate::llm::LlmOutcome::Summary { cost_usd, .. }) => *cost_usd,
+            _ => 0.0,
+        },
+    })
 }
 
 #[cfg(test)]
