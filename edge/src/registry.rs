@@ -13,10 +13,10 @@ pub use crate::tool::{EdgeTool, mcp_tool};
 
 /// What a registry shows and runs: the tools, their executors, the disclosure decision and the
 /// listing. Tenants whose registries have the same content (the same providers, role and
-/// disclosure settings: the common case in a large fleet) share one `Body` in memory — see
+/// disclosure settings: the common case in a large fleet) share one `Content` in memory — see
 /// [`Registry::from_pb`].
 #[derive(Debug)]
-pub struct Body {
+pub struct Content {
     /// Tools, in name order.
     pub tools: Vec<EdgeTool>,
     index: HashMap<String, usize>,
@@ -38,7 +38,7 @@ pub struct Body {
     pub listing_digest: [u8; 32],
 }
 
-impl Body {
+impl Content {
     /// The serialised `tools/list` pages of this body for one protocol generation.
     pub fn pages(
         &self,
@@ -51,7 +51,7 @@ impl Body {
 }
 
 /// The registry of one (tenant, role) at one revision: its own identity and settings, and a
-/// body it may share with other tenants. Dereferences to the [`Body`].
+/// body it may share with other tenants. Dereferences to the [`Content`].
 #[derive(Debug)]
 pub struct Registry {
     /// Tenant.
@@ -66,20 +66,21 @@ pub struct Registry {
     pub lint_webhook: String,
     /// The tenant's incarnation (passed to executors in the call context).
     pub tenant_uid: String,
-    body: Arc<Body>,
+    body: Arc<Content>,
 }
 
 impl std::ops::Deref for Registry {
-    type Target = Body;
+    type Target = Content;
 
-    fn deref(&self) -> &Body {
+    fn deref(&self) -> &Content {
         &self.body
     }
 }
 
 /// Bodies by content digest; weak, so a body lives exactly as long as a registry uses it.
-static BODIES: std::sync::LazyLock<std::sync::Mutex<HashMap<[u8; 32], std::sync::Weak<Body>>>> =
-    std::sync::LazyLock::new(Default::default);
+static CONTENTS: std::sync::LazyLock<
+    std::sync::Mutex<HashMap<[u8; 32], std::sync::Weak<Content>>>,
+> = std::sync::LazyLock::new(Default::default);
 
 /// The digest of what a body is built from: the registry without its per-tenant fields
 /// (tools, executors, disclosure, catalogue size), hashed field by field without copying it.
@@ -109,7 +110,7 @@ fn body_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// [`Body::listing_digest`] of a resolved registry.
+/// [`Content::listing_digest`] of a resolved registry.
 fn listing_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
     use sha2::Digest as _;
     let mut hasher = sha2::Sha256::new();
@@ -125,7 +126,7 @@ fn listing_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-fn build_body(registry: &pb::ResolvedRegistry) -> Body {
+fn build_body(registry: &pb::ResolvedRegistry) -> Content {
     let tools: Vec<EdgeTool> = registry
         .tools
         .iter()
@@ -148,7 +149,7 @@ fn build_body(registry: &pb::ResolvedRegistry) -> Body {
         .unwrap_or_default();
     let progressive = disclosure.is_progressive(tools.len());
     let listing = crate::disclosure::listing(&tools, progressive, &disclosure.pinned);
-    Body {
+    Content {
         tools,
         index,
         executors,
@@ -169,7 +170,7 @@ impl Registry {
     pub fn from_pb(registry: pb::ResolvedRegistry) -> Registry {
         let digest = body_digest(&registry);
         let body = {
-            let mut bodies = BODIES.lock().unwrap_or_else(|e| e.into_inner());
+            let mut bodies = CONTENTS.lock().unwrap_or_else(|e| e.into_inner());
             match bodies.get(&digest).and_then(std::sync::Weak::upgrade) {
                 Some(body) => body,
                 None => {

@@ -273,10 +273,6 @@ pub fn extract(
 /// line names it), sentences that name nothing ("Unemployment stood at 6.4% in 2024.") and
 /// changes that name no one are about `subject` too. Without `fields` (a transcript, whose
 /// "Name: …" lines are turns of speech), no line is read as a field.
-#[expect(
-    clippy::too_many_lines,
-    reason = "issue 33: still to split into steps (the wiki engine's largest)"
-)]
 pub fn extract_with(
     sentence: &str,
     index: usize,
@@ -312,26 +308,87 @@ pub fn extract_with(
         );
     }
     // ASCII lower case keeps byte offsets, so positions found in `lower` slice `sentence`.
-    let lower = sentence.to_ascii_lowercase();
     let date = match stated_date(sentence) {
         0 => fallback_date,
         d => d,
     };
-    let mut out: Vec<Claim> = Vec::new();
-    let push = |out: &mut Vec<Claim>,
-                entity: &str,
-                attribute: String,
-                value: (String, Option<f64>, String)| {
-        if out
+    let lower = sentence.to_ascii_lowercase();
+    let mut reading = Reading {
+        sentence,
+        lower: &lower,
+        entities,
+        date,
+        index,
+        out: Vec::new(),
+    };
+    for (start, end, n) in find_names(&lower, entities) {
+        reading.about(start, end, &entities[n]);
+    }
+    reading.participles(fallback_date);
+    reading.roles();
+    reading.changes(sure_subject);
+    // "Unemployment stood at 6.4% in 2024.": a sentence naming nothing is about the subject.
+    if reading.out.is_empty()
+        && let Some(subject) = sure_subject
+        && find_names(&lower, entities).is_empty()
+        && let Some((phrase, value)) = phrase_then_value(&lower, sentence)
+        && let Some(attribute) = attribute(&phrase)
+    {
+        reading.push(subject, attribute, value);
+    }
+    // A fact line about the document's subject: "Population: 10,467,366 (2024 est.)".
+    // Not a heading ("# Acme: Q1 2026"), and not a name's line ("Acme Corp: Q1").
+    let line = crate::text::strip_markers(sentence);
+    if reading.out.is_empty()
+        && fields
+        && !sentence.trim_start().starts_with('#')
+        && let Some(subject) = subject
+        && let Some((head, tail)) = line.split_once(':')
+        && !entities.iter().any(|e| e.eq_ignore_ascii_case(head.trim()))
+        // "Date: …" dated the document; it is not a fact about the subject.
+        && !DATE_FIELDS.contains(&head.trim().to_ascii_lowercase().as_str())
+        && head.split_whitespace().count() <= 5
+        && let Some(attribute) = attribute(head)
+        && let Some(value) = value_after(tail)
+        // A value, not a sentence ("Guest: Thank you." is a speaker's turn).
+        && (value.1.is_some()
+            || (tail.split_whitespace().count() <= 12 && !tail.trim_end().ends_with(['.', '?', '!'])))
+    {
+        reading.push(subject, attribute, value);
+    }
+    reading.out
+}
+
+/// One sentence being read for claims (see [`extract_with`]).
+struct Reading<'a> {
+    sentence: &'a str,
+    /// `sentence` in ASCII lower case (same byte offsets).
+    lower: &'a str,
+    entities: &'a [String],
+    /// The date the sentence states, else the document's.
+    date: u32,
+    /// The sentence's index in its document.
+    index: usize,
+    out: Vec<Claim>,
+}
+
+impl Reading<'_> {
+    /// A claim, unless one of the entity's claims of the sentence already has the attribute.
+    fn push(&mut self, entity: &str, attribute: String, value: (String, Option<f64>, String)) {
+        if self
+            .out
             .iter()
             .any(|c| c.key == key(entity) && c.attribute == attribute)
         {
             return;
         }
-        out.push(Claim::new(entity, attribute, value, date, index));
-    };
-    for (start, end, n) in find_names(&lower, entities) {
-        let entity = &entities[n];
+        self.out
+            .push(Claim::new(entity, attribute, value, self.date, self.index));
+    }
+
+    /// The claims of the name at `start..end` of the sentence (`entity`), in each shape.
+    fn about(&mut self, start: usize, end: usize, entity: &str) {
+        let (lower, sentence) = (self.lower, self.sentence);
         let mut before = lower[..start].trim_end();
         // "of the United States": the article belongs to the name.
         for article in [" the", " a", " an"] {
@@ -342,7 +399,15 @@ pub fn extract_with(
         }
         let after = lower[end..].trim_start();
         let after_original = sentence[end..].trim_start();
-        // "the ATTRIBUTE of ENTITY is VALUE", "ATTRIBUTE of ENTITY: VALUE".
+        self.attribute_of(entity, before, after, after_original);
+        self.possessive(entity, after, after_original);
+        self.has(entity, after, after_original);
+        self.verb_at(entity, after, after_original);
+        self.verb_phrase(entity, after, after_original);
+    }
+
+    /// "the ATTRIBUTE of ENTITY is VALUE", "ATTRIBUTE of ENTITY: VALUE".
+    fn attribute_of(&mut self, entity: &str, before: &str, after: &str, after_original: &str) {
         if let Some(head) = before
             .strip_suffix(" of")
             .or_else(|| before.strip_suffix(" in"))
@@ -359,10 +424,13 @@ pub fn extract_with(
             if let Some(attribute) = attribute(&candidate)
                 && let Some(value) = copula_value(after, after_original)
             {
-                push(&mut out, entity, attribute, value);
+                self.push(entity, attribute, value);
             }
         }
-        // "ENTITY's ATTRIBUTE is VALUE".
+    }
+
+    /// "ENTITY's ATTRIBUTE is VALUE".
+    fn possessive(&mut self, entity: &str, after: &str, after_original: &str) {
         if after.starts_with("'s ") || after.starts_with("’s ") {
             let skip = after.find(' ').map_or(after.len(), |i| i + 1);
             let rest = &after[skip..];
@@ -372,10 +440,14 @@ pub fn extract_with(
             if let Some((phrase, value)) = phrase_then_value(rest, rest_original)
                 && let Some(attribute) = attribute(&phrase)
             {
-                push(&mut out, entity, attribute, value);
+                self.push(entity, attribute, value);
             }
         }
-        // "ENTITY has a ATTRIBUTE of VALUE", "ENTITY had an estimated ATTRIBUTE of VALUE".
+    }
+
+    /// "ENTITY has a ATTRIBUTE of VALUE", "ENTITY had an estimated ATTRIBUTE of VALUE", "Acme
+    /// Corp has 1,200 employees".
+    fn has(&mut self, entity: &str, after: &str, after_original: &str) {
         for verb in ["has an ", "has a ", "had an ", "had a ", "has ", "had "] {
             if let Some(rest) = after.strip_prefix(verb) {
                 let offset = after.len() - rest.len();
@@ -385,7 +457,7 @@ pub fn extract_with(
                     if let Some(attribute) = attribute(phrase)
                         && let Some(value) = value_after(&rest_original[of + 4..])
                     {
-                        push(&mut out, entity, attribute, value);
+                        self.push(entity, attribute, value);
                     }
                 } else if let Some((written, number, unit, _)) = number(rest_original) {
                     // "Acme Corp has 1,200 employees.": the noun after the figure.
@@ -401,14 +473,17 @@ pub fn extract_with(
                         .trim_matches(|c: char| !c.is_alphanumeric())
                         .to_lowercase();
                     if let Some(attribute) = attribute(&noun) {
-                        push(&mut out, entity, attribute, (written, Some(number), unit));
+                        self.push(entity, attribute, (written, Some(number), unit));
                     }
                 }
                 break;
             }
         }
-        // "ENTITY melts at VALUE": the verb is the attribute ("melts at"; the question's
-        // "melting point" and "melt" share its stem).
+    }
+
+    /// "ENTITY melts at VALUE": the verb is the attribute ("melts at"; the question's
+    /// "melting point" and "melt" share its stem).
+    fn verb_at(&mut self, entity: &str, after: &str, after_original: &str) {
         if let Some(verb) = after.split_whitespace().next()
             && verb.len() > 3
             && verb.ends_with('s')
@@ -419,16 +494,14 @@ pub fn extract_with(
             if let Some((written, number, unit, _)) =
                 number(&after_original[offset.min(after_original.len())..])
             {
-                push(
-                    &mut out,
-                    entity,
-                    format!("{verb} at"),
-                    (written, Some(number), unit),
-                );
+                self.push(entity, format!("{verb} at"), (written, Some(number), unit));
             }
         }
-        // "ENTITY covers VALUE", "ENTITY was founded in YEAR": the vocabulary's verb phrases
-        // that state an attribute (longest first there).
+    }
+
+    /// "ENTITY covers VALUE", "ENTITY was founded in YEAR": the vocabulary's verb phrases
+    /// that state an attribute (longest first there).
+    fn verb_phrase(&mut self, entity: &str, after: &str, after_original: &str) {
         for (verb, attr) in &vocabulary().verb_attributes {
             if let Some(rest) = after
                 .strip_prefix(verb.as_str())
@@ -438,169 +511,149 @@ pub fn extract_with(
                 if let Some((written, number, unit, _)) =
                     number(&after_original[offset.min(after_original.len())..])
                 {
-                    push(
-                        &mut out,
-                        entity,
-                        attr.to_owned(),
-                        (written, Some(number), unit),
-                    );
+                    self.push(entity, attr.to_owned(), (written, Some(number), unit));
                 }
                 break;
             }
         }
     }
-    // "ENTITY was released on July 7, 2023": the participle is the attribute and the day its
-    // value; the statement speaks as of the document, not as of the day it names.
-    for (_, end, n) in find_names(&lower, entities) {
-        let after = lower[end..].trim_start();
-        let after_original = sentence[end..].trim_start();
-        let Some(rest) = ["was ", "were ", "has been ", "had been "]
-            .iter()
-            .find_map(|aux| after.strip_prefix(aux))
-        else {
-            continue;
-        };
-        let Some(verb) = rest.split_whitespace().next() else {
-            continue;
-        };
-        if verb.len() <= 4 || !verb.ends_with("ed") || !verb.chars().all(|c| c.is_ascii_lowercase())
-        {
-            continue;
-        }
-        let Some(tail) = rest[verb.len()..]
-            .trim_start()
-            .strip_prefix("on ")
-            .or_else(|| rest[verb.len()..].trim_start().strip_prefix("in "))
-        else {
-            continue;
-        };
-        let offset = after.len() - tail.len();
-        let head: String = after_original
-            .get(offset..)
-            .unwrap_or_default()
-            .chars()
-            .take(24)
-            .collect();
-        let entity = &entities[n];
-        if let Some(day) = crate::text::dates::find(&head)
-            && !out
+
+    /// "ENTITY was released on July 7, 2023": the participle is the attribute and the day its
+    /// value; the statement speaks as of the document, not as of the day it names.
+    fn participles(&mut self, fallback_date: u32) {
+        let (lower, sentence, entities) = (self.lower, self.sentence, self.entities);
+        for (_, end, n) in find_names(lower, entities) {
+            let after = lower[end..].trim_start();
+            let after_original = sentence[end..].trim_start();
+            let Some(rest) = ["was ", "were ", "has been ", "had been "]
                 .iter()
-                .any(|c| c.key == key(entity) && c.attribute == verb)
-        {
-            out.push(Claim::new(
-                entity,
-                verb.to_owned(),
-                (crate::text::dates::show(day), None, String::new()),
-                fallback_date,
-                index,
-            ));
-        }
-    }
-    // "VALUE is now the ATTRIBUTE for ENTITY" ("Ann Lee is now the primary contact for
-    // Acme").
-    for (start, _, n) in find_names(&lower, entities) {
-        let before = lower[..start].trim_end();
-        let Some(head) = before
-            .strip_suffix(" for")
-            .or_else(|| before.strip_suffix(" of"))
-            .or_else(|| before.strip_suffix(" at"))
-        else {
-            continue;
-        };
-        for copula in [
-            " is now the ",
-            " is the ",
-            " became the ",
-            " is now our ",
-            " is our ",
-        ] {
-            if let Some(at) = head.rfind(copula) {
-                let phrase = &head[at + copula.len()..];
-                let value = sentence[..at].trim();
-                // The value is the clause's subject: after the last clause break.
-                let value = value.rsplit([';', ':', '.']).next().unwrap_or(value).trim();
-                if let Some(attribute) = attribute(phrase)
-                    && !value.is_empty()
-                    && value.split_whitespace().count() <= 5
-                {
-                    push(
-                        &mut out,
-                        &entities[n],
-                        attribute,
-                        (value.to_owned(), None, String::new()),
-                    );
-                }
-                break;
-            }
-        }
-    }
-    // Changes, about the named entity or else the subject: "bring Google Ads down to $58k
-    // from $83k", "the Q1 Meta spend was not $91k but $86k", "moved its headquarters to
-    // Denver".
-    let named: Vec<String> = find_names(&lower, entities)
-        .iter()
-        .map(|(_, _, n)| entities[*n].clone())
-        .collect();
-    for (phrase, value, replaced) in changes(sentence) {
-        // The change is about a name the sentence makes outside the changed phrase ("bring
-        // Google Ads down" changes something of the subject, not of Google Ads).
-        let phrase_lower = phrase.to_ascii_lowercase();
-        let about = named
-            .iter()
-            .find(|n| !phrase_lower.contains(&n.to_ascii_lowercase()))
-            .cloned()
-            .or_else(|| sure_subject.map(str::to_owned));
-        let Some(about) = about.as_deref() else {
-            continue;
-        };
-        {
-            let (attribute_words, qualifiers) = split_qualifiers(&phrase);
-            let Some(attribute) = attribute(&attribute_words) else {
+                .find_map(|aux| after.strip_prefix(aux))
+            else {
                 continue;
             };
-            if out
-                .iter()
-                .any(|c| c.key == key(about) && c.attribute == attribute)
+            let Some(verb) = rest.split_whitespace().next() else {
+                continue;
+            };
+            if verb.len() <= 4
+                || !verb.ends_with("ed")
+                || !verb.chars().all(|c| c.is_ascii_lowercase())
             {
                 continue;
             }
-            out.push(Claim {
-                qualifiers,
-                replaces: replaced,
-                ..Claim::new(about, attribute, value, date, index)
-            });
+            let Some(tail) = rest[verb.len()..]
+                .trim_start()
+                .strip_prefix("on ")
+                .or_else(|| rest[verb.len()..].trim_start().strip_prefix("in "))
+            else {
+                continue;
+            };
+            let offset = after.len() - tail.len();
+            let head: String = after_original
+                .get(offset..)
+                .unwrap_or_default()
+                .chars()
+                .take(24)
+                .collect();
+            let entity = &entities[n];
+            if let Some(day) = crate::text::dates::find(&head)
+                && !self
+                    .out
+                    .iter()
+                    .any(|c| c.key == key(entity) && c.attribute == verb)
+            {
+                self.out.push(Claim::new(
+                    entity,
+                    verb.to_owned(),
+                    (crate::text::dates::show(day), None, String::new()),
+                    fallback_date,
+                    self.index,
+                ));
+            }
         }
     }
-    // "Unemployment stood at 6.4% in 2024.": a sentence naming nothing is about the subject.
-    if out.is_empty()
-        && let Some(subject) = sure_subject
-        && find_names(&lower, entities).is_empty()
-        && let Some((phrase, value)) = phrase_then_value(&lower, sentence)
-        && let Some(attribute) = attribute(&phrase)
-    {
-        push(&mut out, subject, attribute, value);
+
+    /// "VALUE is now the ATTRIBUTE for ENTITY" ("Ann Lee is now the primary contact for
+    /// Acme").
+    fn roles(&mut self) {
+        let (lower, sentence, entities) = (self.lower, self.sentence, self.entities);
+        for (start, _, n) in find_names(lower, entities) {
+            let before = lower[..start].trim_end();
+            let Some(head) = before
+                .strip_suffix(" for")
+                .or_else(|| before.strip_suffix(" of"))
+                .or_else(|| before.strip_suffix(" at"))
+            else {
+                continue;
+            };
+            for copula in [
+                " is now the ",
+                " is the ",
+                " became the ",
+                " is now our ",
+                " is our ",
+            ] {
+                if let Some(at) = head.rfind(copula) {
+                    let phrase = &head[at + copula.len()..];
+                    let value = sentence[..at].trim();
+                    // The value is the clause's subject: after the last clause break.
+                    let value = value.rsplit([';', ':', '.']).next().unwrap_or(value).trim();
+                    if let Some(attribute) = attribute(phrase)
+                        && !value.is_empty()
+                        && value.split_whitespace().count() <= 5
+                    {
+                        self.push(
+                            &entities[n],
+                            attribute,
+                            (value.to_owned(), None, String::new()),
+                        );
+                    }
+                    break;
+                }
+            }
+        }
     }
-    // A fact line about the document's subject: "Population: 10,467,366 (2024 est.)".
-    // Not a heading ("# Acme: Q1 2026"), and not a name's line ("Acme Corp: Q1").
-    let line = crate::text::strip_markers(sentence);
-    if out.is_empty()
-        && fields
-        && !sentence.trim_start().starts_with('#')
-        && let Some(subject) = subject
-        && let Some((head, tail)) = line.split_once(':')
-        && !entities.iter().any(|e| e.eq_ignore_ascii_case(head.trim()))
-        // "Date: …" dated the document; it is not a fact about the subject.
-        && !DATE_FIELDS.contains(&head.trim().to_ascii_lowercase().as_str())
-        && head.split_whitespace().count() <= 5
-        && let Some(attribute) = attribute(head)
-        && let Some(value) = value_after(tail)
-        // A value, not a sentence ("Guest: Thank you." is a speaker's turn).
-        && (value.1.is_some()
-            || (tail.split_whitespace().count() <= 12 && !tail.trim_end().ends_with(['.', '?', '!'])))
-    {
-        push(&mut out, subject, attribute, value);
+
+    /// Changes, about the named entity or else the subject: "bring Google Ads down to $58k
+    /// from $83k", "the Q1 Meta spend was not $91k but $86k", "moved its headquarters to
+    /// Denver".
+    fn changes(&mut self, sure_subject: Option<&str>) {
+        let (lower, sentence, entities) = (self.lower, self.sentence, self.entities);
+        let named: Vec<String> = find_names(lower, entities)
+            .iter()
+            .map(|(_, _, n)| entities[*n].clone())
+            .collect();
+        for (phrase, value, replaced) in changes(sentence) {
+            // The change is about a name the sentence makes outside the changed phrase ("bring
+            // Google Ads down" changes something of the subject, not of Google Ads).
+            let phrase_lower = phrase.to_ascii_lowercase();
+            let about = named
+                .iter()
+                .find(|n| !phrase_lower.contains(&n.to_ascii_lowercase()))
+                .cloned()
+                .or_else(|| sure_subject.map(str::to_owned));
+            let Some(about) = about.as_deref() else {
+                continue;
+            };
+            {
+                let (attribute_words, qualifiers) = split_qualifiers(&phrase);
+                let Some(attribute) = attribute(&attribute_words) else {
+                    continue;
+                };
+                if self
+                    .out
+                    .iter()
+                    .any(|c| c.key == key(about) && c.attribute == attribute)
+                {
+                    continue;
+                }
+                self.out.push(Claim {
+                    qualifiers,
+                    replaces: replaced,
+                    ..Claim::new(about, attribute, value, self.date, self.index)
+                });
+            }
+        }
     }
-    out
 }
 
 /// The value after a copula at the start of `lower` / `original` (same text, two cases).
