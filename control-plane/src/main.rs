@@ -43,8 +43,8 @@ struct Flags {
     #[serde(skip_serializing_if = "BootstrapFlags::is_empty")]
     bootstrap: BootstrapFlags,
     #[command(flatten)]
-    #[serde(skip_serializing_if = "LogFlags::is_empty")]
-    log: LogFlags,
+    #[serde(skip_serializing_if = "tp_telemetry::LogFlags::is_empty")]
+    log: tp_telemetry::LogFlags,
 }
 
 /// `[bootstrap]` keys given as flags.
@@ -59,21 +59,6 @@ struct BootstrapFlags {
 impl BootstrapFlags {
     fn is_empty(&self) -> bool {
         !self.demo
-    }
-}
-
-/// `[log]` keys given as flags.
-#[derive(Debug, clap::Args, Serialize)]
-struct LogFlags {
-    /// Log format, `text` or `json` (`log.format`; overrides the file and environment).
-    #[arg(long = "log-format", value_parser = ["text", "json"])]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    format: Option<String>,
-}
-
-impl LogFlags {
-    fn is_empty(&self) -> bool {
-        self.format.is_none()
     }
 }
 

@@ -51,23 +51,8 @@ struct Flags {
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
     #[command(flatten)]
-    #[serde(skip_serializing_if = "LogFlags::is_empty")]
-    log: LogFlags,
-}
-
-/// `[log]` keys given as flags.
-#[derive(Debug, clap::Args, Serialize)]
-struct LogFlags {
-    /// Log format, `text` or `json` (`log.format`; overrides the file and environment).
-    #[arg(long = "log-format", value_parser = ["text", "json"])]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    format: Option<String>,
-}
-
-impl LogFlags {
-    fn is_empty(&self) -> bool {
-        self.format.is_none()
-    }
+    #[serde(skip_serializing_if = "tp_telemetry::LogFlags::is_empty")]
+    log: tp_telemetry::LogFlags,
 }
 
 #[tokio::main]

@@ -9,12 +9,14 @@
 
 use std::io::IsTerminal as _;
 
+mod flags;
 mod lines;
 pub mod metrics;
 pub mod redact;
 mod status;
 pub mod trace;
 
+pub use flags::LogFlags;
 pub use lines::flush as flush_lines;
 
 use tracing_subscriber::EnvFilter;
