@@ -48,7 +48,7 @@ pub enum Refused {
     /// none can be.
     Http(Error),
     /// A JSON-RPC error answering `id` (`Null` for a notification: then as
-    /// [`Error::into_response`]), with the status the table gives a request the transport
+    /// [`Error`]'s `into_response`), with the status the table gives a request the transport
     /// refuses.
     JsonRpc(Value, Error),
 }
