@@ -187,10 +187,9 @@ fn markdown_files() -> Vec<PathBuf> {
 }
 
 /// Top-level folders a path in the docs may start with.
-const REPO_DIRS: [&str; 12] = [
+const REPO_DIRS: [&str; 11] = [
     "crates/",
-    "edge/",
-    "control-plane/",
+    "services/",
     "docs/",
     "deploy/",
     "tests/",
@@ -203,7 +202,7 @@ const REPO_DIRS: [&str; 12] = [
 ];
 
 /// Issue 19.4: every relative link in a Markdown file resolves, and every repository path a
-/// document names in backticks (`edge/src/app.rs`, `docs/adr/`) exists.
+/// document names in backticks (`services/edge/src/app.rs`, `docs/adr/`) exists.
 #[test]
 fn every_intra_repo_link_and_named_path_in_the_docs_exists() {
     let mut missing = Vec::new();

@@ -1,5 +1,5 @@
 //! Precomputed `tools/list` pages (`mcp.precomputed_lists`, answered early in the edge's one
-//! request pipeline: `edge/src/app/methods/list.rs`) against the per-request paginator: two
+//! request pipeline: `services/edge/src/app/methods/list.rs`) against the per-request paginator: two
 //! edges on one control plane and Redis, one with precomputed pages and one without, must
 //! answer every request — every page of every (tenant, role) in both protocol generations, and
 //! a table of requests the precomputed pages must leave alone — with the same status, content

@@ -19,7 +19,7 @@ use tp_test_support::{ControlPlaneProcess, EdgeProcess, McpHttp, WikiProcess};
 use crate::load::{LEGACY, Load, Run, Table, percentile, pin, rss_mib};
 
 /// The memos, shared with the wiki's in-process scale benchmark.
-#[path = "../../crates/wiki/benches/support/memos.rs"]
+#[path = "../../services/wiki/benches/support/memos.rs"]
 mod memos;
 
 use memos::{Memo, People};

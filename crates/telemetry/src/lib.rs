@@ -16,7 +16,7 @@ pub mod redact;
 mod status;
 pub mod trace;
 
-pub use flags::LogFlags;
+pub use flags::{LogConfig, LogFlags, LogFormat};
 pub use lines::flush as flush_lines;
 
 use tracing_subscriber::EnvFilter;

@@ -1,0 +1,259 @@
+//! A resolved registry as the edge serves it: tools in name order with their MCP form
+//! precomputed, argument validators compiled on first use, and the executors they route to.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use prost::Message;
+use rmcp::model::Tool as McpTool;
+use tp_proto::pb;
+use tp_registry::{Disclosure, Executor, ResolvedTool};
+
+pub use crate::tool::{EdgeTool, mcp_tool};
+
+/// What a registry shows and runs: the tools, their executors, the disclosure decision and the
+/// listing. Tenants whose registries have the same content (the same providers, role and
+/// disclosure settings: the common case in a large fleet) share one `Content` in memory — see
+/// [`Registry::from_pb`].
+#[derive(Debug)]
+pub struct Content {
+    /// Tools, in name order.
+    pub tools: Vec<EdgeTool>,
+    index: HashMap<String, usize>,
+    /// Executors by name.
+    pub executors: HashMap<String, Executor>,
+    /// Disclosure settings of the tenant.
+    pub disclosure: Disclosure,
+    /// Live tools in the whole catalogue.
+    pub catalogue_size: u32,
+    /// Whether `tools/list` shows the meta-tools (and pinned tools) instead of every tool.
+    pub progressive: bool,
+    /// What `tools/list` shows, in name order (built once per body).
+    pub listing: Vec<McpTool>,
+    /// `tools/list` answers as bytes, per protocol generation (built on first use).
+    lists: [OnceLock<crate::transport::pages::Pages>; 2],
+    /// The digest of what a caller of this body can see (its tools and disclosure; not the
+    /// executors' addresses nor the catalogue's size): two bodies with the same one list the
+    /// same tools, so a change that keeps it owes the caller no `list_changed`.
+    pub listing_digest: [u8; 32],
+}
+
+impl Content {
+    /// The serialised `tools/list` pages of this body for one protocol generation.
+    pub fn pages(
+        &self,
+        generation: crate::transport::pages::Generation,
+        paging: crate::transport::pages::Paging,
+    ) -> &crate::transport::pages::Pages {
+        self.lists[generation as usize].get_or_init(|| {
+            crate::transport::pages::Pages::build(&self.listing, paging, generation)
+        })
+    }
+}
+
+/// The registry of one (tenant, role) at one revision: its own identity and settings, and a
+/// body it may share with other tenants. Dereferences to the [`Content`].
+#[derive(Debug)]
+pub struct Registry {
+    /// Tenant.
+    pub tenant: String,
+    /// Role.
+    pub role: String,
+    /// Control-plane revision it was resolved at.
+    pub revision: u64,
+    /// Tool calls per minute (0 = unlimited).
+    pub rate_limit_per_minute: u32,
+    /// The tenant's lint webhook (passed to executors in the call context).
+    pub lint_webhook: String,
+    /// The tenant's incarnation (passed to executors in the call context).
+    pub tenant_uid: String,
+    body: Arc<Content>,
+}
+
+impl std::ops::Deref for Registry {
+    type Target = Content;
+
+    fn deref(&self) -> &Content {
+        &self.body
+    }
+}
+
+/// Bodies by content digest; weak, so a body lives exactly as long as a registry uses it.
+static CONTENTS: std::sync::LazyLock<
+    std::sync::Mutex<HashMap<[u8; 32], std::sync::Weak<Content>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// The digest of what a body is built from: the registry without its per-tenant fields
+/// (tools, executors, disclosure, catalogue size), hashed field by field without copying it.
+fn body_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    let mut buffer = Vec::new();
+    let mut feed = |hasher: &mut sha2::Sha256, message: &dyn Fn(&mut Vec<u8>)| {
+        buffer.clear();
+        message(&mut buffer);
+        hasher.update((buffer.len() as u64).to_le_bytes());
+        hasher.update(&buffer);
+    };
+    hasher.update((registry.tools.len() as u64).to_le_bytes());
+    for tool in &registry.tools {
+        feed(&mut hasher, &|b| tool.encode_raw(b));
+    }
+    hasher.update((registry.executors.len() as u64).to_le_bytes());
+    for executor in &registry.executors {
+        feed(&mut hasher, &|b| executor.encode_raw(b));
+    }
+    match &registry.disclosure {
+        Some(disclosure) => feed(&mut hasher, &|b| disclosure.encode_raw(b)),
+        None => hasher.update(b"-"),
+    }
+    hasher.update(registry.catalogue_size.to_le_bytes());
+    hasher.finalize().into()
+}
+
+/// [`Content::listing_digest`] of a resolved registry.
+fn listing_digest(registry: &pb::ResolvedRegistry) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update((registry.tools.len() as u64).to_le_bytes());
+    for tool in &registry.tools {
+        let bytes = tool.encode_to_vec();
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    if let Some(disclosure) = &registry.disclosure {
+        hasher.update(disclosure.encode_to_vec());
+    }
+    hasher.finalize().into()
+}
+
+fn build_body(registry: &pb::ResolvedRegistry) -> Content {
+    let tools: Vec<EdgeTool> = registry
+        .tools
+        .iter()
+        .map(|t| EdgeTool::new(ResolvedTool::from(t)))
+        .collect();
+    let index = tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.resolved.name.clone(), i))
+        .collect();
+    let executors = registry
+        .executors
+        .iter()
+        .map(|e| (e.name.clone(), Executor::from(e)))
+        .collect();
+    let disclosure = registry
+        .disclosure
+        .as_ref()
+        .map(Disclosure::from)
+        .unwrap_or_default();
+    let progressive = disclosure.is_progressive(tools.len());
+    let listing = crate::disclosure::listing(&tools, progressive, &disclosure.pinned);
+    Content {
+        tools,
+        index,
+        executors,
+        disclosure,
+        catalogue_size: registry.catalogue_size,
+        progressive,
+        listing,
+        lists: Default::default(),
+        listing_digest: listing_digest(registry),
+    }
+}
+
+// === impl Registry ===
+
+impl Registry {
+    /// Builds the edge form of a resolved registry, sharing the body with every registry of
+    /// the same content already in memory.
+    pub fn from_pb(registry: pb::ResolvedRegistry) -> Registry {
+        let digest = body_digest(&registry);
+        let body = {
+            let mut bodies = CONTENTS.lock().unwrap_or_else(|e| e.into_inner());
+            match bodies.get(&digest).and_then(std::sync::Weak::upgrade) {
+                Some(body) => body,
+                None => {
+                    let body = Arc::new(build_body(&registry));
+                    // Forget dead entries now and then, so the table stays the size of the
+                    // distinct bodies in use.
+                    if bodies.len() >= 64 && bodies.len().is_power_of_two() {
+                        bodies.retain(|_, weak| weak.strong_count() > 0);
+                    }
+                    bodies.insert(digest, Arc::downgrade(&body));
+                    body
+                }
+            }
+        };
+        Registry {
+            tenant: registry.tenant,
+            role: registry.role,
+            revision: registry.revision,
+            rate_limit_per_minute: registry.rate_limit_per_minute,
+            lint_webhook: registry.lint_webhook,
+            tenant_uid: registry.tenant_uid,
+            body,
+        }
+    }
+
+    /// Whether two registries share one body.
+    pub fn shares_body_with(&self, other: &Registry) -> bool {
+        Arc::ptr_eq(&self.body, &other.body)
+    }
+
+    /// Decodes the shared-cache form.
+    pub fn decode(bytes: &[u8]) -> Option<Registry> {
+        pb::ResolvedRegistry::decode(bytes)
+            .ok()
+            .map(Registry::from_pb)
+    }
+
+    /// A tool the caller may see, by name.
+    pub fn tool(&self, name: &str) -> Option<&EdgeTool> {
+        self.body.index.get(name).map(|&i| &self.body.tools[i])
+    }
+}
+
+#[cfg(test)]
+mod interning_tests {
+    use super::*;
+
+    fn resolved(tenant: &str, tools: &[&str]) -> pb::ResolvedRegistry {
+        pb::ResolvedRegistry {
+            tenant: tenant.into(),
+            role: "collector".into(),
+            revision: 7,
+            tools: tools
+                .iter()
+                .map(|name| pb::ResolvedTool {
+                    name: (*name).into(),
+                    description: format!("{name} does things"),
+                    input_schema: tp_proto::json::to_struct(&serde_json::json!({"type": "object"})),
+                    executor: "demo".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tenants_with_the_same_tools_share_one_body_and_keep_their_own_identity() {
+        let a = Registry::from_pb(resolved("tenant-a", &["gmail", "web_fetch"]));
+        let b = Registry::from_pb(resolved("tenant-b", &["gmail", "web_fetch"]));
+        let c = Registry::from_pb(resolved("tenant-c", &["gmail"]));
+        assert!(a.shares_body_with(&b));
+        assert!(!a.shares_body_with(&c));
+        assert_eq!(
+            (a.tenant.as_str(), b.tenant.as_str()),
+            ("tenant-a", "tenant-b")
+        );
+        assert_eq!(b.tools.len(), 2);
+        assert!(b.tool("web_fetch").is_some() && c.tool("web_fetch").is_none());
+        // Once no registry uses a body, the next one builds its own.
+        drop((a, b));
+        let d = Registry::from_pb(resolved("tenant-d", &["gmail", "web_fetch"]));
+        assert_eq!(d.tools.len(), 2);
+    }
+}
