@@ -159,6 +159,7 @@ async fn the_reference_mcp_server_behind_the_edges_imported_called_and_checked_f
     let drift: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(drift["removed"], json!([]));
     assert_eq!(drift["schema_changed"], json!([]));
+    assert_eq!(drift["changed"], json!({}), "{drift}");
     assert!(
         drift["added"]
             .as_array()
@@ -170,6 +171,52 @@ async fn the_reference_mcp_server_behind_the_edges_imported_called_and_checked_f
     assert_eq!(
         drift["protocol_version"], "2025-11-25",
         "the reference server speaks the session form"
+    );
+
+    // Every imported definition is pinned: its content hash, the admin who imported it, the
+    // owner row that admitted it.
+    let (code, out, err) = ctl(&fleet, &["--json", "tools", "get", "everything_echo"], &[]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let echo: Value = serde_json::from_str(&out).unwrap();
+    let pin = &echo["pin"];
+    assert!(
+        pin["hash"].as_str().unwrap().starts_with("sha256:"),
+        "{echo}"
+    );
+    assert_eq!(pin["by"], "admin", "{echo}");
+    assert_eq!(
+        pin["basis"],
+        "owner:platform (scope: Reference MCP server for tests)"
+    );
+    assert_eq!(pin["revision"], echo["revision"], "{echo}");
+    // The catalogue's text and the upstream's now differ in the description (and, after a
+    // re-annotation, in the annotations): drift names the fields, exit 1.
+    let mut def = echo["def"].clone();
+    def["description"] = json!("Echoes the message back (the catalogue's own wording).");
+    def["annotations"]["destructive"] = json!(true);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), def.to_string()).unwrap();
+    let path = file.path().display().to_string();
+    let (code, out, err) = ctl(&fleet, &["--json", "tools", "update", &path], &[]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let updated: Value = serde_json::from_str(&out).unwrap();
+    assert_ne!(
+        updated["pin"]["hash"], pin["hash"],
+        "a changed definition is pinned again"
+    );
+    let (code, out, _) = ctl(&fleet, &["--json", "executors", "drift", "everything"], &[]).await;
+    assert_eq!(code, 1, "{out}");
+    let drift: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        drift["changed"]["everything_echo"],
+        json!(["description", "annotations"]),
+        "{drift}"
+    );
+    assert_eq!(drift["schema_changed"], json!([]), "{drift}");
+    let (_, text, _) = ctl(&fleet, &["executors", "drift", "everything"], &[]).await;
+    assert!(
+        text.contains("changed upstream: everything_echo (description, annotations)"),
+        "{text}"
     );
 
     // Calls through both edges and both protocol versions: content types intact.

@@ -88,54 +88,93 @@ pub async fn proposals(
     };
     let mut defs = Vec::new();
     for tool in tools {
-        let upstream_name = tool.name.to_string();
-        if !options.only.is_empty() && !options.only.contains(&upstream_name) {
+        if !options.only.is_empty() && !options.only.contains(&tool.name.to_string()) {
             continue;
         }
-        let value = serde_json::to_value(&tool)?;
-        let description = tool
-            .description
-            .as_deref()
-            .filter(|d| !d.trim().is_empty())
-            .map_or_else(
-                || format!("{upstream_name} (from the MCP server {name})"),
-                str::to_owned,
-            );
-        let annotations = &value["annotations"];
-        defs.push(domain::ToolDef {
-            name: format!("{}{upstream_name}", executor.tool_prefix),
-            title: value["title"]
-                .as_str()
-                .or_else(|| annotations["title"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
-            description: description
-                .chars()
-                .take(domain::ident::MAX_DESCRIPTION)
-                .collect(),
-            category: options.category.clone(),
-            provider: (!options.provider.is_empty()).then(|| options.provider.clone()),
-            input_schema: value["inputSchema"].clone(),
-            output_schema: value
-                .get("outputSchema")
-                .filter(|schema| schema.is_object())
-                .cloned(),
-            annotations: domain::Annotations {
-                read_only: annotations["readOnlyHint"].as_bool(),
-                destructive: annotations["destructiveHint"].as_bool(),
-                idempotent: annotations["idempotentHint"].as_bool(),
-                open_world: annotations["openWorldHint"].as_bool(),
-            },
-            executor: name.to_owned(),
-            roles: Vec::new(),
-            examples: Vec::new(),
-            client_capabilities: Vec::new(),
-            bucket: None,
-            admission: admission.clone(),
-            polymorphism: None,
-        });
+        let mut def = catalogue_entry(&tool, &executor.tool_prefix, name)?;
+        def.category = options.category.clone();
+        def.provider = (!options.provider.is_empty()).then(|| options.provider.clone());
+        def.admission = admission.clone();
+        defs.push(def);
     }
     Ok(defs)
+}
+
+/// The catalogue's entry for one upstream tool, as `executors import` writes it and `executors
+/// drift` compares it: prefixed name, title, description (a stand-in when the upstream gives
+/// none, cut to the catalogue's limit), schemas and annotations; no category, provider or
+/// admission.
+fn catalogue_entry(
+    tool: &tp_upstream::UpstreamTool,
+    prefix: &str,
+    executor: &str,
+) -> anyhow::Result<domain::ToolDef> {
+    let upstream_name = tool.name.to_string();
+    let value = serde_json::to_value(tool)?;
+    let description = tool
+        .description
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+        .map_or_else(
+            || format!("{upstream_name} (from the MCP server {executor})"),
+            str::to_owned,
+        );
+    let annotations = &value["annotations"];
+    Ok(domain::ToolDef {
+        name: format!("{prefix}{upstream_name}"),
+        title: value["title"]
+            .as_str()
+            .or_else(|| annotations["title"].as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        description: description
+            .chars()
+            .take(domain::ident::MAX_DESCRIPTION)
+            .collect(),
+        category: String::new(),
+        provider: None,
+        input_schema: value["inputSchema"].clone(),
+        output_schema: value
+            .get("outputSchema")
+            .filter(|schema| schema.is_object())
+            .cloned(),
+        annotations: domain::Annotations {
+            read_only: annotations["readOnlyHint"].as_bool(),
+            destructive: annotations["destructiveHint"].as_bool(),
+            idempotent: annotations["idempotentHint"].as_bool(),
+            open_world: annotations["openWorldHint"].as_bool(),
+        },
+        executor: executor.to_owned(),
+        roles: Vec::new(),
+        examples: Vec::new(),
+        client_capabilities: Vec::new(),
+        bucket: None,
+        admission: domain::Admission::default(),
+        polymorphism: None,
+    })
+}
+
+/// The fields models are shown that differ between the catalogue's entry and the upstream's
+/// (schemas compared as the catalogue stores them).
+fn changed_fields(catalogued: &domain::ToolDef, live: &domain::ToolDef) -> Vec<&'static str> {
+    let schema = |s: &Option<Value>| s.as_ref().map(normalised);
+    let mut fields = Vec::new();
+    if catalogued.title != live.title {
+        fields.push("title");
+    }
+    if catalogued.description.trim() != live.description.trim() {
+        fields.push("description");
+    }
+    if normalised(&catalogued.input_schema) != normalised(&live.input_schema) {
+        fields.push("input_schema");
+    }
+    if schema(&catalogued.output_schema) != schema(&live.output_schema) {
+        fields.push("output_schema");
+    }
+    if catalogued.annotations != live.annotations {
+        fields.push("annotations");
+    }
+    fields
 }
 
 /// A JSON Schema as the catalogue stores it (through `google.protobuf.Struct`, where every
@@ -153,17 +192,11 @@ pub async fn drift(
     credential: Option<String>,
 ) -> anyhow::Result<Value> {
     let (executor, client) = upstream(admin, name, credential).await?;
-    let live: BTreeMap<String, Value> = client
-        .list_tools()
-        .await?
-        .into_iter()
-        .map(|tool| {
-            let schema = serde_json::to_value(&tool)
-                .map(|v| v["inputSchema"].clone())
-                .unwrap_or_default();
-            (format!("{}{}", executor.tool_prefix, tool.name), schema)
-        })
-        .collect();
+    let mut live = BTreeMap::new();
+    for tool in client.list_tools().await? {
+        let def = catalogue_entry(&tool, &executor.tool_prefix, name)?;
+        live.insert(def.name.clone(), def);
+    }
     let mut catalogued = BTreeMap::new();
     let mut page_token = String::new();
     loop {
@@ -182,12 +215,8 @@ pub async fn drift(
                 && spec.executor == name
                 && !retired
             {
-                let schema = spec
-                    .input_schema
-                    .as_ref()
-                    .map(tp_proto::json::from_struct)
-                    .unwrap_or_default();
-                catalogued.insert(spec.name, schema);
+                let def = tp_proto::convert::try_tool_def(Some(spec))?;
+                catalogued.insert(def.name.clone(), def);
             }
         }
         if page.next_page_token.is_empty() {
@@ -203,9 +232,14 @@ pub async fn drift(
         .keys()
         .filter(|n| !live.contains_key(*n))
         .collect();
-    let changed: Vec<&String> = catalogued
+    let changed: BTreeMap<&String, Vec<&str>> = catalogued
         .iter()
-        .filter(|(n, schema)| live.get(*n).is_some_and(|l| normalised(l) != **schema))
+        .filter_map(|(n, def)| Some((n, changed_fields(def, live.get(n)?))))
+        .filter(|(_, fields)| !fields.is_empty())
+        .collect();
+    let schema_changed: Vec<&&String> = changed
+        .iter()
+        .filter(|(_, fields)| fields.contains(&"input_schema"))
         .map(|(n, _)| n)
         .collect();
     Ok(json!({
@@ -215,6 +249,7 @@ pub async fn drift(
         "catalogued_tools": catalogued.len(),
         "added": added,
         "removed": removed,
-        "schema_changed": changed,
+        "changed": changed,
+        "schema_changed": schema_changed,
     }))
 }

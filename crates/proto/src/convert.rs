@@ -171,6 +171,21 @@ impl From<&domain::Tool> for pb::Tool {
             sunset_date,
             effective_bucket: bucket_pb(tool.def.effective_bucket()) as i32,
             revision: tool.revision,
+            pin: tool.pin.as_ref().map(|pin| pb::ToolPin {
+                hash: pin.hash.clone(),
+                by: pin.by.clone(),
+                basis: pin.basis.clone(),
+                revision: pin.revision,
+            }),
+            findings: tool
+                .findings
+                .iter()
+                .map(|f| pb::LintFinding {
+                    rule: f.rule.clone(),
+                    field: f.field.clone(),
+                    found: f.found.clone(),
+                })
+                .collect(),
         }
     }
 }

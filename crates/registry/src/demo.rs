@@ -103,7 +103,7 @@ impl DemoWorld {
         let changes = scratch.init_policy(self.ceiling.value, ceiling_adr)?;
         run(&mut scratch, changes);
         for tool in &self.tools {
-            let changes = scratch.register_tool(tool.clone())?;
+            let changes = scratch.register_tool(tool.clone(), "system")?;
             run(&mut scratch, changes);
         }
         for tenant in &self.tenants {

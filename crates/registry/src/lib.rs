@@ -11,6 +11,7 @@ pub mod demo;
 pub mod docs;
 pub mod error;
 pub mod ident;
+pub mod lint;
 pub mod listing;
 pub mod model;
 pub mod policy;

@@ -16,7 +16,7 @@ use crate::error::{DomainError, DomainResult, ErrorCode, Violations};
 use crate::ident::{MAX_TITLE, check_date, check_slug, check_text};
 use crate::model::{ApiKey, CeilingChange, Executor, Policy, Provider, Role, Tenant};
 use crate::policy::{self, CeilingReport};
-use crate::tool::{CatalogRefs, Tool, ToolDef, ToolStatus};
+use crate::tool::{CatalogRefs, Pin, Tool, ToolDef, ToolStatus};
 
 /// Largest ceiling an ADR may set.
 pub const MAX_CEILING: u32 = 100_000;
@@ -207,7 +207,12 @@ impl Object {
     /// Records the revision on objects that carry one.
     pub fn stamp(&mut self, revision: u64) {
         match self {
-            Object::Tool(tool) => tool.revision = revision,
+            Object::Tool(tool) => {
+                tool.revision = revision;
+                if let Some(pin) = tool.pin.as_mut().filter(|pin| pin.revision == 0) {
+                    pin.revision = revision;
+                }
+            }
             Object::Tenant(tenant) => tenant.revision = revision,
             Object::Adr(_)
             | Object::Policy(_)

@@ -161,6 +161,60 @@ pub struct Tool {
     /// Revision of the last change to this tool.
     #[serde(default)]
     pub revision: u64,
+    /// The admitted definition's hash, who admitted it, on what basis and at which revision
+    /// (absent on tools stored before pins existed, until their next update).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<Pin>,
+    /// What the admission lint flagged (and let through) in this definition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+}
+
+/// One finding of the admission lint ([`crate::lint`]) in one field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The rule's name (`hidden-unicode`, `model-instruction`, `url-in-description`,
+    /// `email-in-description`, `secret-field`).
+    pub rule: String,
+    /// Where: `tool.description`, `tool.input_schema.properties.token`, ...
+    pub field: String,
+    /// What was found, quoted (invisible characters written as `U+XXXX`).
+    pub found: String,
+}
+
+/// The record of one admission: the content hash of what was admitted, by whom, on what
+/// basis, and at which revision (the change log has its time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pin {
+    /// `sha256:` and the hex digest of [`ToolDef::content_hash`]'s canonical form.
+    pub hash: String,
+    /// The write's author (`admin`, a token id, `oidc:<name>`, `system` for seeds).
+    pub by: String,
+    /// `adr:<id>` or `owner:<owner> (scope: <scope>)`.
+    pub basis: String,
+    /// The revision that admitted this definition (set when the change is applied).
+    #[serde(default)]
+    pub revision: u64,
+}
+
+impl Pin {
+    /// The pin of `def` admitted by `by`, its revision set when the change is applied.
+    pub fn new(def: &ToolDef, by: &str) -> Pin {
+        let basis = match (&def.admission.adr, &def.admission.owner) {
+            (Some(adr), _) => format!("adr:{adr}"),
+            (None, Some(owner)) => format!(
+                "owner:{owner} (scope: {})",
+                def.admission.scope.as_deref().unwrap_or_default()
+            ),
+            (None, None) => String::new(),
+        };
+        Pin {
+            hash: def.content_hash(),
+            by: by.to_owned(),
+            basis,
+            revision: 0,
+        }
+    }
 }
 
 /// What validation needs to know about the rest of the catalogue.
@@ -215,6 +269,36 @@ impl ToolDef {
             (None, None) => Bucket::Platform,
             (None, Some(_)) => Bucket::Curated,
         }
+    }
+
+    /// The hash of what models are shown of this tool and what it is bound to: name, title,
+    /// description, category, provider, schemas, annotations, actions, roles, executor and
+    /// required capabilities, as canonical JSON (object keys sorted), SHA-256, hex.
+    pub fn content_hash(&self) -> String {
+        use sha2::Digest as _;
+        let shown = serde_json::json!({
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "category": self.category,
+            "provider": self.provider,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "annotations": self.annotations,
+            "polymorphism": self.polymorphism,
+            "roles": self.roles,
+            "executor": self.executor,
+            "client_capabilities": self.client_capabilities,
+        });
+        let mut canonical = String::new();
+        write_canonical(&shown, &mut canonical);
+        let digest = sha2::Sha256::digest(canonical.as_bytes());
+        let mut hex = String::with_capacity(71);
+        hex.push_str("sha256:");
+        for byte in digest {
+            hex.push_str(&format!("{byte:02x}"));
+        }
+        hex
     }
 
     /// Validates the definition against the catalogue and returns it normalised: trimmed,
@@ -602,3 +686,34 @@ impl Tool {
 
 #[cfg(test)]
 mod tests;
+
+/// `value` as JSON with every object's keys in sorted order (whatever order the map keeps).
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}

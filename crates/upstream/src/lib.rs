@@ -32,6 +32,8 @@ use tp_proto::pb;
 use tp_registry::Executor;
 
 pub use crate::events::CallEvent;
+/// A tool as an upstream MCP server lists it.
+pub use rmcp::model::Tool as UpstreamTool;
 
 mod events;
 mod traced;

@@ -183,9 +183,10 @@ async fn drift(
     json_out: bool,
 ) -> anyhow::Result<i32> {
     let report = crate::upstreams::drift(admin, name, credential).await?;
-    let drifted = ["added", "removed", "schema_changed"]
+    let drifted = ["added", "removed"]
         .iter()
-        .any(|k| report[*k].as_array().is_some_and(|a| !a.is_empty()));
+        .any(|k| report[*k].as_array().is_some_and(|a| !a.is_empty()))
+        || report["changed"].as_object().is_some_and(|m| !m.is_empty());
     if json_out {
         out!("{}", pretty(&report));
     } else {
@@ -198,11 +199,19 @@ async fn drift(
         for (key, label) in [
             ("added", "new upstream (not in the catalogue)"),
             ("removed", "gone upstream (still in the catalogue)"),
-            ("schema_changed", "input schema changed"),
         ] {
             for tool in report[key].as_array().into_iter().flatten() {
                 out!("  {label}: {}", tool.as_str().unwrap_or_default());
             }
+        }
+        for (tool, fields) in report["changed"].as_object().into_iter().flatten() {
+            let fields: Vec<&str> = fields
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            out!("  changed upstream: {tool} ({})", fields.join(", "));
         }
         if !drifted {
             out!("  no drift");

@@ -10,6 +10,12 @@ pub(super) fn tool_json(tool: &pb::Tool) -> Value {
         "sunset_date": tool.sunset_date,
         "bucket": pb::Bucket::try_from(tool.effective_bucket).map(|b| b.as_str_name()).unwrap_or("?"),
         "revision": tool.revision,
+        "pin": tool.pin.as_ref().map(|pin| json!({
+            "hash": pin.hash, "by": pin.by, "basis": pin.basis, "revision": pin.revision,
+        })),
+        "findings": tool.findings.iter().map(|f| json!({
+            "rule": f.rule, "field": f.field, "found": f.found,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -87,6 +93,22 @@ pub(super) fn print_tool(tool: &pb::Tool, json_out: bool) {
         );
     }
     out!("revision:    {}", tool.revision);
+    if let Some(pin) = &tool.pin {
+        out!(
+            "pinned:      {} by {} at revision {}",
+            pin.hash,
+            pin.by,
+            pin.revision
+        );
+    }
+    for finding in &tool.findings {
+        out!(
+            "flagged:     {} in {}: {}",
+            finding.rule,
+            finding.field,
+            finding.found
+        );
+    }
     out!("description: {}", spec.description);
 }
 

@@ -119,7 +119,7 @@ fn role_restricted_tools_and_roles_without_actions_are_hidden() {
     let mut state = demo();
     let mut def = state.tools["gemini"].def.clone();
     def.roles = vec!["collector".into()];
-    let changes = state.update_tool(def).unwrap();
+    let changes = state.update_tool(def, "test").unwrap();
     state.apply(state.revision + 1, &changes);
     let tenant = &state.tenants["globex"];
     assert!(
@@ -218,6 +218,8 @@ fn arb_tool(index: usize) -> impl Strategy<Value = Tool> {
                     ToolStatus::Active
                 },
                 revision: 1,
+                pin: None,
+                findings: vec![],
             }
         })
 }

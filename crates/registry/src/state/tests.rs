@@ -66,8 +66,8 @@ fn the_demo_world_is_34_of_35() {
 #[test]
 fn the_36th_tool_is_refused_until_the_ceiling_is_amended() {
     let mut state = demo();
-    commit(&mut state, |s| s.register_tool(extra("tool_35")));
-    let err = state.register_tool(extra("tool_36")).unwrap_err();
+    commit(&mut state, |s| s.register_tool(extra("tool_35"), "test"));
+    let err = state.register_tool(extra("tool_36"), "test").unwrap_err();
     assert_eq!(err.code, crate::ErrorCode::FailedPrecondition);
     for needle in [
         "35 of 35",
@@ -112,7 +112,7 @@ fn the_36th_tool_is_refused_until_the_ceiling_is_amended() {
         vec![35, 40]
     );
     assert_eq!(state.adrs["ADR-007"].status, AdrStatus::Superseded);
-    commit(&mut state, |s| s.register_tool(extra("tool_36")));
+    commit(&mut state, |s| s.register_tool(extra("tool_36"), "test"));
     assert_eq!(state.live_tool_count(), 36);
 }
 
@@ -150,13 +150,13 @@ fn the_ceiling_adr_can_only_be_superseded_by_an_amendment() {
 #[test]
 fn retired_tools_free_a_slot_deprecated_ones_do_not() {
     let mut state = demo();
-    commit(&mut state, |s| s.register_tool(extra("tool_35")));
+    commit(&mut state, |s| s.register_tool(extra("tool_35"), "test"));
     commit(&mut state, |s| s.deprecate_tool("gemini", "2027-01-31"));
-    assert!(state.register_tool(extra("tool_36")).is_err());
+    assert!(state.register_tool(extra("tool_36"), "test").is_err());
     let report = state.ceiling_report().unwrap();
     assert_eq!((report.count, report.deprecated), (35, 1));
     commit(&mut state, |s| s.retire_tool("gemini"));
-    commit(&mut state, |s| s.register_tool(extra("tool_36")));
+    commit(&mut state, |s| s.register_tool(extra("tool_36"), "test"));
     // Reactivating the retired tool must pass the ceiling again.
     let err = state.reactivate_tool("gemini").unwrap_err();
     assert_eq!(err.preconditions[0].kind, "TOOL_CEILING");
@@ -192,7 +192,10 @@ fn tools_are_retired_the_day_after_their_sunset_and_only_then() {
 fn tool_lifecycle_errors() {
     let mut state = demo();
     assert_eq!(
-        state.register_tool(extra("gemini")).unwrap_err().code,
+        state
+            .register_tool(extra("gemini"), "test")
+            .unwrap_err()
+            .code,
         crate::ErrorCode::AlreadyExists
     );
     assert_eq!(
@@ -215,7 +218,7 @@ fn tool_lifecycle_errors() {
     let mut def = state.tools["gemini"].def.clone();
     def.description = "changed".into();
     assert_eq!(
-        state.update_tool(def).unwrap_err().code,
+        state.update_tool(def, "test").unwrap_err().code,
         crate::ErrorCode::FailedPrecondition
     );
 }
@@ -226,7 +229,7 @@ fn updates_keep_status_and_revalidate() {
     commit(&mut state, |s| s.deprecate_tool("gemini", "2027-01-31"));
     let mut def = state.tools["gemini"].def.clone();
     def.description = "Gemini 3".into();
-    commit(&mut state, |s| s.update_tool(def.clone()));
+    commit(&mut state, |s| s.update_tool(def.clone(), "test"));
     assert_eq!(state.tools["gemini"].def.description, "Gemini 3");
     assert!(matches!(
         state.tools["gemini"].status,
@@ -235,7 +238,7 @@ fn updates_keep_status_and_revalidate() {
     assert_eq!(state.tools["gemini"].revision, state.revision);
     def.provider = Some("nokia".into());
     assert_eq!(
-        state.update_tool(def).unwrap_err().violations[0].field,
+        state.update_tool(def, "test").unwrap_err().violations[0].field,
         "tool.provider"
     );
 }

@@ -4,9 +4,11 @@
 use super::*;
 
 impl State {
-    /// Registers a new active tool, inside the ceiling.
-    pub fn register_tool(&self, def: ToolDef) -> DomainResult<Vec<Change>> {
+    /// Registers a new active tool, inside the ceiling, passed by the admission lint and
+    /// pinned as admitted by `by`.
+    pub fn register_tool(&self, def: ToolDef, by: &str) -> DomainResult<Vec<Change>> {
         let def = def.validate(self)?;
+        let findings = crate::lint::admit(&def)?;
         if self.tools.contains_key(&def.name) {
             return Err(DomainError::already_exists("tool", &def.name));
         }
@@ -28,15 +30,20 @@ impl State {
         }
         policy::check_admit(self.policy()?, self.live_tool_count(), &def.name)?;
         Ok(vec![Change::put(Object::Tool(Tool {
+            pin: Some(Pin::new(&def, by)),
             def,
             status: ToolStatus::Active,
             revision: 0,
+            findings,
         }))])
     }
 
-    /// Replaces the definition of a live tool (its status is kept).
-    pub fn update_tool(&self, def: ToolDef) -> DomainResult<Vec<Change>> {
+    /// Replaces the definition of a live tool (its status is kept), passed by the admission
+    /// lint; a changed definition is pinned again as admitted by `by`, an unchanged one keeps
+    /// its pin.
+    pub fn update_tool(&self, def: ToolDef, by: &str) -> DomainResult<Vec<Change>> {
         let def = def.validate(self)?;
+        let findings = crate::lint::admit(&def)?;
         let existing = self.tool(&def.name)?;
         if !existing.status.is_live() {
             return Err(DomainError::precondition(
@@ -48,10 +55,16 @@ impl State {
                 ),
             ));
         }
+        let pin = match &existing.pin {
+            Some(pin) if pin.hash == def.content_hash() => pin.clone(),
+            _ => Pin::new(&def, by),
+        };
         Ok(vec![Change::put(Object::Tool(Tool {
+            pin: Some(pin),
             def,
             status: existing.status.clone(),
             revision: existing.revision,
+            findings,
         }))])
     }
 

@@ -64,7 +64,9 @@ impl Catalog for CatalogService {
         let def = try_tool_def(request.into_inner().tool).map_err(domain)?;
         let name = def.name.clone();
         self.engine
-            .write(&author, |state| Ok((state.register_tool(def.clone())?, ())))
+            .write(&author, |state| {
+                Ok((state.register_tool(def.clone(), &author)?, ()))
+            })
             .await
             .map_err(status)?;
         tracing::info!(tool = %name, "tool registered");
@@ -79,7 +81,9 @@ impl Catalog for CatalogService {
         let def = try_tool_def(request.into_inner().tool).map_err(domain)?;
         let name = def.name.clone();
         self.engine
-            .write(&author, |state| Ok((state.update_tool(def.clone())?, ())))
+            .write(&author, |state| {
+                Ok((state.update_tool(def.clone(), &author)?, ()))
+            })
             .await
             .map_err(status)?;
         Ok(Response::new(self.tool(&name).await?))
