@@ -24,6 +24,7 @@ mod deploy;
 mod direct_call;
 mod disclosure;
 mod docs;
+mod drift;
 mod edge;
 mod fast_list;
 mod faults;

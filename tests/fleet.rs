@@ -47,7 +47,16 @@ pub(crate) fn test_tool(name: &str, schema: serde_json::Value, idempotent: bool)
 
 impl Fleet {
     pub(crate) async fn start(edges: usize, extra_toml: &str) -> Fleet {
-        let cp = ControlPlaneProcess::start(true).await;
+        Fleet::start_with_cp_env(edges, extra_toml, Vec::new()).await
+    }
+
+    /// A fleet whose control plane also gets `cp_envs` (its `TOOLPLANE_CP_*` settings).
+    pub(crate) async fn start_with_cp_env(
+        edges: usize,
+        extra_toml: &str,
+        cp_envs: Vec<(&'static str, String)>,
+    ) -> Fleet {
+        let cp = ControlPlaneProcess::start_demo_with_env(cp_envs).await;
         let executor = ExecutorProcess::start().await;
         let wiki = WikiProcess::start().await;
         let redis = RedisProcess::start().await;

@@ -902,3 +902,14 @@ async fn t29_a_poisoned_tool_definition_is_refused_and_never_reaches_a_client() 
         "T29 held: four poisoned writes refused with their rule named, the revision unchanged, the pin kept, the edge lists the admitted text"
     );
 }
+
+/// T30 (issue 34, rug pull): an MCP upstream changes an admitted tool's description into one
+/// that tells the model to read `~/.ssh/id_rsa` and hide it from the user. The control plane's
+/// drift check quarantines it: every edge drops the tool (both protocol generations), calls
+/// fail as unknown, the poisoned text is never served, and it cannot be admitted; a later sound
+/// change is admitted and served (`tests/drift.rs`).
+#[tokio::test]
+async fn t30_a_rug_pull_upstream_is_quarantined_fleet_wide_and_cannot_be_admitted() {
+    crate::drift::a_rug_pull_upstream_is_quarantined_fleet_wide_and_only_a_sound_change_is_admitted()
+        .await;
+}

@@ -36,7 +36,11 @@ async fn spawn_everything(dir: &Path, port: u16, log: &str) -> Process {
 }
 
 /// Runs `toolplanectl` against the fleet's control plane: (exit code, stdout, stderr).
-async fn ctl(fleet: &Fleet, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) async fn ctl(
+    fleet: &Fleet,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (i32, String, String) {
     let output = tokio::process::Command::new(binary("toolplanectl"))
         .args([
             "--addr",

@@ -59,6 +59,16 @@ pub enum ToolsCmd {
         /// Tool name.
         name: String,
     },
+    /// Tools whose MCP upstream now says something else than what was admitted (the control
+    /// plane checks every `lifecycle.drift_check_secs`); with a name, the difference field by
+    /// field. Exits 1 when there is drift.
+    Drift {
+        /// One tool: show what differs.
+        name: Option<String>,
+        /// Admit what the upstream now says (a new admission: the lint again, a new pin).
+        #[arg(long, requires = "name")]
+        admit: bool,
+    },
 }
 
 /// `adrs ...`

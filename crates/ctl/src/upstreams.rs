@@ -101,49 +101,22 @@ pub async fn proposals(
 }
 
 /// The catalogue's entry for one upstream tool, as `executors import` writes it and `executors
-/// drift` compares it: prefixed name, title, description (a stand-in when the upstream gives
-/// none, cut to the catalogue's limit), schemas and annotations; no category, provider or
-/// admission.
+/// drift` compares it ([`tp_upstream::definition`]); no category, provider or admission.
 fn catalogue_entry(
     tool: &tp_upstream::UpstreamTool,
     prefix: &str,
     executor: &str,
 ) -> anyhow::Result<domain::ToolDef> {
-    let upstream_name = tool.name.to_string();
-    let value = serde_json::to_value(tool)?;
-    let description = tool
-        .description
-        .as_deref()
-        .filter(|d| !d.trim().is_empty())
-        .map_or_else(
-            || format!("{upstream_name} (from the MCP server {executor})"),
-            str::to_owned,
-        );
-    let annotations = &value["annotations"];
+    let (name, upstream) = tp_upstream::definition(tool, prefix, executor);
     Ok(domain::ToolDef {
-        name: format!("{prefix}{upstream_name}"),
-        title: value["title"]
-            .as_str()
-            .or_else(|| annotations["title"].as_str())
-            .unwrap_or_default()
-            .to_owned(),
-        description: description
-            .chars()
-            .take(domain::ident::MAX_DESCRIPTION)
-            .collect(),
+        name,
+        title: upstream.title,
+        description: upstream.description,
         category: String::new(),
         provider: None,
-        input_schema: value["inputSchema"].clone(),
-        output_schema: value
-            .get("outputSchema")
-            .filter(|schema| schema.is_object())
-            .cloned(),
-        annotations: domain::Annotations {
-            read_only: annotations["readOnlyHint"].as_bool(),
-            destructive: annotations["destructiveHint"].as_bool(),
-            idempotent: annotations["idempotentHint"].as_bool(),
-            open_world: annotations["openWorldHint"].as_bool(),
-        },
+        input_schema: upstream.input_schema,
+        output_schema: upstream.output_schema,
+        annotations: upstream.annotations,
         executor: executor.to_owned(),
         roles: Vec::new(),
         examples: Vec::new(),

@@ -336,9 +336,11 @@ fn check_tools_as_written(text: &str) -> anyhow::Result<()> {
         progress.step(object["kind"].as_str().unwrap_or_default());
         if object["kind"] == "tool" {
             let mut value = object["object"].clone();
+            // The catalogue's own fields beside the definition.
             if let Some(map) = value.as_object_mut() {
-                map.remove("status");
-                map.remove("revision");
+                for field in ["status", "revision", "pin", "findings", "drift"] {
+                    map.remove(field);
+                }
             }
             let name = value["name"].as_str().unwrap_or_default().to_owned();
             let _: tp_registry::ToolDef =

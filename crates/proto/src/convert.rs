@@ -186,6 +186,13 @@ impl From<&domain::Tool> for pb::Tool {
                     found: f.found.clone(),
                 })
                 .collect(),
+            drift: tool.drift.as_ref().map(|drift| pb::ToolDrift {
+                hash: drift.hash.clone(),
+                fields: drift.fields.clone(),
+                upstream_json: serde_json::to_string(&drift.upstream).unwrap_or_default(),
+                hidden: drift.hidden,
+                revision: drift.revision,
+            }),
         }
     }
 }

@@ -134,6 +134,10 @@ pub fn project(tool: &Tool, role: &str) -> Option<ResolvedTool> {
     if !tool.status.is_live() || !role_allowed(&tool.def.roles, role) {
         return None;
     }
+    // A quarantined upstream change the policy hides: no registry lists the tool meanwhile.
+    if tool.drift.as_ref().is_some_and(|drift| drift.hidden) {
+        return None;
+    }
     let (input_schema, actions) = match &tool.def.polymorphism {
         None => (tool.def.input_schema.clone(), None),
         Some(poly) => {

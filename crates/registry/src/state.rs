@@ -212,6 +212,9 @@ impl Object {
                 if let Some(pin) = tool.pin.as_mut().filter(|pin| pin.revision == 0) {
                     pin.revision = revision;
                 }
+                if let Some(drift) = tool.drift.as_mut().filter(|drift| drift.revision == 0) {
+                    drift.revision = revision;
+                }
             }
             Object::Tenant(tenant) => tenant.revision = revision,
             Object::Adr(_)
@@ -590,6 +593,7 @@ fn check_ceiling_value(ceiling: u32) -> DomainResult<()> {
 
 mod admins;
 mod adrs;
+mod drift;
 mod issuers;
 mod tenants;
 mod tools;

@@ -168,6 +168,56 @@ pub struct Tool {
     /// What the admission lint flagged (and let through) in this definition.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// MCP upstreams' tools: what the upstream now says that differs from the admitted
+    /// definition (quarantined: never served; the tool hidden when `drift.hidden`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
+}
+
+/// What an MCP upstream says of one of its tools, in the catalogue's terms (the name carries
+/// the executor's prefix; schemas as the catalogue stores them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpstreamDefinition {
+    /// Title.
+    #[serde(default)]
+    pub title: String,
+    /// Description.
+    #[serde(default)]
+    pub description: String,
+    /// Input schema.
+    pub input_schema: Value,
+    /// Output schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: Annotations,
+}
+
+impl UpstreamDefinition {
+    /// `sha256:` over the canonical JSON of the definition.
+    pub fn hash(&self) -> String {
+        canonical_hash(&serde_json::to_value(self).unwrap_or_default())
+    }
+}
+
+/// A quarantined change of an upstream's tool: the upstream's new definition, which fields
+/// differ from the admitted one, and whether the tool is hidden meanwhile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drift {
+    /// [`UpstreamDefinition::hash`] of what the upstream says.
+    pub hash: String,
+    /// The fields that differ: `title`, `description`, `input_schema`, `output_schema`,
+    /// `annotations`.
+    pub fields: Vec<String>,
+    /// What the upstream says.
+    pub upstream: UpstreamDefinition,
+    /// Hidden from every registry until an admin admits or rejects the change (the control
+    /// plane's `lifecycle.on_drift`); otherwise the admitted text keeps being served.
+    pub hidden: bool,
+    /// The revision that recorded this drift (set when the change is applied).
+    #[serde(default)]
+    pub revision: u64,
 }
 
 /// One finding of the admission lint ([`crate::lint`]) in one field.
@@ -275,7 +325,6 @@ impl ToolDef {
     /// description, category, provider, schemas, annotations, actions, roles, executor and
     /// required capabilities, as canonical JSON (object keys sorted), SHA-256, hex.
     pub fn content_hash(&self) -> String {
-        use sha2::Digest as _;
         let shown = serde_json::json!({
             "name": self.name,
             "title": self.title,
@@ -290,15 +339,29 @@ impl ToolDef {
             "executor": self.executor,
             "client_capabilities": self.client_capabilities,
         });
-        let mut canonical = String::new();
-        write_canonical(&shown, &mut canonical);
-        let digest = sha2::Sha256::digest(canonical.as_bytes());
-        let mut hex = String::with_capacity(71);
-        hex.push_str("sha256:");
-        for byte in digest {
-            hex.push_str(&format!("{byte:02x}"));
+        canonical_hash(&shown)
+    }
+
+    /// The fields models are shown that differ between this definition and what an upstream
+    /// says of the tool (descriptions compared without surrounding white space).
+    pub fn differs_from(&self, upstream: &UpstreamDefinition) -> Vec<String> {
+        let mut fields = Vec::new();
+        if self.title.trim() != upstream.title.trim() {
+            fields.push("title".to_owned());
         }
-        hex
+        if self.description.trim() != upstream.description.trim() {
+            fields.push("description".to_owned());
+        }
+        if self.input_schema != upstream.input_schema {
+            fields.push("input_schema".to_owned());
+        }
+        if self.output_schema != upstream.output_schema {
+            fields.push("output_schema".to_owned());
+        }
+        if self.annotations != upstream.annotations {
+            fields.push("annotations".to_owned());
+        }
+        fields
     }
 
     /// Validates the definition against the catalogue and returns it normalised: trimmed,
@@ -686,6 +749,20 @@ impl Tool {
 
 #[cfg(test)]
 mod tests;
+
+/// `sha256:` and the hex SHA-256 of `value`'s canonical JSON.
+fn canonical_hash(value: &Value) -> String {
+    use sha2::Digest as _;
+    let mut canonical = String::new();
+    write_canonical(value, &mut canonical);
+    let digest = sha2::Sha256::digest(canonical.as_bytes());
+    let mut hex = String::with_capacity(71);
+    hex.push_str("sha256:");
+    for byte in digest {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
 
 /// `value` as JSON with every object's keys in sorted order (whatever order the map keeps).
 fn write_canonical(value: &Value, out: &mut String) {

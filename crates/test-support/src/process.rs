@@ -125,6 +125,16 @@ impl ControlPlaneProcess {
         control_plane
     }
 
+    /// Starts a control plane seeded with the demo world on a fresh data directory, with
+    /// environment variables (e.g. `TOOLPLANE_CP_LIFECYCLE__DRIFT_CHECK_SECS`).
+    pub async fn start_demo_with_env(envs: Vec<(&'static str, String)>) -> ControlPlaneProcess {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let mut control_plane =
+            Self::start_with_env(temp.path(), vec!["--demo".to_owned()], envs).await;
+        control_plane._temp = Some(temp);
+        control_plane
+    }
+
     /// Starts a control plane on `data_dir` with extra arguments.
     pub async fn start_in(data_dir: &Path, args: Vec<String>) -> ControlPlaneProcess {
         Self::start_with_env(data_dir, args, Vec::new()).await

@@ -31,10 +31,12 @@ use tokio::sync::mpsc;
 use tp_proto::pb;
 use tp_registry::Executor;
 
+pub use crate::definition::definition;
 pub use crate::events::CallEvent;
 /// A tool as an upstream MCP server lists it.
 pub use rmcp::model::Tool as UpstreamTool;
 
+mod definition;
 mod events;
 mod traced;
 

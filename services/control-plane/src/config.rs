@@ -67,12 +67,32 @@ impl Default for RawAudit {
 pub struct RawLifecycle {
     /// How often to retire deprecated tools whose sunset date has passed (also at start).
     pub sunset_check_secs: u64,
+    /// How often to fetch the tool lists of MCP upstreams (executors with `protocol: mcp`) and
+    /// compare them with the admitted definitions (also at start); 0 = never.
+    pub drift_check_secs: u64,
+    /// What a tool whose upstream changed its definition does until an admin admits the
+    /// change: `hide` (no registry lists it; calls fail as unknown) or `serve` (the admitted
+    /// text keeps being served and calls keep reaching the upstream).
+    pub on_drift: OnDrift,
+}
+
+/// `lifecycle.on_drift`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDrift {
+    /// Hide the tool from every registry.
+    #[default]
+    Hide,
+    /// Keep serving the admitted definition.
+    Serve,
 }
 
 impl Default for RawLifecycle {
     fn default() -> Self {
         Self {
             sunset_check_secs: 300,
+            drift_check_secs: 300,
+            on_drift: OnDrift::Hide,
         }
     }
 }
@@ -208,6 +228,10 @@ pub struct ControlPlaneConfig {
     pub audit_retention: Option<std::time::Duration>,
     /// How often tools past their sunset are looked for.
     pub sunset_check: std::time::Duration,
+    /// How often MCP upstreams are checked for drift (`None`: never).
+    pub drift_check: Option<std::time::Duration>,
+    /// What a drifted tool does meanwhile.
+    pub on_drift: OnDrift,
     /// TLS files of the gRPC listener, if it serves TLS.
     pub tls: Option<tp_net::tls::TlsFiles>,
     /// Admin sign-in with an OpenID provider, when configured.
@@ -299,6 +323,9 @@ impl RawConfig {
         if !(1..=86_400).contains(&self.lifecycle.sunset_check_secs) {
             bail!("lifecycle.sunset_check_secs: must be between 1 and 86400");
         }
+        if self.lifecycle.drift_check_secs > 86_400 {
+            bail!("lifecycle.drift_check_secs: at most 86400 (a day); 0 turns the check off");
+        }
         let tls = match self.tls.enabled("tls") {
             Ok(true) => Some(self.tls),
             Ok(false) => None,
@@ -310,6 +337,9 @@ impl RawConfig {
             admin_oidc,
             metrics_listen,
             sunset_check: std::time::Duration::from_secs(self.lifecycle.sunset_check_secs),
+            drift_check: (self.lifecycle.drift_check_secs > 0)
+                .then(|| std::time::Duration::from_secs(self.lifecycle.drift_check_secs)),
+            on_drift: self.lifecycle.on_drift,
             audit_retention: (self.audit.retention_days > 0).then(|| {
                 std::time::Duration::from_secs(u64::from(self.audit.retention_days) * 86_400)
             }),

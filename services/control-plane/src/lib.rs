@@ -10,6 +10,7 @@ pub mod admin_oidc;
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod drift;
 pub mod engine;
 pub mod lifecycle;
 pub mod oidc;

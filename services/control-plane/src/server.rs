@@ -144,16 +144,7 @@ impl ControlPlane {
             let _ = stop_streams.send(true);
         };
         let metrics_addr = serve_metrics(config, stopping.clone()).await?;
-        tokio::spawn(crate::lifecycle::run(
-            Arc::clone(&engine),
-            config.sunset_check,
-            stopping.clone(),
-        ));
-        tokio::spawn(prune_audit(
-            Arc::clone(&engine),
-            config.audit_retention,
-            stopping.clone(),
-        ));
+        spawn_housekeeping(&engine, config, &stopping);
         let purges = crate::purge::Purges::start(
             Arc::clone(engine.store()),
             config.data_dir.join("purges.json"),
@@ -402,4 +393,31 @@ fn redact(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
+}
+
+/// The work the control plane does by itself until `stopping`: retiring tools past their
+/// sunset, checking MCP upstreams for drift, pruning the audit trail.
+fn spawn_housekeeping(
+    engine: &Arc<Engine>,
+    config: &ControlPlaneConfig,
+    stopping: &tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::spawn(crate::lifecycle::run(
+        Arc::clone(engine),
+        config.sunset_check,
+        stopping.clone(),
+    ));
+    if let Some(every) = config.drift_check {
+        tokio::spawn(crate::drift::run(
+            Arc::clone(engine),
+            every,
+            config.on_drift,
+            stopping.clone(),
+        ));
+    }
+    tokio::spawn(prune_audit(
+        Arc::clone(engine),
+        config.audit_retention,
+        stopping.clone(),
+    ));
 }

@@ -194,6 +194,9 @@ pub(super) async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> an
                 .into_inner();
             print_tool(&tool, json_out);
         }
+        ToolsCmd::Drift { name, admit } => {
+            return drift(&mut admin, name, admit, json_out).await;
+        }
         ToolsCmd::Reactivate { name } => {
             let tool = admin
                 .catalog

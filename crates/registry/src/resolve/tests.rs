@@ -220,6 +220,7 @@ fn arb_tool(index: usize) -> impl Strategy<Value = Tool> {
                 revision: 1,
                 pin: None,
                 findings: vec![],
+                drift: None,
             }
         })
 }

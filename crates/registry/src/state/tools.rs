@@ -35,6 +35,7 @@ impl State {
             status: ToolStatus::Active,
             revision: 0,
             findings,
+            drift: None,
         }))])
     }
 
@@ -59,12 +60,18 @@ impl State {
             Some(pin) if pin.hash == def.content_hash() => pin.clone(),
             _ => Pin::new(&def, by),
         };
+        // Admitting what the upstream now says ends its quarantine.
+        let drift = existing
+            .drift
+            .clone()
+            .filter(|drift| !def.differs_from(&drift.upstream).is_empty());
         Ok(vec![Change::put(Object::Tool(Tool {
             pin: Some(pin),
             def,
             status: existing.status.clone(),
             revision: existing.revision,
             findings,
+            drift,
         }))])
     }
 
