@@ -235,6 +235,19 @@ impl Change {
         Change::Put { object }
     }
 
+    /// The names of the tools `changes` put.
+    pub fn tools_put(changes: &[Change]) -> Vec<String> {
+        changes
+            .iter()
+            .filter_map(|change| match change {
+                Change::Put {
+                    object: Object::Tool(tool),
+                } => Some(tool.def.name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The kind of the changed object.
     pub fn kind(&self) -> ObjectKind {
         match self {

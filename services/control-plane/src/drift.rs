@@ -94,15 +94,7 @@ async fn check_one(
     let written = engine
         .write("system:drift", |state| {
             let changes = state.record_drift(&name, &observed, hidden);
-            let names: Vec<String> = changes
-                .iter()
-                .filter_map(|change| match change {
-                    tp_registry::Change::Put {
-                        object: tp_registry::Object::Tool(tool),
-                    } => Some(tool.def.name.clone()),
-                    _ => None,
-                })
-                .collect();
+            let names = tp_registry::Change::tools_put(&changes);
             Ok((changes, names))
         })
         .await?;

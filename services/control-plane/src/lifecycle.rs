@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tp_registry::state::{Change, Object};
+use tp_registry::state::Change;
 
 use crate::engine::Engine;
 
@@ -20,15 +20,7 @@ pub async fn retire_due(engine: &Engine) -> anyhow::Result<usize> {
     let written = engine
         .write("system:sunset", |state| {
             let changes = state.retire_sunsets(&today);
-            let names: Vec<String> = changes
-                .iter()
-                .filter_map(|change| match change {
-                    Change::Put {
-                        object: Object::Tool(tool),
-                    } => Some(tool.def.name.clone()),
-                    _ => None,
-                })
-                .collect();
+            let names = Change::tools_put(&changes);
             Ok((changes, names))
         })
         .await?;
