@@ -127,37 +127,6 @@ fn catalogue_entry(
     })
 }
 
-/// The fields models are shown that differ between the catalogue's entry and the upstream's
-/// (schemas compared as the catalogue stores them).
-fn changed_fields(catalogued: &domain::ToolDef, live: &domain::ToolDef) -> Vec<&'static str> {
-    let schema = |s: &Option<Value>| s.as_ref().map(normalised);
-    let mut fields = Vec::new();
-    if catalogued.title != live.title {
-        fields.push("title");
-    }
-    if catalogued.description.trim() != live.description.trim() {
-        fields.push("description");
-    }
-    if normalised(&catalogued.input_schema) != normalised(&live.input_schema) {
-        fields.push("input_schema");
-    }
-    if schema(&catalogued.output_schema) != schema(&live.output_schema) {
-        fields.push("output_schema");
-    }
-    if catalogued.annotations != live.annotations {
-        fields.push("annotations");
-    }
-    fields
-}
-
-/// A JSON Schema as the catalogue stores it (through `google.protobuf.Struct`, where every
-/// number is a double), so that equal schemas compare equal.
-fn normalised(schema: &Value) -> Value {
-    tp_proto::json::to_struct(schema)
-        .map(|s| tp_proto::json::from_struct(&s))
-        .unwrap_or_else(|| schema.clone())
-}
-
 /// What differs between the catalogue's tools of executor `name` and the upstream's list.
 pub async fn drift(
     admin: &mut Admin,
@@ -167,8 +136,9 @@ pub async fn drift(
     let (executor, client) = upstream(admin, name, credential).await?;
     let mut live = BTreeMap::new();
     for tool in client.list_tools().await? {
-        let def = catalogue_entry(&tool, &executor.tool_prefix, name)?;
-        live.insert(def.name.clone(), def);
+        let (catalogue_name, definition) =
+            tp_upstream::definition(&tool, &executor.tool_prefix, name);
+        live.insert(catalogue_name, definition);
     }
     let mut catalogued = BTreeMap::new();
     let mut page_token = String::new();
@@ -205,14 +175,18 @@ pub async fn drift(
         .keys()
         .filter(|n| !live.contains_key(*n))
         .collect();
-    let changed: BTreeMap<&String, Vec<&str>> = catalogued
+    // The fields models are shown that differ ([`domain::ToolDef::differs_from`], the check
+    // the control plane's drift quarantine makes).
+    let changed: BTreeMap<&String, Vec<String>> = catalogued
         .iter()
-        .filter_map(|(n, def)| Some((n, changed_fields(def, live.get(n)?))))
+        .filter_map(|(n, def): (&String, &domain::ToolDef)| {
+            Some((n, def.differs_from(live.get(n)?)))
+        })
         .filter(|(_, fields)| !fields.is_empty())
         .collect();
     let schema_changed: Vec<&&String> = changed
         .iter()
-        .filter(|(_, fields)| fields.contains(&"input_schema"))
+        .filter(|(_, fields)| fields.iter().any(|f| f == "input_schema"))
         .map(|(n, _)| n)
         .collect();
     Ok(json!({
