@@ -12,6 +12,7 @@ mod admin_fuzz;
 mod admin_oidc;
 mod admins;
 mod adversarial;
+mod approvals;
 mod ask;
 mod audit;
 mod claude_code;

@@ -263,6 +263,7 @@ pub(crate) async fn build(tenants: usize, table: &mut Table) -> anyhow::Result<W
                 rate_limit_per_minute: 0,
                 lint_webhook: None,
                 token_issuers: Vec::new(),
+                approvals: Vec::new(),
                 revision: 0,
                 uid: format!("bench-{i}"),
             },

@@ -75,6 +75,9 @@ pub struct ExportedCall {
     pub error_code: String,
     /// Duration.
     pub duration_ms: u32,
+    /// The approval the call needed (JSON), empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub approval: String,
 }
 
 /// One usage counter.
@@ -117,6 +120,7 @@ impl From<tp_store::CallRecord> for ExportedCall {
             outcome: r.outcome,
             error_code: r.error_code,
             duration_ms: r.duration_ms,
+            approval: r.approval,
         }
     }
 }
@@ -135,6 +139,7 @@ impl From<ExportedCall> for tp_store::CallRecord {
             outcome: r.outcome,
             error_code: r.error_code,
             duration_ms: r.duration_ms,
+            approval: r.approval,
         }
     }
 }

@@ -625,8 +625,66 @@ pub fn outcome_named(name: &str) -> pb::CallOutcome {
         .map_or(pb::CallOutcome::Unspecified, |(outcome, _)| *outcome)
 }
 
+/// Every approval state and the name the audit trail stores it under.
+pub const APPROVAL_STATE_NAMES: [(pb::ApprovalState, &str); 5] = [
+    (pb::ApprovalState::Asked, "asked"),
+    (pb::ApprovalState::Approved, "approved"),
+    (pb::ApprovalState::Declined, "declined"),
+    (pb::ApprovalState::TimedOut, "timed_out"),
+    (pb::ApprovalState::Unsupported, "unsupported"),
+];
+
+/// A call's approval as the audit trail stores it: one JSON object (empty text for none).
+pub fn approval_json(approval: Option<&pb::ApprovalRecord>) -> String {
+    let Some(approval) = approval else {
+        return String::new();
+    };
+    let state = APPROVAL_STATE_NAMES
+        .iter()
+        .find(|(s, _)| *s as i32 == approval.state)
+        .map_or("unspecified", |(_, name)| name);
+    serde_json::json!({
+        "state": state,
+        "reason": approval.reason,
+        "shown": approval.shown,
+        "answered_by": approval.answered_by,
+        "answered_at_ms": approval.answered_at_ms,
+    })
+    .to_string()
+}
+
+/// The approval stored as [`approval_json`] wrote it (`None` for empty or unreadable text).
+pub fn approval_from_json(text: &str) -> Option<pb::ApprovalRecord> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let field = |name: &str| {
+        value
+            .get(name)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let state = value
+        .get("state")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    Some(pb::ApprovalRecord {
+        state: APPROVAL_STATE_NAMES
+            .iter()
+            .find(|(_, name)| *name == state)
+            .map_or(0, |(s, _)| *s as i32),
+        reason: field("reason"),
+        shown: field("shown"),
+        answered_by: field("answered_by"),
+        answered_at_ms: value
+            .get("answered_at_ms")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0),
+    })
+}
+
 pub use self::tenants::{
-    OPERATOR_FIELDS, TENANT_FIELDS, operator_fields_changed, patch_tenant, try_tenant,
+    OPERATOR_FIELDS, TENANT_FIELDS, approval_rule, operator_fields_changed, patch_tenant,
+    try_tenant,
 };
 
 /// An update mask naming fields the object does not have.

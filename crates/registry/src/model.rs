@@ -49,6 +49,92 @@ fn default_threshold() -> u32 {
     DEFAULT_AUTO_THRESHOLD
 }
 
+/// Most approval rules per tenant.
+pub const MAX_APPROVALS: usize = 100;
+/// Most argument names an approval rule shows.
+pub const MAX_APPROVAL_SHOWN: usize = 16;
+/// Longest time an approval may be waited for, and stays valid, in seconds.
+pub const MAX_APPROVAL_TIMEOUT_SECS: u32 = 3600;
+/// Shortest.
+pub const MIN_APPROVAL_TIMEOUT_SECS: u32 = 10;
+/// What an approval waits when the rule names no timeout.
+pub const DEFAULT_APPROVAL_TIMEOUT_SECS: u32 = 300;
+
+/// A call that needs a person's approval before the edge forwards it: to a tool (or one action
+/// of a polymorphic tool), by every role of the tenant or the roles listed (ADR 0013).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRule {
+    /// The tool.
+    pub tool: String,
+    /// One action of a polymorphic tool; `None` = every call of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// The roles it applies to; empty = every role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
+    /// Why approval is needed; shown in the question and named in every refusal.
+    pub reason: String,
+    /// How long the question is open and the approval stays valid, in seconds.
+    #[serde(default = "default_approval_timeout")]
+    pub timeout_secs: u32,
+    /// Top-level arguments whose values the question shows (each clipped); the others are
+    /// named, never shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub show: Vec<String>,
+}
+
+fn default_approval_timeout() -> u32 {
+    DEFAULT_APPROVAL_TIMEOUT_SECS
+}
+
+// === impl ApprovalRule ===
+
+impl ApprovalRule {
+    /// Whether the rule applies to a call of `tool`'s `action` ("" for a plain tool) by `role`.
+    pub fn applies(&self, tool: &str, action: &str, role: &str) -> bool {
+        self.tool == tool
+            && self.action.as_deref().is_none_or(|a| a == action)
+            && (self.roles.is_empty() || self.roles.iter().any(|r| r == role))
+    }
+
+    /// Field checks; `at` is the rule's place (`tenant.approvals[2]`).
+    pub(crate) fn check_fields(&mut self, at: &str, v: &mut Violations) {
+        v.check(&format!("{at}.tool"), check_tool_name(&self.tool));
+        if let Some(action) = &self.action {
+            v.check(&format!("{at}.action"), check_slug(action));
+        }
+        self.roles.sort();
+        self.roles.dedup();
+        for role in &self.roles {
+            v.check(&format!("{at}.roles"), check_slug(role));
+        }
+        v.check(
+            &format!("{at}.reason"),
+            check_text(&self.reason, MAX_TITLE, true),
+        );
+        if !(MIN_APPROVAL_TIMEOUT_SECS..=MAX_APPROVAL_TIMEOUT_SECS).contains(&self.timeout_secs) {
+            v.add(
+                &format!("{at}.timeout_secs"),
+                format!(
+                    "must be between {MIN_APPROVAL_TIMEOUT_SECS} and {MAX_APPROVAL_TIMEOUT_SECS} (got {})",
+                    self.timeout_secs
+                ),
+            );
+        }
+        self.show.sort();
+        self.show.dedup();
+        if self.show.len() > MAX_APPROVAL_SHOWN {
+            v.add(
+                &format!("{at}.show"),
+                format!("at most {MAX_APPROVAL_SHOWN} arguments"),
+            );
+        }
+        for name in &self.show {
+            v.check(&format!("{at}.show"), check_text(name, 64, true));
+        }
+    }
+}
+
 /// A tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tenant {
@@ -76,6 +162,9 @@ pub struct Tenant {
     /// instead of API keys, and how their claims map to roles.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub token_issuers: Vec<crate::tokens::TokenIssuer>,
+    /// Calls that need a person's approval before they are forwarded (ADR 0013).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRule>,
     /// Revision of the last change.
     #[serde(default)]
     pub revision: u64,
@@ -253,9 +342,17 @@ impl Tenant {
             rate_limit_per_minute: 0,
             lint_webhook: None,
             token_issuers: Vec::new(),
+            approvals: Vec::new(),
             revision: 0,
             uid: String::new(),
         }
+    }
+
+    /// The approval rule of a call of `tool`'s `action` by `role`: the first that applies.
+    pub fn approval(&self, tool: &str, action: &str, role: &str) -> Option<&ApprovalRule> {
+        self.approvals
+            .iter()
+            .find(|r| r.applies(tool, action, role))
     }
 
     /// Whether keys of this tenant may take `role`.
@@ -302,6 +399,12 @@ impl Tenant {
             v.check("tenant.lint_webhook", check_http_url(url));
         }
         check_issuers(self, v);
+        if self.approvals.len() > MAX_APPROVALS {
+            v.add("tenant.approvals", format!("at most {MAX_APPROVALS} rules"));
+        }
+        for (index, rule) in self.approvals.iter_mut().enumerate() {
+            rule.check_fields(&format!("tenant.approvals[{index}]"), v);
+        }
     }
 }
 

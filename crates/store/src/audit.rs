@@ -44,6 +44,9 @@ pub struct CallRecord {
     pub error_code: String,
     /// How long the edge took.
     pub duration_ms: u32,
+    /// The approval the call needed, as JSON (`state`, `reason`, `shown`, `answered_by`,
+    /// `answered_at_ms`); empty when no approval rule applied.
+    pub approval: String,
 }
 
 impl CallRecord {
@@ -108,7 +111,7 @@ impl Default for AuditQuery {
 macro_rules! audit_columns {
     () => {
         "seq, at_ms, request_id, edge, tenant, principal, role, tool, action, outcome, \
-         error_code, duration_ms"
+         error_code, duration_ms, approval"
     };
 }
 pub(crate) use audit_columns;
@@ -139,6 +142,7 @@ where
             outcome: text("outcome")?,
             error_code: text("error_code")?,
             duration_ms: u32::try_from(number("duration_ms")?).unwrap_or(u32::MAX),
+            approval: text("approval")?,
         },
     })
 }

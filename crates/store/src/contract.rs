@@ -104,6 +104,11 @@ pub(crate) async fn contract(store: &dyn Store) {
             "timeout".into()
         },
         duration_ms: 7,
+        approval: if outcome == "input_required" {
+            r#"{"state":"asked","reason":"sends mail"}"#.into()
+        } else {
+            String::new()
+        },
     };
     let events = [
         call("acme", "gmail", "ok", 10),

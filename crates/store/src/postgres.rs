@@ -55,6 +55,7 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS tp_purges (
          tenant TEXT NOT NULL, uid TEXT NOT NULL, executor TEXT NOT NULL, endpoint TEXT NOT NULL,
          attempts BIGINT NOT NULL, queued_ms BIGINT NOT NULL, PRIMARY KEY (tenant, uid, executor));",
+    "ALTER TABLE tp_audit ADD COLUMN IF NOT EXISTS approval TEXT NOT NULL DEFAULT '';",
 ];
 
 /// PostgreSQL-backed [`Store`].
@@ -290,8 +291,8 @@ impl Store for PostgresStore {
             .await?;
             sqlx::query(
                 "INSERT INTO tp_audit (at_ms, request_id, edge, tenant, principal, role, tool,
-                 action, outcome, error_code, duration_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 action, outcome, error_code, duration_ms, approval)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             )
             .bind(to_i64(call.at_ms))
             .bind(&call.request_id)
@@ -304,6 +305,7 @@ impl Store for PostgresStore {
             .bind(&call.outcome)
             .bind(&call.error_code)
             .bind(i64::from(call.duration_ms))
+            .bind(&call.approval)
             .execute(&mut *tx)
             .await?;
         }
@@ -468,8 +470,8 @@ impl Store for PostgresStore {
         for call in audit {
             sqlx::query(
                 "INSERT INTO tp_audit (at_ms, request_id, edge, tenant, principal, role, tool,
-                 action, outcome, error_code, duration_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 action, outcome, error_code, duration_ms, approval)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             )
             .bind(to_i64(call.at_ms))
             .bind(&call.request_id)
@@ -482,6 +484,7 @@ impl Store for PostgresStore {
             .bind(&call.outcome)
             .bind(&call.error_code)
             .bind(i64::from(call.duration_ms))
+            .bind(&call.approval)
             .execute(&mut *tx)
             .await?;
         }

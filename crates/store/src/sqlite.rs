@@ -44,6 +44,7 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS purges (
          tenant TEXT NOT NULL, uid TEXT NOT NULL, executor TEXT NOT NULL, endpoint TEXT NOT NULL,
          attempts INTEGER NOT NULL, queued_ms INTEGER NOT NULL, PRIMARY KEY (tenant, uid, executor));",
+    "ALTER TABLE audit ADD COLUMN approval TEXT NOT NULL DEFAULT '';",
 ];
 
 /// SQLite-backed [`Store`].
@@ -280,7 +281,7 @@ impl Store for SqliteStore {
             .await?;
             sqlx::query(
                 "INSERT INTO audit (at_ms, request_id, edge, tenant, principal, role, tool, action,
-                 outcome, error_code, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 outcome, error_code, duration_ms, approval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(to_i64(call.at_ms))
             .bind(&call.request_id)
@@ -293,6 +294,7 @@ impl Store for SqliteStore {
             .bind(&call.outcome)
             .bind(&call.error_code)
             .bind(i64::from(call.duration_ms))
+            .bind(&call.approval)
             .execute(&mut *tx)
             .await?;
         }
@@ -457,8 +459,8 @@ impl Store for SqliteStore {
         for call in audit {
             sqlx::query(
                 "INSERT INTO audit (at_ms, request_id, edge, tenant, principal, role, tool,
-                 action, outcome, error_code, duration_ms)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 action, outcome, error_code, duration_ms, approval)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(to_i64(call.at_ms))
             .bind(&call.request_id)
@@ -471,6 +473,7 @@ impl Store for SqliteStore {
             .bind(&call.outcome)
             .bind(&call.error_code)
             .bind(i64::from(call.duration_ms))
+            .bind(&call.approval)
             .execute(&mut *tx)
             .await?;
         }

@@ -67,6 +67,8 @@ pub struct Registry {
     pub lint_webhook: String,
     /// The tenant's incarnation (passed to executors in the call context).
     pub tenant_uid: String,
+    /// The tenant's approval rules for this role (ADR 0013).
+    pub approvals: Vec<pb::ApprovalRule>,
     body: Arc<Content>,
 }
 
@@ -193,6 +195,7 @@ impl Registry {
             rate_limit_per_minute: registry.rate_limit_per_minute,
             lint_webhook: registry.lint_webhook,
             tenant_uid: registry.tenant_uid,
+            approvals: registry.approvals,
             body,
         }
     }
@@ -207,6 +210,14 @@ impl Registry {
         pb::ResolvedRegistry::decode(bytes)
             .ok()
             .map(Registry::from_pb)
+    }
+
+    /// The approval rule of a call of `tool`'s `action` ("" for a plain tool): the first
+    /// that names the tool and either no action or this one.
+    pub fn approval(&self, tool: &str, action: &str) -> Option<&pb::ApprovalRule> {
+        self.approvals
+            .iter()
+            .find(|rule| rule.tool == tool && (rule.action.is_empty() || rule.action == action))
     }
 
     /// A tool the caller may see, by name.

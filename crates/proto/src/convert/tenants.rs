@@ -89,6 +89,7 @@ pub fn try_tenant(tenant: Option<pb::Tenant>) -> DomainResult<domain::Tenant> {
         rate_limit_per_minute: tenant.rate_limit_per_minute,
         lint_webhook: non_empty(&tenant.lint_webhook),
         token_issuers: tenant.token_issuers.iter().map(token_issuer).collect(),
+        approvals: tenant.approvals.iter().map(approval_rule).collect(),
         revision: 0,
         // Chosen by the control plane, never by the caller.
         uid: String::new(),
@@ -107,6 +108,7 @@ pub const TENANT_FIELDS: &[&str] = &[
     "rate_limit_per_minute",
     "lint_webhook",
     "token_issuers",
+    "approvals",
 ];
 
 /// The fields an update without a mask changes: those `tenant` sets to a non-default value.
@@ -140,6 +142,9 @@ fn implied_mask(tenant: &pb::Tenant) -> Vec<&'static str> {
     }
     if !tenant.token_issuers.is_empty() {
         paths.push("token_issuers");
+    }
+    if !tenant.approvals.is_empty() {
+        paths.push("approvals");
     }
     paths
 }
@@ -228,6 +233,9 @@ pub fn patch_tenant(
     if named("token_issuers") {
         tenant.token_issuers = submitted.token_issuers.iter().map(token_issuer).collect();
     }
+    if named("approvals") {
+        tenant.approvals = submitted.approvals.iter().map(approval_rule).collect();
+    }
     Ok(tenant)
 }
 
@@ -238,6 +246,7 @@ pub const OPERATOR_FIELDS: &[&str] = &[
     "roles",
     "rate_limit_per_minute",
     "token_issuers",
+    "approvals",
 ];
 
 /// The operator's fields whose values differ between `a` and `b`.
@@ -254,6 +263,9 @@ pub fn operator_fields_changed(a: &domain::Tenant, b: &domain::Tenant) -> Vec<&'
     }
     if a.token_issuers != b.token_issuers {
         changed.push("token_issuers");
+    }
+    if a.approvals != b.approvals {
+        changed.push("approvals");
     }
     changed
 }
@@ -281,6 +293,36 @@ impl From<&domain::Tenant> for pb::Tenant {
             revision: t.revision,
             uid: t.uid.clone(),
             token_issuers: t.token_issuers.iter().map(pb::TokenIssuer::from).collect(),
+            approvals: t.approvals.iter().map(pb::ApprovalRule::from).collect(),
+        }
+    }
+}
+
+/// An approval rule as submitted (0 seconds: the default timeout).
+pub fn approval_rule(rule: &pb::ApprovalRule) -> domain::ApprovalRule {
+    domain::ApprovalRule {
+        tool: rule.tool.clone(),
+        action: non_empty(&rule.action),
+        roles: rule.roles.clone(),
+        reason: rule.reason.clone(),
+        timeout_secs: if rule.timeout_secs == 0 {
+            domain::model::DEFAULT_APPROVAL_TIMEOUT_SECS
+        } else {
+            rule.timeout_secs
+        },
+        show: rule.show.clone(),
+    }
+}
+
+impl From<&domain::ApprovalRule> for pb::ApprovalRule {
+    fn from(rule: &domain::ApprovalRule) -> Self {
+        pb::ApprovalRule {
+            tool: rule.tool.clone(),
+            action: rule.action.clone().unwrap_or_default(),
+            roles: rule.roles.clone(),
+            reason: rule.reason.clone(),
+            timeout_secs: rule.timeout_secs,
+            show: rule.show.clone(),
         }
     }
 }

@@ -26,8 +26,57 @@ impl State {
             }
         }
         self.check_token_issuers(&tenant, &mut v);
+        self.check_approvals(&tenant, &mut v);
         v.finish()?;
         Ok(tenant)
+    }
+
+    /// An approval rule names a tool of the catalogue, one of its actions, and registered
+    /// roles: a rule that matches nothing would only look like a safeguard.
+    fn check_approvals(&self, tenant: &Tenant, v: &mut Violations) {
+        for (index, rule) in tenant.approvals.iter().enumerate() {
+            let at = format!("tenant.approvals[{index}]");
+            let Some(tool) = self.tools.get(&rule.tool) else {
+                v.add(
+                    format!("{at}.tool"),
+                    format!("no tool {:?} in the catalogue", rule.tool),
+                );
+                continue;
+            };
+            if let Some(action) = &rule.action {
+                let actions = tool.def.polymorphism.as_ref().map(|p| &p.actions);
+                match actions {
+                    None => v.add(
+                        format!("{at}.action"),
+                        format!(
+                            "{:?} is not a polymorphic tool: leave action out",
+                            rule.tool
+                        ),
+                    ),
+                    Some(actions) if !actions.iter().any(|a| &a.name == action) => v.add(
+                        format!("{at}.action"),
+                        format!(
+                            "{:?} has no action {action:?} (it has {})",
+                            rule.tool,
+                            actions
+                                .iter()
+                                .map(|a| a.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ),
+                    Some(_) => {}
+                }
+            }
+            for role in &rule.roles {
+                if !self.roles.contains_key(role) {
+                    v.add(
+                        format!("{at}.roles"),
+                        format!("unknown role {role:?}: register it first"),
+                    );
+                }
+            }
+        }
     }
 
     /// Creates a tenant.

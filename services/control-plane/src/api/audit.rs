@@ -31,6 +31,7 @@ pub fn call_record(index: usize, record: pb::UsageRecord) -> Result<CallRecord, 
         }
         Ok(outcome) => outcome,
     };
+    let approval = record.approval.clone().unwrap_or_default();
     for (field, value) in [
         ("request_id", &record.request_id),
         ("edge", &record.edge),
@@ -40,6 +41,9 @@ pub fn call_record(index: usize, record: pb::UsageRecord) -> Result<CallRecord, 
         ("tool", &record.tool),
         ("action", &record.action),
         ("error_code", &record.error_code),
+        ("approval.reason", &approval.reason),
+        ("approval.shown", &approval.shown),
+        ("approval.answered_by", &approval.answered_by),
     ] {
         if value.len() > MAX_FIELD_BYTES {
             return Err(DomainError::invalid(
@@ -62,6 +66,17 @@ pub fn call_record(index: usize, record: pb::UsageRecord) -> Result<CallRecord, 
         outcome: outcome_name(outcome).to_owned(),
         error_code: safe(record.error_code),
         duration_ms: record.duration_ms,
+        approval: tp_proto::convert::approval_json(
+            record
+                .approval
+                .map(|a| pb::ApprovalRecord {
+                    reason: safe(a.reason),
+                    shown: safe(a.shown),
+                    answered_by: safe(a.answered_by),
+                    ..a
+                })
+                .as_ref(),
+        ),
     })
 }
 
@@ -242,6 +257,7 @@ impl Audit for AuditService {
                     outcome: outcome_of(&record.outcome) as i32,
                     error_code: record.error_code,
                     duration_ms: record.duration_ms,
+                    approval: tp_proto::convert::approval_from_json(&record.approval),
                 }
             })
             .collect();

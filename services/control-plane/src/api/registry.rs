@@ -158,6 +158,16 @@ impl Registry for RegistryService {
                     catalogue_size: u32::try_from(state.live_tool_count()).unwrap_or(u32::MAX),
                     lint_webhook: tenant.lint_webhook.clone().unwrap_or_default(),
                     tenant_uid: tenant.uid.clone(),
+                    // The rules of this role, for tools it sees.
+                    approvals: tenant
+                        .approvals
+                        .iter()
+                        .filter(|rule| {
+                            (rule.roles.is_empty() || rule.roles.contains(&request.role))
+                                && tools.iter().any(|t| t.name == rule.tool)
+                        })
+                        .map(pb::ApprovalRule::from)
+                        .collect(),
                 })
             })
             .await

@@ -42,7 +42,16 @@ pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -
         return refused.into_response();
     }
     let (mut parts, body) = request.into_parts();
-    let bytes = match read_body(body, state.config.mcp.max_body_bytes).await {
+    // The declared length (what the in-flight budget reserved) sizes the buffer once: grown by
+    // doubling, a body would briefly take up to three times its length.
+    let declared = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(state.config.mcp.max_body_bytes);
+    let bytes = match read_body(body, state.config.mcp.max_body_bytes, declared).await {
         Ok(bytes) => bytes,
         Err(BodyError::TimedOut) => return body_timed_out(),
         Err(BodyError::TooLarge) => {
@@ -237,8 +246,13 @@ pub(super) enum BodyError {
 
 /// A body of at most `limit` bytes (`mcp.max_body_bytes`), whole: its one data frame as it is
 /// (a small request's body arrives with its head), frames joined when there are more;
-/// trailers are ignored.
-pub(super) async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, BodyError> {
+/// trailers are ignored. `declared` (the `Content-Length`, at most `limit`) sizes the joined
+/// buffer once.
+pub(super) async fn read_body(
+    body: Body,
+    limit: usize,
+    declared: usize,
+) -> Result<axum::body::Bytes, BodyError> {
     use http_body_util::BodyExt as _;
     let mut body = body;
     let mut first: Option<axum::body::Bytes> = None;
@@ -263,6 +277,7 @@ pub(super) async fn read_body(body: Body, limit: usize) -> Result<axum::body::By
             None if joined.is_empty() => first = Some(data),
             None => joined.extend_from_slice(&data),
             Some(previous) => {
+                joined.reserve_exact(declared.max(previous.len() + data.len()));
                 joined.extend_from_slice(&previous);
                 joined.extend_from_slice(&data);
             }

@@ -33,11 +33,11 @@ fn clip(text: &str) -> String {
 }
 
 /// What a tool call produced, before it becomes an MCP response.
-struct Outcome {
-    result: CallToolResponse,
-    audit: pb::CallOutcome,
+pub(super) struct Outcome {
+    pub(super) result: CallToolResponse,
+    pub(super) audit: pb::CallOutcome,
     /// The audit trail's short code for a call that did not succeed.
-    code: String,
+    pub(super) code: String,
 }
 
 /// Results at most this large (bytes of protobuf) are answered without consulting the
@@ -71,7 +71,11 @@ fn result_memory(
 }
 
 impl Outcome {
-    fn error(message: String, audit: pb::CallOutcome, code: impl Into<String>) -> Outcome {
+    pub(super) fn error(
+        message: String,
+        audit: pb::CallOutcome,
+        code: impl Into<String>,
+    ) -> Outcome {
         Outcome {
             result: CallToolResult::error(vec![ContentBlock::text(message)]).into(),
             audit,
@@ -281,6 +285,8 @@ struct Audited<'a> {
     action: &'a str,
     outcome: pb::CallOutcome,
     code: &'a str,
+    /// The approval the call needed, when a rule applied.
+    approval: Option<pb::ApprovalRecord>,
 }
 
 /// One validated call on its way to the executor.
@@ -296,6 +302,8 @@ struct Invocation<'a> {
     request_id: &'a str,
     /// What a new `requestState` is bound to.
     binding: &'a [u8],
+    /// The call's approval, carried into a new `requestState` (ADR 0013).
+    approval: Option<request_state::ApprovalSeal>,
 }
 
 /// A call retried after an input-required result (MCP 2026-07-28, SEP-2322).
@@ -329,6 +337,7 @@ impl McpHandler {
                 action,
                 outcome: pb::CallOutcome::Rejected,
                 code,
+                approval: None,
             };
             self.audit(identity, &request_id, audited, started);
         };
@@ -344,20 +353,55 @@ impl McpHandler {
             }
         };
         let binding = request_state::binding(&identity.tenant, &identity.role, name, &arguments);
-        let state = match retry
+        let opened = match retry
             .request_state
-            .map(|sealed| self.state.seal.open(&binding, &sealed))
+            .map(|sealed| self.state.seal.open_with(&binding, &sealed))
         {
-            None => Vec::new(),
-            Some(Ok(state)) => state,
+            None => (Vec::new(), None),
+            Some(Ok(opened)) => opened,
             Some(Err(error)) => {
                 refused("invalid_request_state", &action);
                 return Err(Error::invalid_params(error.to_string()));
             }
         };
-        let responses = retry.input_responses.map(|responses| {
-            tp_proto::json::to_struct(&Value::Object(responses.into_iter().collect()))
-        });
+        let mut responses = retry.input_responses;
+        let (state, approval) = match registry.approval(name, &action) {
+            None => (opened.0, None),
+            Some(rule) => {
+                let pending = super::approval::Pending {
+                    rule,
+                    tool: name,
+                    action: &action,
+                    arguments: &arguments,
+                    identity,
+                    binding: &binding,
+                };
+                let cleared = if stateless(ctx) {
+                    self.approve_stateless(&pending, opened, &mut responses, ctx)
+                } else {
+                    self.approve_on_stream(&pending, ctx).await
+                };
+                match cleared {
+                    Ok(approved) => (approved.state, Some((approved.seal, approved.record))),
+                    Err(held) => {
+                        let audited = Audited {
+                            tool: name,
+                            action: &action,
+                            outcome: held.outcome.audit,
+                            code: &held.outcome.code,
+                            approval: Some(held.record),
+                        };
+                        self.audit(identity, &request_id, audited, started);
+                        return Ok(held.outcome.result);
+                    }
+                }
+            }
+        };
+        let responses = responses
+            .filter(|responses| !responses.is_empty())
+            .map(|responses| {
+                tp_proto::json::to_struct(&Value::Object(responses.into_iter().collect()))
+            });
         let outcome = self
             .forward(
                 identity,
@@ -370,6 +414,7 @@ impl McpHandler {
                     state,
                     binding: &binding,
                     request_id: &request_id,
+                    approval: approval.as_ref().map(|(seal, _)| *seal),
                 },
                 ctx,
             )
@@ -379,6 +424,7 @@ impl McpHandler {
             action: &action,
             outcome: outcome.audit,
             code: &outcome.code,
+            approval: approval.map(|(_, record)| record),
         };
         self.audit(identity, &request_id, audited, started);
         let mut response = outcome.result;
@@ -450,6 +496,7 @@ impl McpHandler {
         executor: &str,
         input: pb::InputRequired,
         binding: &[u8],
+        approval: Option<request_state::ApprovalSeal>,
         ctx: &CallContext<'_>,
     ) -> Outcome {
         let name = &tool.resolved.name;
@@ -488,7 +535,7 @@ impl McpHandler {
                 );
             }
         };
-        let request_state = self.state.seal.seal(binding, &input.state);
+        let request_state = self.state.seal.seal_with(binding, &input.state, approval);
         let result = InputRequiredResult::new(
             (!requests.is_empty()).then_some(requests),
             Some(request_state),
@@ -517,6 +564,7 @@ impl McpHandler {
             state,
             binding,
             request_id,
+            approval,
         } = invocation;
         let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
             return unconfigured(identity, tool, request_id);
@@ -550,7 +598,7 @@ impl McpHandler {
             Err(outcome) => outcome,
             Ok(Ok(Reply::Done(result))) => done(result, tool, request_id, ctx),
             Ok(Ok(Reply::InputRequired(input))) => {
-                self.input_required(tool, &executor.name, input, binding, ctx)
+                self.input_required(tool, &executor.name, input, binding, approval, ctx)
             }
             Ok(Err(error)) => failed(&error, identity, tool, request_id),
         }
@@ -684,6 +732,7 @@ impl McpHandler {
             action,
             outcome,
             code,
+            approval,
         } = call;
         let duration_ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
         ::metrics::histogram!("tp_edge_tool_call_seconds").record(started.elapsed().as_secs_f64());
@@ -699,6 +748,7 @@ impl McpHandler {
             edge: self.state.config.name.clone(),
             principal: clip(&identity.key_id),
             error_code: code.to_owned(),
+            approval,
         });
         // The request's access line (crate::access) carries the call at INFO.
         if action.is_empty() {

@@ -10,6 +10,7 @@
 // 2026-07-28 but still used by 2025-xx clients; executors' log events are relayed to them.
 #![allow(deprecated)]
 
+mod approval;
 pub mod bounds;
 mod call;
 mod content;

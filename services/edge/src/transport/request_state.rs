@@ -47,6 +47,23 @@ impl std::fmt::Debug for StateSeal {
 struct Sealed {
     /// The executor's state, base64url.
     s: String,
+    /// Where the call's approval stands (ADR 0013), for a call an approval rule covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    a: Option<ApprovalSeal>,
+}
+
+/// Where a call's approval stands, carried sealed between the rounds of a 2026-07-28 call:
+/// only an edge can have written it, for these arguments, so a retry cannot claim an approval
+/// nobody gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalSeal {
+    /// The client approved (`false`: it was asked and has not answered yet).
+    pub granted: bool,
+    /// Until when (Unix milliseconds) the question is open, or the approval valid.
+    pub until_ms: u64,
+    /// When the client approved (Unix milliseconds), 0 before.
+    #[serde(default)]
+    pub at_ms: u64,
 }
 
 /// Why a retried call's `requestState` was refused.
@@ -75,19 +92,45 @@ impl StateSeal {
 
     /// Seals an executor's state for one caller, tool and arguments.
     pub fn seal(&self, binding: &[u8], executor_state: &[u8]) -> String {
+        self.seal_with(binding, executor_state, None)
+    }
+
+    /// Seals an executor's state and where the call's approval stands.
+    pub fn seal_with(
+        &self,
+        binding: &[u8],
+        executor_state: &[u8],
+        approval: Option<ApprovalSeal>,
+    ) -> String {
         let sealed = Sealed {
             s: URL_SAFE_NO_PAD.encode(executor_state),
+            a: approval,
         };
+        // A state carrying an approval lives as long as the approval's own clock, at least.
+        let ttl = approval.map_or(self.ttl, |a| {
+            let left = a.until_ms.saturating_sub(tp_proto::clock::now_ms());
+            self.ttl.max(Duration::from_millis(left))
+        });
         self.codec
             .seal_json_with(
                 &sealed,
-                &SealOptions::new().associated_data(binding).ttl(self.ttl),
+                &SealOptions::new().associated_data(binding).ttl(ttl),
             )
             .expect("the sealed state serialises")
     }
 
     /// Opens a `requestState` for the same caller, tool and arguments; the executor's state.
     pub fn open(&self, binding: &[u8], request_state: &str) -> Result<Vec<u8>, StateError> {
+        self.open_with(binding, request_state)
+            .map(|(state, _)| state)
+    }
+
+    /// Opens a `requestState`: the executor's state and where the call's approval stands.
+    pub fn open_with(
+        &self,
+        binding: &[u8],
+        request_state: &str,
+    ) -> Result<(Vec<u8>, Option<ApprovalSeal>), StateError> {
         if request_state.len() > MAX_REQUEST_STATE {
             return Err(StateError::TooLong);
         }
@@ -95,9 +138,10 @@ impl StateSeal {
             .codec
             .open_json_with(request_state, binding)
             .map_err(|_| StateError::Invalid)?;
-        URL_SAFE_NO_PAD
+        let state = URL_SAFE_NO_PAD
             .decode(sealed.s)
-            .map_err(|_| StateError::Invalid)
+            .map_err(|_| StateError::Invalid)?;
+        Ok((state, sealed.a))
     }
 }
 

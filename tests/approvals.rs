@@ -1,0 +1,522 @@
+//! Approvals mid-call (ADR 0013), against real processes and the official SDKs:
+//! - on 2026-07-28 the Python SDK's elicitation callback answers the edge's question; its
+//!   requests go to two edges in turn, so the retry that carries the answer lands on the other
+//!   edge from the one that asked;
+//! - on 2025-11-25 the Python and TypeScript SDKs are asked on the call's stream;
+//! - declined, "accepted" without approving, or a client without elicitation: a tool error
+//!   naming the rule, and the executor is never called (the edges' executor-call counters do
+//!   not move);
+//! - a retry that claims an approval the edge never sealed, or moves one to other arguments,
+//!   is not forwarded; the rule is an operator's field, checked against the catalogue;
+//! - the audit trail records each question, answer, who gave it and what was shown.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tonic::Code;
+use tp_proto::pb;
+use tp_test_support::{eventually, node, node_dir, python};
+
+use crate::clients::run_client;
+use crate::fleet::{Fleet, LEGACY, STATELESS};
+
+const REASON: &str = "echo repeats what it is given to the tenant's channel";
+
+fn rule() -> pb::ApprovalRule {
+    pb::ApprovalRule {
+        tool: "echo".into(),
+        reason: REASON.into(),
+        timeout_secs: 60,
+        show: vec!["text".into()],
+        ..Default::default()
+    }
+}
+
+async fn set_approvals(admin: &mut tp_client::Admin, rules: Vec<pb::ApprovalRule>) {
+    admin
+        .tenants
+        .update_tenant(pb::UpdateTenantRequest {
+            tenant: Some(pb::Tenant {
+                id: "qa".into(),
+                approvals: rules,
+                ..Default::default()
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["approvals".into()],
+            }),
+        })
+        .await
+        .unwrap();
+}
+
+/// Waits until every edge holds the rule (a plain JSON call without a session is asked on its
+/// stream; a 2026-07-28 call that declares nothing is refused naming the rule).
+async fn wait_for_rule(fleet: &Fleet) {
+    for edge in 0..fleet.edges.len() {
+        let client = fleet.client(edge, "qa", "collector", STATELESS);
+        eventually(
+            "the approval rule to reach the edge",
+            Duration::from_secs(10),
+            || {
+                let client = client.clone();
+                async move {
+                    let reply = client.call("echo", json!({"text": "probe"})).await;
+                    reply.body.contains("needs approval").then_some(())
+                }
+            },
+        )
+        .await;
+    }
+}
+
+/// Calls the demo executor took, over every edge of the fleet.
+async fn executor_calls(fleet: &Fleet) -> f64 {
+    let mut total = 0.0;
+    for edge in &fleet.edges {
+        let (_, metrics) = edge.admin_get("/metrics").await;
+        total += metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("tp_edge_executor_calls_total") && l.contains("executor=\"demo\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    total
+}
+
+async fn python_approval(fleet: &Fleet, mode: &str, answer: &str, calls: Value) -> Value {
+    let script = std::fs::canonicalize("clients/python_approval.py").expect("python_approval.py");
+    let mut args = vec![
+        script.display().to_string(),
+        fleet.key("qa", "collector").to_owned(),
+        mode.to_owned(),
+        answer.to_owned(),
+        calls.to_string(),
+    ];
+    args.extend(fleet.edges.iter().map(|e| format!("http://{}/mcp", e.addr)));
+    run_client(&python(), &args, Path::new(".")).await
+}
+
+async fn ts_approval(fleet: &Fleet, answer: &str, calls: Value) -> Value {
+    run_client(
+        &node(),
+        &[
+            "ts_approval.mjs".to_owned(),
+            format!("http://{}/mcp", fleet.edges[0].addr),
+            fleet.key("qa", "collector").to_owned(),
+            answer.to_owned(),
+            calls.to_string(),
+        ],
+        &node_dir(),
+    )
+    .await
+}
+
+fn refused(out: &Value, why: &str) {
+    let call = &out["calls"][0];
+    assert_eq!(call["is_error"], true, "{out}");
+    let text = call["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(&format!("needs approval ({REASON})"))
+            && text.contains(why)
+            && text.contains("Nothing was forwarded"),
+        "{out}"
+    );
+}
+
+/// The records of qa's `echo` calls with an approval, oldest first, once `count` have arrived.
+async fn approval_records(fleet: &Fleet, count: usize) -> Vec<pb::AuditRecord> {
+    let admin = fleet.cp.admin().await;
+    eventually(
+        &format!("{count} audit records with an approval"),
+        Duration::from_secs(15),
+        || {
+            let mut admin = admin.clone();
+            async move {
+                let records: Vec<pb::AuditRecord> = admin
+                    .audit
+                    .list_audit_records(pb::ListAuditRecordsRequest {
+                        tenant: "qa".into(),
+                        tool: "echo".into(),
+                        page_size: 1000,
+                        ..Default::default()
+                    })
+                    .await
+                    .ok()?
+                    .into_inner()
+                    .records
+                    .into_iter()
+                    .filter(|r| r.approval.is_some())
+                    .collect();
+                (records.len() >= count).then_some(records)
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_approves_on_2026_07_28_and_the_retry_lands_on_the_other_edge() {
+    let fleet = Fleet::start(2, "").await;
+    let mut admin = fleet.cp.admin().await;
+    set_approvals(&mut admin, vec![rule()]).await;
+    wait_for_rule(&fleet).await;
+    let before = executor_calls(&fleet).await;
+
+    let calls = json!([["echo", {"text": "hello approver", "note": "kept out of the question"}]]);
+    let out = python_approval(&fleet, "auto", "approve", calls.clone()).await;
+    assert_eq!(out["protocol_version"], "2026-07-28", "{out}");
+    assert_eq!(out["calls"][0]["is_error"], false, "{out}");
+    assert_eq!(out["calls"][0]["text"], "[qa/collector] hello approver");
+    let question = out["questions"][0].as_str().expect("asked");
+    assert!(
+        question.contains("echo")
+            && question.contains(REASON)
+            && question.contains("text: hello approver")
+            && question.contains("Also given (not shown): note")
+            && !question.contains("kept out"),
+        "{question}"
+    );
+    // The call and its retry went to different edges.
+    let sent: Vec<&str> = out["sent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let ports: std::collections::BTreeSet<&str> =
+        sent.iter().filter_map(|s| s.split(' ').nth(1)).collect();
+    assert_eq!(ports.len(), 2, "both edges served the client: {sent:?}");
+    assert_eq!(executor_calls(&fleet).await - before, 1.0);
+
+    // No, an "accept" that does not approve, no elicitation: nothing reaches the executor.
+    for (answer, why) in [
+        ("decline", "the client declined it"),
+        ("accept-without-approving", "answered without approving"),
+        ("cancel", "cancelled the question"),
+        ("none", "declared no elicitation capability"),
+    ] {
+        let out = python_approval(&fleet, "auto", answer, calls.clone()).await;
+        refused(&out, why);
+    }
+    assert_eq!(
+        executor_calls(&fleet).await - before,
+        1.0,
+        "a refused call reached the executor"
+    );
+
+    // The trail: asked, approved (by this key, what was shown), declined, ..., unsupported.
+    let records = approval_records(&fleet, 10).await;
+    let states: Vec<(i32, &str)> = records
+        .iter()
+        .map(|r| (r.approval.as_ref().unwrap().state, r.error_code.as_str()))
+        .collect();
+    let approved = records
+        .iter()
+        .find(|r| r.approval.as_ref().unwrap().state == pb::ApprovalState::Approved as i32)
+        .expect("an approved record");
+    let approval = approved.approval.as_ref().unwrap();
+    assert_eq!(approved.outcome, pb::CallOutcome::Ok as i32);
+    assert_eq!(approval.reason, REASON);
+    assert!(approval.shown.contains("hello approver"), "{approval:?}");
+    assert_eq!(approval.answered_by, approved.principal);
+    assert!(approval.answered_at_ms > 0);
+    for code in ["approval_declined", "approval_unsupported"] {
+        assert!(
+            states.iter().any(|(_, c)| *c == code),
+            "{code} missing: {states:?}"
+        );
+    }
+    println!(
+        "approvals on 2026-07-28 across two edges: asked {question:?}; requests {sent:?}; audit (state, code): {states:?}"
+    );
+    assert!(
+        states
+            .iter()
+            .filter(|(s, _)| *s == pb::ApprovalState::Asked as i32)
+            .count()
+            >= 4,
+        "{states:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_and_typescript_sdks_are_asked_on_the_stream_on_2025_11_25() {
+    let fleet = Fleet::start(2, "").await;
+    let mut admin = fleet.cp.admin().await;
+    set_approvals(&mut admin, vec![rule()]).await;
+    wait_for_rule(&fleet).await;
+    let before = executor_calls(&fleet).await;
+    let calls = json!([["echo", {"text": "on the stream"}]]);
+
+    let out = python_approval(&fleet, "legacy", "approve", calls.clone()).await;
+    assert_eq!(out["protocol_version"], LEGACY, "{out}");
+    assert_eq!(
+        out["calls"][0]["text"], "[qa/collector] on the stream",
+        "{out}"
+    );
+    assert!(
+        out["questions"][0]
+            .as_str()
+            .unwrap()
+            .contains("text: on the stream")
+    );
+    let out = ts_approval(&fleet, "approve", calls.clone()).await;
+    assert_eq!(out["protocol_version"], LEGACY, "{out}");
+    assert_eq!(
+        out["calls"][0]["text"], "[qa/collector] on the stream",
+        "{out}"
+    );
+    assert!(
+        out["questions"][0].as_str().unwrap().contains(REASON),
+        "{out}"
+    );
+    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+
+    refused(
+        &python_approval(&fleet, "legacy", "decline", calls.clone()).await,
+        "the client declined it",
+    );
+    refused(
+        &ts_approval(&fleet, "cancel", calls.clone()).await,
+        "cancelled the question",
+    );
+    refused(
+        &ts_approval(&fleet, "none", calls.clone()).await,
+        "declared no elicitation capability",
+    );
+    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+
+    // Only the action the rule names: a rule for one action of a polymorphic tool leaves the
+    // tool's other calls alone, and rules for other roles do not apply.
+    set_approvals(
+        &mut admin,
+        vec![pb::ApprovalRule {
+            roles: vec!["executor".into()],
+            ..rule()
+        }],
+    )
+    .await;
+    let client = fleet.client(0, "qa", "collector", STATELESS);
+    eventually(
+        "the rule to be lifted for collector",
+        Duration::from_secs(10),
+        || {
+            let client = client.clone();
+            async move {
+                let reply = client.call("echo", json!({"text": "free"})).await;
+                (reply.result()["isError"] == false).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_cannot_claim_an_approval_the_edge_did_not_seal() {
+    let fleet = Fleet::start(2, "").await;
+    let mut admin = fleet.cp.admin().await;
+    set_approvals(&mut admin, vec![rule()]).await;
+    wait_for_rule(&fleet).await;
+    let before = executor_calls(&fleet).await;
+    let first = fleet.client(0, "qa", "collector", STATELESS);
+    let second = fleet.client(1, "qa", "collector", STATELESS);
+    let declares = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let yes = json!({"toolplane_approval": {"action": "accept", "content": {"approve": true}}});
+
+    // An answer nobody asked for (no requestState): asked again, not forwarded.
+    let forged = first
+        .request(
+            1,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes, "_meta": declares}),
+        )
+        .await;
+    assert_eq!(
+        forged.result()["resultType"],
+        "input_required",
+        "{}",
+        forged.body
+    );
+
+    // The state of a question about "a", answered, sent with other arguments: -32602.
+    let asked = first
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "a"}, "_meta": declares}),
+        )
+        .await;
+    let state = asked.result()["requestState"].as_str().unwrap().to_owned();
+    let moved = second
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "b"}, "inputResponses": yes,
+                   "requestState": state, "_meta": declares}),
+        )
+        .await;
+    assert_eq!(moved.error()["code"], -32602, "{}", moved.body);
+    // Another role cannot use it either.
+    let executor_role = fleet.client(1, "qa", "executor", STATELESS);
+    let other_role = executor_role
+        .request(
+            4,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes,
+                   "requestState": state, "_meta": declares}),
+        )
+        .await;
+    assert_eq!(other_role.error()["code"], -32602, "{}", other_role.body);
+    assert_eq!(executor_calls(&fleet).await - before, 0.0);
+
+    // Answered as asked, on the other edge: forwarded once.
+    let done = second
+        .request(
+            5,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes,
+                   "requestState": state, "_meta": declares}),
+        )
+        .await;
+    assert_eq!(
+        done.result()["content"][0]["text"],
+        "[qa/collector] a",
+        "{}",
+        done.body
+    );
+    assert_eq!(executor_calls(&fleet).await - before, 1.0);
+}
+
+#[tokio::test]
+async fn approval_rules_are_an_operators_checked_against_the_catalogue() {
+    let fleet = Fleet::start(1, "").await;
+    let mut admin = fleet.cp.admin().await;
+    let revision = |tenant: pb::Tenant| tenant.revision;
+    let before = revision(
+        admin
+            .tenants
+            .get_tenant(pb::GetTenantRequest { id: "qa".into() })
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    for (what, bad, field) in [
+        (
+            "unknown tool",
+            pb::ApprovalRule {
+                tool: "nope".into(),
+                ..rule()
+            },
+            "approvals[0].tool",
+        ),
+        (
+            "action of a plain tool",
+            pb::ApprovalRule {
+                action: "send".into(),
+                ..rule()
+            },
+            "approvals[0].action",
+        ),
+        (
+            "unknown action",
+            pb::ApprovalRule {
+                tool: "client_wiki".into(),
+                action: "nope".into(),
+                ..rule()
+            },
+            "approvals[0].action",
+        ),
+        (
+            "unknown role",
+            pb::ApprovalRule {
+                roles: vec!["nobody".into()],
+                ..rule()
+            },
+            "approvals[0].roles",
+        ),
+        (
+            "no reason",
+            pb::ApprovalRule {
+                reason: String::new(),
+                ..rule()
+            },
+            "approvals[0].reason",
+        ),
+        (
+            "timeout too long",
+            pb::ApprovalRule {
+                timeout_secs: 7200,
+                ..rule()
+            },
+            "approvals[0].timeout_secs",
+        ),
+    ] {
+        let status = admin
+            .tenants
+            .update_tenant(pb::UpdateTenantRequest {
+                tenant: Some(pb::Tenant {
+                    id: "qa".into(),
+                    approvals: vec![bad],
+                    ..Default::default()
+                }),
+                update_mask: Some(prost_types::FieldMask {
+                    paths: vec!["approvals".into()],
+                }),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{what}: {status:?}");
+        assert!(
+            status.message().contains(field),
+            "{what}: {}",
+            status.message()
+        );
+    }
+
+    // A tenant admin may not lift (or set) the tenant's approvals.
+    set_approvals(&mut admin, vec![rule()]).await;
+    let issued = admin
+        .admins
+        .issue_admin_token(pb::IssueAdminTokenRequest {
+            scope: pb::AdminScope::TenantAdmin as i32,
+            tenants: vec!["qa".into()],
+            label: "qa-admin".into(),
+            expires_at: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut tenant_admin = tp_client::Admin::connect(&fleet.cp.url(), &issued.token)
+        .await
+        .unwrap();
+    let status = tenant_admin
+        .tenants
+        .update_tenant(pb::UpdateTenantRequest {
+            tenant: Some(pb::Tenant {
+                id: "qa".into(),
+                ..Default::default()
+            }),
+            update_mask: Some(prost_types::FieldMask {
+                paths: vec!["approvals".into()],
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert!(
+        status.message().contains("approvals"),
+        "{}",
+        status.message()
+    );
+    let after = admin
+        .tenants
+        .get_tenant(pb::GetTenantRequest { id: "qa".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(after.approvals.len(), 1, "the rule stands");
+    assert!(after.revision > before);
+}
