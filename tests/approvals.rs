@@ -476,6 +476,54 @@ async fn approval_rules_are_an_operators_checked_against_the_catalogue() {
         );
     }
 
+    // The CLI sets rules (its values replace the tenant's) and shows them.
+    let ctl = tp_test_support::binary("toolplanectl");
+    let token = fleet.cp.admin_token();
+    let base = ["--addr", fleet.cp.addr.as_str(), "--token", token.as_str()];
+    let (status, _, stderr) = crate::control_plane::run(
+        &ctl,
+        &[
+            &base[..],
+            &[
+                "tenants",
+                "update",
+                "qa",
+                "--approval",
+                &format!("echo={REASON}"),
+                "--approval",
+                "client_wiki:lint=publishes a report",
+                "--approval-show",
+                "text",
+                "--approval-timeout",
+                "120",
+            ],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(status, 0, "{stderr}");
+    let (status, stdout, stderr) = crate::control_plane::run(
+        &ctl,
+        &[&base[..], &["--json", "tenants", "get", "qa"]].concat(),
+    )
+    .await;
+    assert_eq!(status, 0, "{stderr}");
+    assert!(
+        stdout.contains("\"action\": \"lint\"") && stdout.contains("\"timeout_secs\": 120"),
+        "{stdout}"
+    );
+    let (status, _, stderr) = crate::control_plane::run(
+        &ctl,
+        &[
+            &base[..],
+            &["tenants", "update", "qa", "--approval", "echo"],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_ne!(status, 0);
+    assert!(stderr.contains("TOOL=REASON"), "{stderr}");
+
     // A tenant admin may not lift (or set) the tenant's approvals.
     set_approvals(&mut admin, vec![rule()]).await;
     let issued = admin

@@ -236,6 +236,23 @@ pub struct TenantArgs {
     /// Webhook for material wiki lint findings ("" = none).
     #[arg(long)]
     pub lint_webhook: Option<String>,
+    /// A call that needs a person's approval before it is forwarded (ADR 0013), as
+    /// `TOOL=REASON` or `TOOL:ACTION=REASON`; repeat for several. The rules given replace the
+    /// tenant's (an operator's field).
+    #[arg(long = "approval", value_name = "TOOL[:ACTION]=REASON")]
+    pub approvals: Vec<String>,
+    /// Roles the --approval rules apply to, comma-separated (default: every role).
+    #[arg(long, requires = "approvals")]
+    pub approval_roles: Option<String>,
+    /// Arguments whose values the --approval questions show, comma-separated.
+    #[arg(long, requires = "approvals")]
+    pub approval_show: Option<String>,
+    /// How long each --approval question stays open and an approval valid (10-3600 s).
+    #[arg(long, requires = "approvals")]
+    pub approval_timeout: Option<u32>,
+    /// Removes every approval rule of the tenant.
+    #[arg(long, conflicts_with = "approvals")]
+    pub no_approvals: bool,
 }
 
 /// `keys ...`

@@ -114,7 +114,7 @@ impl ApprovalRule {
         );
         if !(MIN_APPROVAL_TIMEOUT_SECS..=MAX_APPROVAL_TIMEOUT_SECS).contains(&self.timeout_secs) {
             v.add(
-                &format!("{at}.timeout_secs"),
+                format!("{at}.timeout_secs"),
                 format!(
                     "must be between {MIN_APPROVAL_TIMEOUT_SECS} and {MAX_APPROVAL_TIMEOUT_SECS} (got {})",
                     self.timeout_secs
@@ -125,7 +125,7 @@ impl ApprovalRule {
         self.show.dedup();
         if self.show.len() > MAX_APPROVAL_SHOWN {
             v.add(
-                &format!("{at}.show"),
+                format!("{at}.show"),
                 format!("at most {MAX_APPROVAL_SHOWN} arguments"),
             );
         }

@@ -75,6 +75,16 @@ fn line(record: &pb::AuditRecord) -> Value {
         "outcome": outcome_name(record.outcome),
         "error_code": record.error_code,
         "duration_ms": record.duration_ms,
+        "approval": record.approval.as_ref().map(|a| json!({
+            "state": tp_proto::convert::APPROVAL_STATE_NAMES
+                .iter()
+                .find(|(s, _)| *s as i32 == a.state)
+                .map_or("unspecified", |(_, name)| name),
+            "reason": a.reason,
+            "shown": a.shown,
+            "answered_by": a.answered_by,
+            "answered_at": (a.answered_at_ms > 0).then(|| rfc3339(a.answered_at_ms)),
+        })),
     })
 }
 

@@ -8,6 +8,9 @@ pub(super) fn apply_tenant_args(
     tenant: &mut pb::Tenant,
     args: TenantArgs,
 ) -> anyhow::Result<Vec<String>> {
+    let approvals = (args.no_approvals || !args.approvals.is_empty())
+        .then(|| approval_rules(&args))
+        .transpose()?;
     let mut paths = Vec::new();
     let mut set = |path: &str| paths.push(path.to_owned());
     if let Some(name) = args.name {
@@ -34,12 +37,7 @@ pub(super) fn apply_tenant_args(
     }
     let disclosure = tenant.disclosure.get_or_insert_with(Default::default);
     if let Some(mode) = args.disclosure {
-        disclosure.mode = match mode.as_str() {
-            "full" => pb::DisclosureMode::Full,
-            "progressive" => pb::DisclosureMode::Progressive,
-            "auto" => pb::DisclosureMode::Auto,
-            other => bail!("unknown disclosure mode {other:?} (full, progressive, auto)"),
-        } as i32;
+        disclosure.mode = disclosure_mode(&mode)? as i32;
         set("disclosure.mode");
     }
     if let Some(threshold) = args.threshold {
@@ -58,7 +56,46 @@ pub(super) fn apply_tenant_args(
         tenant.lint_webhook = webhook;
         set("lint_webhook");
     }
+    if let Some(rules) = approvals {
+        tenant.approvals = rules;
+        set("approvals");
+    }
     Ok(paths)
+}
+
+/// `--disclosure MODE`.
+fn disclosure_mode(mode: &str) -> anyhow::Result<pb::DisclosureMode> {
+    Ok(match mode {
+        "full" => pb::DisclosureMode::Full,
+        "progressive" => pb::DisclosureMode::Progressive,
+        "auto" => pb::DisclosureMode::Auto,
+        other => bail!("unknown disclosure mode {other:?} (full, progressive, auto)"),
+    })
+}
+
+/// `--approval TOOL[:ACTION]=REASON` rules, with the shared roles, shown arguments and timeout
+/// (none for `--no-approvals`).
+fn approval_rules(args: &TenantArgs) -> anyhow::Result<Vec<pb::ApprovalRule>> {
+    let roles = args.approval_roles.as_deref();
+    let show = args.approval_show.as_deref();
+    let timeout = args.approval_timeout;
+    args.approvals
+        .iter()
+        .map(|spec| {
+            let Some((target, reason)) = spec.split_once('=') else {
+                bail!("--approval {spec:?}: write TOOL=REASON or TOOL:ACTION=REASON");
+            };
+            let (tool, action) = target.split_once(':').unwrap_or((target, ""));
+            Ok(pb::ApprovalRule {
+                tool: tool.trim().to_owned(),
+                action: action.trim().to_owned(),
+                roles: roles.map(split_list).unwrap_or_default(),
+                reason: reason.trim().to_owned(),
+                timeout_secs: timeout.unwrap_or(0),
+                show: show.map(split_list).unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 pub(super) fn print_tenants(tenants: &[pb::Tenant], json_out: bool) {

@@ -208,22 +208,8 @@ pub fn patch_tenant(
     if named("roles") {
         tenant.roles = submitted.roles.clone();
     }
-    let submitted_disclosure = submitted.disclosure.clone().unwrap_or_default();
-    if named("disclosure") {
-        tenant.disclosure = try_disclosure(Some(submitted_disclosure))?;
-    } else {
-        let mut disclosure = pb::Disclosure::from(&tenant.disclosure);
-        if named("disclosure.mode") {
-            disclosure.mode = submitted_disclosure.mode;
-        }
-        if named("disclosure.threshold") {
-            disclosure.threshold = submitted_disclosure.threshold;
-        }
-        if named("disclosure.pinned") {
-            disclosure.pinned = submitted_disclosure.pinned;
-        }
-        tenant.disclosure = try_disclosure(Some(disclosure))?;
-    }
+    tenant.disclosure =
+        patched_disclosure(&tenant.disclosure, submitted.disclosure.clone(), &named)?;
     if named("rate_limit_per_minute") {
         tenant.rate_limit_per_minute = submitted.rate_limit_per_minute;
     }
@@ -237,6 +223,29 @@ pub fn patch_tenant(
         tenant.approvals = submitted.approvals.iter().map(approval_rule).collect();
     }
     Ok(tenant)
+}
+
+/// A tenant's disclosure changed as the mask says: whole (`disclosure`) or field by field.
+fn patched_disclosure(
+    existing: &domain::Disclosure,
+    submitted: Option<pb::Disclosure>,
+    named: &dyn Fn(&str) -> bool,
+) -> DomainResult<domain::Disclosure> {
+    let submitted = submitted.unwrap_or_default();
+    if named("disclosure") {
+        return try_disclosure(Some(submitted));
+    }
+    let mut disclosure = pb::Disclosure::from(existing);
+    if named("disclosure.mode") {
+        disclosure.mode = submitted.mode;
+    }
+    if named("disclosure.threshold") {
+        disclosure.threshold = submitted.threshold;
+    }
+    if named("disclosure.pinned") {
+        disclosure.pinned = submitted.pinned;
+    }
+    try_disclosure(Some(disclosure))
 }
 
 /// The fields of a tenant only an operator (a `full` admin) may change: what the tenant may

@@ -6,7 +6,7 @@
 //! timeout, or a client that cannot be asked is a tool error naming the rule; nothing is
 //! forwarded.
 
-use super::call::Outcome;
+use super::outcome::Outcome;
 use super::validate::declared_capabilities;
 use super::*;
 use crate::transport::request_state::{self, ApprovalSeal};
@@ -42,7 +42,26 @@ pub(super) struct Pending<'a> {
     pub binding: &'a [u8],
 }
 
-impl Pending<'_> {
+impl<'a> Pending<'a> {
+    /// The call of `tool`'s `action` by `identity`, when a rule of `registry` covers it.
+    pub(super) fn of(
+        registry: &'a Registry,
+        identity: &'a Identity,
+        tool: &'a str,
+        action: &'a str,
+        arguments: &'a Value,
+        binding: &'a [u8],
+    ) -> Option<Pending<'a>> {
+        registry.approval(tool, action).map(|rule| Pending {
+            rule,
+            tool,
+            action,
+            arguments,
+            identity,
+            binding,
+        })
+    }
+
     /// The tool (and action) as the question and errors name it.
     fn called(&self) -> String {
         if self.action.is_empty() {
@@ -79,7 +98,7 @@ impl Pending<'_> {
             self.rule.reason.trim_end_matches('.')
         );
         if !shown.is_empty() {
-            question.push_str("\n");
+            question.push('\n');
             question.push_str(&shown.join("\n"));
         }
         if !named.is_empty() {
@@ -124,16 +143,16 @@ impl Pending<'_> {
     }
 
     /// A refusal: a tool error naming the rule, with the audit code and record.
-    fn refused(&self, state: pb::ApprovalState, why: &str, code: &str, at_ms: u64) -> Held {
+    fn refused(&self, state: pb::ApprovalState, why: &str, code: &str, at_ms: u64) -> Box<Held> {
         let message = format!(
             "{} was not run: it needs approval ({}) and {why}. Nothing was forwarded.",
             self.called(),
             self.rule.reason.trim_end_matches('.')
         );
-        Held {
+        Box::new(Held {
             outcome: Outcome::error(message, pb::CallOutcome::Rejected, code),
             record: self.record(state, &self.question(), at_ms),
-        }
+        })
     }
 
     fn timeout_ms(&self) -> u64 {
@@ -158,17 +177,41 @@ fn verdict(answer: &Value) -> Result<(), &'static str> {
     }
 }
 
+/// What a call carries on once cleared: the executor's state and, when a rule applied, the
+/// approval's seal and record.
+pub(super) type Cleared = (Vec<u8>, Option<(ApprovalSeal, pb::ApprovalRecord)>);
+
 impl McpHandler {
+    /// Clears a call: one no rule covers goes on with the state its retry carried; one a rule
+    /// covers is asked about first (2026-07-28: from its retry; 2025-xx: on its stream).
+    pub(super) async fn clear(
+        &self,
+        pending: Option<&Pending<'_>>,
+        opened: (Vec<u8>, Option<ApprovalSeal>),
+        responses: &mut Option<InputResponses>,
+        ctx: &CallContext<'_>,
+    ) -> Result<Cleared, Box<Held>> {
+        let Some(call) = pending else {
+            return Ok((opened.0, None));
+        };
+        let approved = if stateless(ctx) {
+            self.approve_stateless(call, opened, responses, ctx)?
+        } else {
+            self.approve_on_stream(call, ctx).await?
+        };
+        Ok((approved.state, Some((approved.seal, approved.record))))
+    }
+
     /// Clears a 2026-07-28 call an approval rule covers, from what its retry carries: an
     /// approval sealed by an edge (still valid), an answer to the question an edge sealed as
     /// asked, or nothing (the question is put now, as an input-required result).
-    pub(super) fn approve_stateless(
+    fn approve_stateless(
         &self,
         call: &Pending<'_>,
         opened: (Vec<u8>, Option<ApprovalSeal>),
         responses: &mut Option<InputResponses>,
         ctx: &CallContext<'_>,
-    ) -> Result<Approved, Held> {
+    ) -> Result<Approved, Box<Held>> {
         let now = now_ms();
         let question = call.question();
         let answer = responses.as_mut().and_then(|r| r.remove(APPROVAL_KEY));
@@ -226,7 +269,12 @@ impl McpHandler {
     }
 
     /// The question as an input-required result, its state sealed as asked.
-    fn ask_stateless(&self, call: &Pending<'_>, question: &str, ctx: &CallContext<'_>) -> Held {
+    fn ask_stateless(
+        &self,
+        call: &Pending<'_>,
+        question: &str,
+        ctx: &CallContext<'_>,
+    ) -> Box<Held> {
         let declared = declared_capabilities(ctx).unwrap_or_default();
         let requests = json!({ APPROVAL_KEY: call.elicitation(question) });
         let requests = match request_state::input_requests(&requests, Some(&declared)) {
@@ -247,23 +295,23 @@ impl McpHandler {
         };
         let request_state = self.state.seal.seal_with(call.binding, &[], Some(seal));
         let result = InputRequiredResult::new(Some(requests), Some(request_state));
-        Held {
+        Box::new(Held {
             outcome: Outcome {
                 result: CallToolResponse::InputRequired(result),
                 audit: pb::CallOutcome::InputRequired,
                 code: String::new(),
             },
             record: call.record(pb::ApprovalState::Asked, question, 0),
-        }
+        })
     }
 
     /// Clears a 2025-xx call an approval rule covers by asking the client on the call's stream
     /// and waiting for its answer (the rule's timeout, within the request's).
-    pub(super) async fn approve_on_stream(
+    async fn approve_on_stream(
         &self,
         call: &Pending<'_>,
         ctx: &CallContext<'_>,
-    ) -> Result<Approved, Held> {
+    ) -> Result<Approved, Box<Held>> {
         let question = call.question();
         // What the client declared at `initialize` (kept in its session id); a request without
         // a session is asked all the same, and a client that cannot answer refuses the question.

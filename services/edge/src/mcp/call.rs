@@ -1,6 +1,7 @@
 //! One tool call: rate limit, action and schema checks, the executor call with its deadline,
 //! input-required round trips (2026-07-28) and questions on the stream (2025-xx), the audit.
 
+use super::outcome::Outcome;
 use super::relay::Relay;
 use super::validate::{
     check_action, declared_capabilities, missing_client_capabilities, validate_schema,
@@ -32,14 +33,6 @@ fn clip(text: &str) -> String {
     tp_registry::ident::sanitized(text, AUDIT_FIELD_BYTES)
 }
 
-/// What a tool call produced, before it becomes an MCP response.
-pub(super) struct Outcome {
-    pub(super) result: CallToolResponse,
-    pub(super) audit: pb::CallOutcome,
-    /// The audit trail's short code for a call that did not succeed.
-    pub(super) code: String,
-}
-
 /// Results at most this large (bytes of protobuf) are answered without consulting the
 /// in-flight budget: what they cost is noise beside what requests reserve.
 const SMALL_RESULT_BYTES: usize = 64 * 1024;
@@ -68,20 +61,6 @@ fn result_memory(
         .try_acquire_many_owned(kib)
         .map(Some)
         .map_err(|_| ())
-}
-
-impl Outcome {
-    pub(super) fn error(
-        message: String,
-        audit: pb::CallOutcome,
-        code: impl Into<String>,
-    ) -> Outcome {
-        Outcome {
-            result: CallToolResult::error(vec![ContentBlock::text(message)]).into(),
-            audit,
-            code: code.into(),
-        }
-    }
 }
 
 /// What every executor request of one call carries; only the client's answers and the
@@ -306,6 +285,22 @@ struct Invocation<'a> {
     approval: Option<request_state::ApprovalSeal>,
 }
 
+/// A call past its checks and its approval, on its way to the executor.
+struct Ready<'a> {
+    tool: &'a EdgeTool,
+    action: &'a str,
+    arguments: Value,
+    /// The executor state from the verified `requestState` (empty on a first call).
+    state: Vec<u8>,
+    /// The client's answers to a previous input-required result (the approval's removed).
+    responses: Option<InputResponses>,
+    binding: &'a [u8],
+    request_id: &'a str,
+    started: Instant,
+    /// The call's approval, when a rule applied: the seal later rounds carry, and the record.
+    approval: Option<(request_state::ApprovalSeal, pb::ApprovalRecord)>,
+}
+
 /// A call retried after an input-required result (MCP 2026-07-28, SEP-2322).
 #[derive(Debug, Default)]
 pub struct Retry {
@@ -365,41 +360,62 @@ impl McpHandler {
             }
         };
         let mut responses = retry.input_responses;
-        let (state, approval) = match registry.approval(name, &action) {
-            None => (opened.0, None),
-            Some(rule) => {
-                let pending = super::approval::Pending {
-                    rule,
+        let pending =
+            super::approval::Pending::of(registry, identity, name, &action, &arguments, &binding);
+        let (state, approval) = match self
+            .clear(pending.as_ref(), opened, &mut responses, ctx)
+            .await
+        {
+            Ok(cleared) => cleared,
+            Err(held) => {
+                let audited = Audited {
                     tool: name,
                     action: &action,
-                    arguments: &arguments,
-                    identity,
-                    binding: &binding,
+                    outcome: held.outcome.audit,
+                    code: &held.outcome.code,
+                    approval: Some(held.record),
                 };
-                let cleared = if stateless(ctx) {
-                    self.approve_stateless(&pending, opened, &mut responses, ctx)
-                } else {
-                    self.approve_on_stream(&pending, ctx).await
-                };
-                match cleared {
-                    Ok(approved) => (approved.state, Some((approved.seal, approved.record))),
-                    Err(held) => {
-                        let audited = Audited {
-                            tool: name,
-                            action: &action,
-                            outcome: held.outcome.audit,
-                            code: &held.outcome.code,
-                            approval: Some(held.record),
-                        };
-                        self.audit(identity, &request_id, audited, started);
-                        return Ok(held.outcome.result);
-                    }
-                }
+                self.audit(identity, &request_id, audited, started);
+                return Ok(held.outcome.result);
             }
         };
+        let ready = Ready {
+            tool,
+            action: &action,
+            arguments,
+            state,
+            responses,
+            binding: &binding,
+            request_id: &request_id,
+            started,
+            approval,
+        };
+        Ok(self.run(identity, registry, ready, ctx).await)
+    }
+
+    /// Forwards a call that passed its checks and its approval, audits it, and adds the
+    /// deprecation notice of a tool past its sunset announcement.
+    async fn run(
+        &self,
+        identity: &Identity,
+        registry: &Registry,
+        ready: Ready<'_>,
+        ctx: &CallContext<'_>,
+    ) -> CallToolResponse {
+        let Ready {
+            tool,
+            action,
+            arguments,
+            state,
+            responses,
+            binding,
+            request_id,
+            started,
+            approval,
+        } = ready;
         let responses = responses
             .filter(|responses| !responses.is_empty())
-            .map(|responses| {
+            .and_then(|responses| {
                 tp_proto::json::to_struct(&Value::Object(responses.into_iter().collect()))
             });
         let outcome = self
@@ -408,32 +424,33 @@ impl McpHandler {
                 registry,
                 Invocation {
                     tool,
-                    action: &action,
+                    action,
                     arguments,
-                    input_responses: responses.flatten(),
+                    input_responses: responses,
                     state,
-                    binding: &binding,
-                    request_id: &request_id,
+                    binding,
+                    request_id,
                     approval: approval.as_ref().map(|(seal, _)| *seal),
                 },
                 ctx,
             )
             .await;
+        let name = tool.resolved.name.as_str();
         let audited = Audited {
             tool: name,
-            action: &action,
+            action,
             outcome: outcome.audit,
             code: &outcome.code,
             approval: approval.map(|(_, record)| record),
         };
-        self.audit(identity, &request_id, audited, started);
+        self.audit(identity, request_id, audited, started);
         let mut response = outcome.result;
         if let (Some(sunset), CallToolResponse::Complete(result)) =
             (&tool.resolved.sunset, &mut response)
         {
             deprecation_notice(result, name, sunset);
         }
-        Ok(response)
+        response
     }
 
     /// The checks a call passes before anything is forwarded, in order: the tool is the

@@ -17,6 +17,7 @@ mod content;
 pub mod context;
 mod meta;
 mod metrics;
+mod outcome;
 pub mod params;
 mod relay;
 mod validate;
