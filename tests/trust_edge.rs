@@ -278,6 +278,19 @@ async fn t24_arguments_that_parse_large_keep_the_edge_within_its_memory_budget()
         "peak grew by {grew_mib:.0} MiB against a budget of {budget_mib} MiB ({served} served, {shed} shed)"
     );
     assert!(served >= 1);
+    // A connection's read buffer is bounded (64 KiB), and so is a request head (hyper checks
+    // it when a read leaves the head incomplete, so one of 256 KiB is certain to be refused).
+    let padding = "x".repeat(256 * 1024);
+    let mut padded = headers.to_vec();
+    padded.push(("x-padding", padding.as_str()));
+    let long_head = client
+        .raw(
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+                .unwrap(),
+            &padded,
+        )
+        .await;
+    assert_eq!(long_head.status, 431, "{}", long_head.body);
     println!(
         "T24 held: 72 concurrent calls of {:.2} MB / 40,000 distinct keys: {served} served, {shed} shed 503; edge peak RSS {:.0} → {:.0} MiB (+{grew_mib:.0} MiB, budget {budget_mib} MiB)",
         size as f64 / 1e6,

@@ -187,6 +187,7 @@ async fn serve_connection<IO, S, B>(
         }
     });
     let connection = hyper::server::conn::http1::Builder::new()
+        .max_buf_size(READ_BUFFER_BYTES)
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .keep_alive(true)
@@ -195,6 +196,12 @@ async fn serve_connection<IO, S, B>(
         tracing::debug!(%error, "connection ended with an error");
     }
 }
+
+/// Largest read buffer of one HTTP/1 connection; a request head that has not ended when a read
+/// leaves the buffer this full gets 431. hyper's default (about 400 KiB) lets every connection sending a large body hold that
+/// much outside any request's share of the in-flight byte budget; at 64 KiB a thousand such
+/// connections hold 64 MiB.
+pub(crate) const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Accepted connections for tonic's `serve_with_incoming_shutdown`: each holds a slot of
 /// `limits.max_connections` (beyond, connections are closed as they are accepted), must send
