@@ -197,10 +197,25 @@ async fn the_reference_mcp_server_behind_the_edges_imported_called_and_checked_f
     // re-annotation, in the annotations): drift names the fields, exit 1.
     let mut def = echo["def"].clone();
     def["description"] = json!("Echoes the message back (the catalogue's own wording).");
+    // Marking it destructive widens it: an owner's admission is not enough (ADR 0012).
     def["annotations"]["destructive"] = json!(true);
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), def.to_string()).unwrap();
     let path = file.path().display().to_string();
+    let (code, out, err) = ctl(&fleet, &["--json", "tools", "update", &path], &[]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("reaches further than the admitted one (now destructive)"),
+        "{err}"
+    );
+    // Narrowing hints needs nothing more.
+    def["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("destructive");
+    def["annotations"]["read_only"] = json!(true);
+    def["annotations"]["open_world"] = json!(false);
+    std::fs::write(file.path(), def.to_string()).unwrap();
     let (code, out, err) = ctl(&fleet, &["--json", "tools", "update", &path], &[]).await;
     assert_eq!(code, 0, "{out}{err}");
     let updated: Value = serde_json::from_str(&out).unwrap();

@@ -68,6 +68,10 @@ pub enum ToolsCmd {
         /// Admit what the upstream now says (a new admission: the lint again, a new pin).
         #[arg(long, requires = "name")]
         admit: bool,
+        /// The accepted ADR that allows the change, needed when it widens the tool (new
+        /// actions or arguments, weaker hints, more callers).
+        #[arg(long, requires = "admit")]
+        adr: Option<String>,
     },
 }
 

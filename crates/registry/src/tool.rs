@@ -747,6 +747,8 @@ impl Tool {
     }
 }
 
+mod widen;
+
 #[cfg(test)]
 mod tests;
 

@@ -2,12 +2,12 @@
 
 use super::*;
 
-/// Lists drifted tools, or shows one tool's difference (`--admit`: takes it); exit 1 while any
-/// drift remains.
+/// Lists drifted tools, or shows one tool's difference (`admit`: takes it, under the ADR given
+/// when there is one); exit 1 while any drift remains.
 pub(super) async fn drift(
     admin: &mut Admin,
     name: Option<String>,
-    admit: bool,
+    admit: Option<Option<String>>,
     json_out: bool,
 ) -> anyhow::Result<i32> {
     let Some(name) = name else {
@@ -34,8 +34,11 @@ pub(super) async fn drift(
     };
     let upstream: Value = serde_json::from_str(&drift.upstream_json)
         .context("the control plane sent an unreadable upstream definition")?;
-    let admitted = try_tool_def(tool.spec.clone())?;
-    if admit {
+    let mut admitted = try_tool_def(tool.spec.clone())?;
+    if let Some(adr) = admit {
+        if adr.is_some() {
+            admitted.admission.adr = adr;
+        }
         return take(admin, admitted, &upstream, json_out).await;
     }
     if json_out {
@@ -117,7 +120,9 @@ fn print_difference(
         out!("+++ {field}, upstream");
         out!("{}", show(&upstream[field.as_str()]));
     }
-    out!("admit it with: toolplanectl tools drift {name} --admit");
+    out!(
+        "admit it with: toolplanectl tools drift {name} --admit (add --adr ADR-N if it widens the tool)"
+    );
 }
 
 /// Admits the upstream's definition: the admitted one with the upstream's title, description,

@@ -194,7 +194,8 @@ pub(super) async fn tools(mut admin: Admin, cmd: ToolsCmd, json_out: bool) -> an
                 .into_inner();
             print_tool(&tool, json_out);
         }
-        ToolsCmd::Drift { name, admit } => {
+        ToolsCmd::Drift { name, admit, adr } => {
+            let admit = admit.then_some(adr);
             return drift(&mut admin, name, admit, json_out).await;
         }
         ToolsCmd::Reactivate { name } => {

@@ -444,3 +444,65 @@ fn drift_is_recorded_once_hides_by_policy_and_ends_when_the_change_is_admitted()
     assert_eq!(now.findings[0].rule, "email-in-description");
     assert!(crate::project(now, &role).is_some());
 }
+
+#[test]
+fn an_update_that_widens_a_tool_needs_an_accepted_adr() {
+    let mut state = demo();
+    let mut def = extra("narrow");
+    def.input_schema = json!({"type": "object", "properties": {"q": {"type": "string"}},
+                              "additionalProperties": false});
+    def.annotations.read_only = Some(true);
+    def.roles = vec!["collector".into()];
+    commit(&mut state, |s| s.register_tool(def.clone(), "owner"));
+
+    // Narrowing or rewording needs nothing more than the owner's admission.
+    let mut reworded = def.clone();
+    reworded.description = "An extra tool, reworded".into();
+    commit(&mut state, |s| s.update_tool(reworded.clone(), "owner"));
+
+    type Widen = Box<dyn Fn(&mut ToolDef)>;
+    let cases: Vec<(&str, Widen)> = vec![
+        (
+            "new argument \"path\"",
+            Box::new(|d| {
+                d.input_schema["properties"]["path"] = json!({"type": "string"});
+            }),
+        ),
+        (
+            "arguments no longer closed",
+            Box::new(|d| {
+                d.input_schema
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("additionalProperties");
+            }),
+        ),
+        (
+            "no longer read-only",
+            Box::new(|d| d.annotations.read_only = Some(false)),
+        ),
+        (
+            "now destructive",
+            Box::new(|d| d.annotations.destructive = Some(true)),
+        ),
+        ("more roles may see it", Box::new(|d| d.roles = vec![])),
+    ];
+    for (why, change) in &cases {
+        let mut wider = reworded.clone();
+        change(&mut wider);
+        let err = state.update_tool(wider.clone(), "owner").unwrap_err();
+        assert_eq!(err.code, crate::ErrorCode::FailedPrecondition, "{why}");
+        assert_eq!(err.preconditions[0].kind, "WIDENING_NEEDS_ADR");
+        assert!(err.message.contains(why), "{why}: {}", err.message);
+        // Under an accepted ADR it is admitted (a new pin names the ADR).
+        wider.admission.adr = Some("ADR-007".into());
+        let changes = state.update_tool(wider, "owner").unwrap();
+        let Change::Put {
+            object: Object::Tool(tool),
+        } = &changes[0]
+        else {
+            panic!("a tool");
+        };
+        assert!(tool.pin.as_ref().unwrap().basis.contains("ADR-007"));
+    }
+}

@@ -56,6 +56,18 @@ impl State {
                 ),
             ));
         }
+        let widened = def.widens(&existing.def);
+        if !widened.is_empty() && def.admission.adr.is_none() {
+            return Err(DomainError::precondition(
+                "WIDENING_NEEDS_ADR",
+                format!("tools/{}", def.name),
+                format!(
+                    "this definition of {:?} reaches further than the admitted one ({}): name the accepted ADR that allows it (admission.adr)",
+                    def.name,
+                    widened.join("; ")
+                ),
+            ));
+        }
         let pin = match &existing.pin {
             Some(pin) if pin.hash == def.content_hash() => pin.clone(),
             _ => Pin::new(&def, by),
