@@ -6,8 +6,8 @@
 //! - declined, "accepted" without approving, or a client without elicitation: a tool error
 //!   naming the rule, and the executor is never called (the edges' executor-call counters do
 //!   not move);
-//! - a retry that claims an approval the edge never sealed, or moves one to other arguments,
-//!   is not forwarded; the rule is an operator's field, checked against the catalogue;
+//! - the rule is an operator's field, checked against the catalogue (the attacks on the
+//!   approval itself are trust_edge::t31);
 //! - the audit trail records each question, answer, who gave it and what was shown.
 
 use std::path::Path;
@@ -23,7 +23,7 @@ use crate::fleet::{Fleet, LEGACY, STATELESS};
 
 const REASON: &str = "echo repeats what it is given to the tenant's channel";
 
-fn rule() -> pb::ApprovalRule {
+pub(crate) fn rule() -> pb::ApprovalRule {
     pb::ApprovalRule {
         tool: "echo".into(),
         reason: REASON.into(),
@@ -33,7 +33,7 @@ fn rule() -> pb::ApprovalRule {
     }
 }
 
-async fn set_approvals(admin: &mut tp_client::Admin, rules: Vec<pb::ApprovalRule>) {
+pub(crate) async fn set_approvals(admin: &mut tp_client::Admin, rules: Vec<pb::ApprovalRule>) {
     admin
         .tenants
         .update_tenant(pb::UpdateTenantRequest {
@@ -52,7 +52,7 @@ async fn set_approvals(admin: &mut tp_client::Admin, rules: Vec<pb::ApprovalRule
 
 /// Waits until every edge holds the rule (a plain JSON call without a session is asked on its
 /// stream; a 2026-07-28 call that declares nothing is refused naming the rule).
-async fn wait_for_rule(fleet: &Fleet) {
+pub(crate) async fn wait_for_rule(fleet: &Fleet) {
     for edge in 0..fleet.edges.len() {
         let client = fleet.client(edge, "qa", "collector", STATELESS);
         eventually(
@@ -71,7 +71,7 @@ async fn wait_for_rule(fleet: &Fleet) {
 }
 
 /// Calls the demo executor took, over every edge of the fleet.
-async fn executor_calls(fleet: &Fleet) -> f64 {
+pub(crate) async fn executor_calls(fleet: &Fleet) -> f64 {
     let mut total = 0.0;
     for edge in &fleet.edges {
         let (_, metrics) = edge.admin_get("/metrics").await;
@@ -312,82 +312,6 @@ async fn the_python_and_typescript_sdks_are_asked_on_the_stream_on_2025_11_25() 
         },
     )
     .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retry_cannot_claim_an_approval_the_edge_did_not_seal() {
-    let fleet = Fleet::start(2, "").await;
-    let mut admin = fleet.cp.admin().await;
-    set_approvals(&mut admin, vec![rule()]).await;
-    wait_for_rule(&fleet).await;
-    let before = executor_calls(&fleet).await;
-    let first = fleet.client(0, "qa", "collector", STATELESS);
-    let second = fleet.client(1, "qa", "collector", STATELESS);
-    let declares = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
-    let yes = json!({"toolplane_approval": {"action": "accept", "content": {"approve": true}}});
-
-    // An answer nobody asked for (no requestState): asked again, not forwarded.
-    let forged = first
-        .request(
-            1,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes, "_meta": declares}),
-        )
-        .await;
-    assert_eq!(
-        forged.result()["resultType"],
-        "input_required",
-        "{}",
-        forged.body
-    );
-
-    // The state of a question about "a", answered, sent with other arguments: -32602.
-    let asked = first
-        .request(
-            2,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "a"}, "_meta": declares}),
-        )
-        .await;
-    let state = asked.result()["requestState"].as_str().unwrap().to_owned();
-    let moved = second
-        .request(
-            3,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "b"}, "inputResponses": yes,
-                   "requestState": state, "_meta": declares}),
-        )
-        .await;
-    assert_eq!(moved.error()["code"], -32602, "{}", moved.body);
-    // Another role cannot use it either.
-    let executor_role = fleet.client(1, "qa", "executor", STATELESS);
-    let other_role = executor_role
-        .request(
-            4,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes,
-                   "requestState": state, "_meta": declares}),
-        )
-        .await;
-    assert_eq!(other_role.error()["code"], -32602, "{}", other_role.body);
-    assert_eq!(executor_calls(&fleet).await - before, 0.0);
-
-    // Answered as asked, on the other edge: forwarded once.
-    let done = second
-        .request(
-            5,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes,
-                   "requestState": state, "_meta": declares}),
-        )
-        .await;
-    assert_eq!(
-        done.result()["content"][0]["text"],
-        "[qa/collector] a",
-        "{}",
-        done.body
-    );
-    assert_eq!(executor_calls(&fleet).await - before, 1.0);
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! pass, issue 29): a revoked key on an edge that restarts in an outage, breakers primed by
 //! one tenant, streams that take every connection, arguments whose parse outgrows their body,
 //! secrets echoed in errors and logs, headers that say two things, rate limits without Redis,
-//! and the chart's defaults. Each test reproduces one attack of docs/reliability.md's threat
+//! the chart's defaults, and approvals claimed without being given. Each test reproduces one attack of docs/reliability.md's threat
 //! model.
 
 use std::time::{Duration, Instant};
@@ -607,4 +607,84 @@ async fn t28_the_charts_defaults_give_a_foothold_nothing_to_use() {
     println!(
         "T28 held: {checked} Deployments and NetworkPolicies of the default chart: no service-account tokens, no privileges, registries explicit, egress restricted, no wildcard host"
     );
+}
+
+/// T31. Approvals mid-call (ADR 0013), attacked over 2026-07-28 across two edges: an answer
+/// nobody asked for (no sealed question) is asked again; a sealed question answered for other
+/// arguments, or by another role, is -32602; nothing reaches the executor until the answer to
+/// the edge's own question arrives, and then the call runs once, on the other edge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t31_an_approval_cannot_be_forged_moved_or_taken_by_another_role() {
+    let fleet = Fleet::start(2, "").await;
+    let mut admin = fleet.cp.admin().await;
+    crate::approvals::set_approvals(&mut admin, vec![crate::approvals::rule()]).await;
+    crate::approvals::wait_for_rule(&fleet).await;
+    let before = crate::approvals::executor_calls(&fleet).await;
+    let first = fleet.client(0, "qa", "collector", STATELESS);
+    let second = fleet.client(1, "qa", "collector", STATELESS);
+    let declares = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let yes = json!({"toolplane_approval": {"action": "accept", "content": {"approve": true}}});
+
+    // An answer nobody asked for (no requestState): asked again, not forwarded.
+    let forged = first
+        .request(
+            1,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes, "_meta": declares}),
+        )
+        .await;
+    assert_eq!(
+        forged.result()["resultType"],
+        "input_required",
+        "{}",
+        forged.body
+    );
+
+    // The state of a question about "a", answered, sent with other arguments: -32602.
+    let asked = first
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "a"}, "_meta": declares}),
+        )
+        .await;
+    let state = asked.result()["requestState"].as_str().unwrap().to_owned();
+    let moved = second
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "b"}, "inputResponses": yes,
+                   "requestState": state, "_meta": declares}),
+        )
+        .await;
+    assert_eq!(moved.error()["code"], -32602, "{}", moved.body);
+    // Another role cannot use it either.
+    let executor_role = fleet.client(1, "qa", "executor", STATELESS);
+    let other_role = executor_role
+        .request(
+            4,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes,
+                   "requestState": state, "_meta": declares}),
+        )
+        .await;
+    assert_eq!(other_role.error()["code"], -32602, "{}", other_role.body);
+    assert_eq!(crate::approvals::executor_calls(&fleet).await - before, 0.0);
+
+    // Answered as asked, on the other edge: forwarded once.
+    let done = second
+        .request(
+            5,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "a"}, "inputResponses": yes,
+                   "requestState": state, "_meta": declares}),
+        )
+        .await;
+    assert_eq!(
+        done.result()["content"][0]["text"],
+        "[qa/collector] a",
+        "{}",
+        done.body
+    );
+    assert_eq!(crate::approvals::executor_calls(&fleet).await - before, 1.0);
 }
