@@ -39,9 +39,17 @@ async fn drift_of(fleet: &Fleet) -> Option<pb::ToolDrift> {
         .drift
 }
 
-/// The scenario; run by the trust suite as T30 (`trust_control::t30`).
-pub(crate) async fn a_rug_pull_upstream_is_quarantined_fleet_wide_and_only_a_sound_change_is_admitted()
- {
+/// The drifting upstream (its tools file says "Looks up an order by its id."), a fleet of two
+/// edges whose control plane checks every `check_secs`, and the upstream's tools imported as
+/// `shop_…` under an owner's admission.
+struct Shop {
+    _dir: tempfile::TempDir,
+    tools: std::path::PathBuf,
+    _upstream: Process,
+    fleet: Fleet,
+}
+
+async fn shop(check_secs: u64) -> Shop {
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("tools.json");
     write_tools(&tools, "Looks up an order by its id.");
@@ -64,7 +72,10 @@ pub(crate) async fn a_rug_pull_upstream_is_quarantined_fleet_wide_and_only_a_sou
     let fleet = Fleet::start_with_cp_env(
         2,
         "",
-        vec![("TOOLPLANE_CP_LIFECYCLE__DRIFT_CHECK_SECS", "1".into())],
+        vec![(
+            "TOOLPLANE_CP_LIFECYCLE__DRIFT_CHECK_SECS",
+            check_secs.to_string(),
+        )],
     )
     .await;
     let endpoint = format!("http://127.0.0.1:{port}/mcp");
@@ -105,6 +116,23 @@ pub(crate) async fn a_rug_pull_upstream_is_quarantined_fleet_wide_and_only_a_sou
     )
     .await;
     assert_eq!(code, 0, "{out}{err}");
+    Shop {
+        _dir: dir,
+        tools,
+        _upstream,
+        fleet,
+    }
+}
+
+/// The scenario; run by the trust suite as T30 (`trust_control::t30`).
+pub(crate) async fn a_rug_pull_upstream_is_quarantined_fleet_wide_and_only_a_sound_change_is_admitted()
+ {
+    let Shop {
+        _dir,
+        tools,
+        _upstream,
+        fleet,
+    } = shop(1).await;
     let clients: Vec<McpHttp> = fleet
         .edges
         .iter()
@@ -241,5 +269,74 @@ pub(crate) async fn a_rug_pull_upstream_is_quarantined_fleet_wide_and_only_a_sou
     assert!(drift_of(&fleet).await.is_none());
     println!(
         "drift held: a poisoned rug pull was hidden on 2 edges × 2 protocol generations, refused at admission; a sound change was admitted and served"
+    );
+}
+
+/// An upstream that announces its change (`notifications/tools/list_changed` on a 2026-07-28
+/// `subscriptions/listen` stream) is checked at once, with the periodic check an hour away;
+/// a change that widens the tool (a new argument) is admitted only under an accepted ADR.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_list_changed_is_checked_at_once_and_a_widening_needs_an_adr() {
+    let Shop {
+        _dir,
+        tools,
+        _upstream,
+        fleet,
+    } = shop(3600).await;
+    // Let the control plane start listening (it follows the executors every two seconds).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(drift_of(&fleet).await.is_none());
+    let widened = json!([{
+        "name": "lookup",
+        "description": "Looks up an order by its id, or by the customer's e-mail.",
+        "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}, "email": {"type": "string"}}},
+        "annotations": {"readOnlyHint": true},
+    }]);
+    let changed = std::time::Instant::now();
+    std::fs::write(&tools, widened.to_string()).unwrap();
+    let drift = eventually(
+        "the announced change to be checked",
+        Duration::from_secs(15),
+        || async { drift_of(&fleet).await },
+    )
+    .await;
+    let after = changed.elapsed();
+    // It was the announcement that started the check.
+    let log = fleet.cp.process.log_text();
+    assert!(
+        log.contains("the MCP upstream announced a tool-list change"),
+        "{log}"
+    );
+    assert!(
+        drift.fields.contains(&"description".to_owned())
+            && drift.fields.contains(&"input_schema".to_owned()),
+        "{:?}",
+        drift.fields
+    );
+    let (code, out, err) = ctl(&fleet, &["tools", "drift", "shop_lookup", "--admit"], &[]).await;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("new argument \"email\""), "{err}");
+    assert!(drift_of(&fleet).await.is_some());
+    let (code, out, err) = ctl(
+        &fleet,
+        &[
+            "--json",
+            "tools",
+            "drift",
+            "shop_lookup",
+            "--admit",
+            "--adr",
+            "ADR-100",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let admitted: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(admitted["pin"]["basis"], "adr:ADR-100", "{admitted}");
+    assert!(drift_of(&fleet).await.is_none());
+    println!(
+        "list_changed held: the upstream's announced change was recorded {} ms after the file changed (periodic check: 3600 s); the widening was refused without an ADR and admitted under ADR-100",
+        after.as_millis()
     );
 }

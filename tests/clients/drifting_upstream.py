@@ -5,12 +5,16 @@ pulls), driven by tests/drift.rs. Built on the official MCP Python SDK's low-lev
 
 FILE is a JSON array of tools in MCP wire shape (name, title, description, inputSchema,
 annotations); it is read again on every tools/list, so a test changes a tool's description by
-rewriting the file. tools/call answers "called NAME with ARGUMENTS" for a listed tool.
+rewriting the file. When the file changes, the server announces it to every 2026-07-28
+`subscriptions/listen` stream (notifications/tools/list_changed), as a server whose tools
+change should. tools/call answers "called NAME with ARGUMENTS" for a listed tool.
 Listens on 127.0.0.1 only; prints "listening on 127.0.0.1:PORT" once it accepts connections.
 """
 
 import argparse
+import asyncio
 import json
+import os
 import socket
 import sys
 import threading
@@ -19,6 +23,8 @@ import time
 import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import ToolsListChanged
 
 
 def main() -> None:
@@ -31,7 +37,33 @@ def main() -> None:
         with open(args.tools, encoding="utf-8") as f:
             return json.load(f)
 
+    bus = InMemorySubscriptionBus()
+    listen = ListenHandler(bus)
+    watchers: list[asyncio.Task] = []
+
+    async def watch_file() -> None:
+        last = os.stat(args.tools).st_mtime_ns
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                now = os.stat(args.tools).st_mtime_ns
+            except OSError:
+                continue
+            if now != last:
+                last = now
+                await bus.publish(ToolsListChanged())
+
+    def ensure_watcher() -> None:
+        # Started in the server's own event loop, on the first request.
+        if not watchers:
+            watchers.append(asyncio.get_running_loop().create_task(watch_file()))
+
+    async def on_listen(ctx, params):
+        ensure_watcher()
+        return await listen(ctx, params)
+
     async def list_tools(ctx, params):
+        ensure_watcher()
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in read_tools()])
 
     async def call_tool(ctx, params):
@@ -45,7 +77,13 @@ def main() -> None:
             content=[types.TextContent(type="text", text=f"called {params.name} with {arguments}")]
         )
 
-    server = Server("drifting-upstream", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server(
+        "drifting-upstream",
+        version="1",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=on_listen,
+    )
     app = server.streamable_http_app(json_response=True, stateless_http=True)
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -69,10 +69,21 @@ struct Routes {
     early: std::collections::VecDeque<(String, CallEvent)>,
 }
 
-/// Receives the upstream's notifications and routes them to the call they belong to.
-#[derive(Clone, Default)]
+/// Receives the upstream's notifications and routes them to the call they belong to; counts
+/// its `notifications/tools/list_changed` (2025-xx sessions, on the session's GET stream).
+#[derive(Clone)]
 struct Relay {
     routes: Arc<Mutex<Routes>>,
+    tools_changed: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Default for Relay {
+    fn default() -> Relay {
+        Relay {
+            routes: Arc::default(),
+            tools_changed: Arc::new(tokio::sync::watch::Sender::new(0)),
+        }
+    }
 }
 
 impl Relay {
@@ -150,6 +161,10 @@ impl ClientHandler for Relay {
         }
     }
 
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.send_modify(|count| *count += 1);
+    }
+
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
@@ -182,9 +197,15 @@ impl Drop for Pending {
 }
 
 /// One open upstream session.
-struct Session {
+pub struct Session {
     service: RunningService<RoleClient, Relay>,
     relay: Relay,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
 }
 
 /// An MCP executor's upstream: its session, opened on first use and reopened after it breaks.
@@ -477,6 +498,29 @@ impl Upstream {
             .map_err(|e| UpstreamError::Failed(format!("tools/list failed: {e}")))
     }
 
+    /// The upstream's announcements that its tool list changed: a `subscriptions/listen`
+    /// for `tools_list_changed` on a 2026-07-28 session, the session's own stream before.
+    pub async fn tool_changes(&self) -> Result<ToolChanges, UpstreamError> {
+        let session = self.session().await?;
+        let modern = session
+            .service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.to_string().as_str() >= "2026");
+        if modern {
+            let filter = rmcp::model::SubscriptionFilter::builder()
+                .tools_list_changed()
+                .build();
+            let subscription =
+                session.service.peer().listen(filter).await.map_err(|e| {
+                    UpstreamError::Failed(format!("subscriptions/listen failed: {e}"))
+                })?;
+            return Ok(ToolChanges::Listen(Box::new(subscription), session));
+        }
+        let changes = session.relay.tools_changed.subscribe();
+        Ok(ToolChanges::Stream(changes, session))
+    }
+
     /// The protocol version the session negotiated.
     pub async fn protocol_version(&self) -> Result<String, UpstreamError> {
         let session = self.session().await?;
@@ -486,6 +530,53 @@ impl Upstream {
             .peer_info()
             .map(|info| info.protocol_version.to_string())
             .unwrap_or_default())
+    }
+}
+
+/// An upstream's announcements that its tool list changed ([`Upstream::tool_changes`]).
+pub enum ToolChanges {
+    /// A 2026-07-28 `subscriptions/listen` stream.
+    Listen(Box<rmcp::service::Subscription>, Arc<Session>),
+    /// The session's notifications (2025-xx), counted by the session's handler.
+    Stream(tokio::sync::watch::Receiver<u64>, Arc<Session>),
+}
+
+impl std::fmt::Debug for ToolChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ToolChanges::Listen(..) => "ToolChanges::Listen",
+            ToolChanges::Stream(..) => "ToolChanges::Stream",
+        })
+    }
+}
+
+impl ToolChanges {
+    /// Waits for the next announcement: `true` when the tool list changed, `false` when the
+    /// stream or the session ended (ask [`Upstream::tool_changes`] again).
+    pub async fn next(&mut self) -> bool {
+        match self {
+            ToolChanges::Listen(subscription, _) => loop {
+                match subscription.next().await {
+                    Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))) => {
+                        return true;
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => return false,
+                }
+            },
+            ToolChanges::Stream(changes, session) => loop {
+                if session.service.is_transport_closed() {
+                    return false;
+                }
+                match tokio::time::timeout(std::time::Duration::from_secs(5), changes.changed())
+                    .await
+                {
+                    Ok(Ok(())) => return true,
+                    Ok(Err(_)) => return false,
+                    Err(_) => {}
+                }
+            },
+        }
     }
 }
 
