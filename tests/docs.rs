@@ -72,8 +72,59 @@ async fn tools_md_is_generated_from_the_demo_catalogue_and_no_document_contradic
         );
         checked += 1;
     }
+    // A stale copy of the table (issue 34): a description and a tool's hints changed since it
+    // was rendered; `CheckDocument` names both rows and columns.
+    let hinted = rendered
+        .lines()
+        .find(|l| l.starts_with("| `") && l.contains("| read-only"))
+        .expect("a read-only tool")
+        .to_owned();
+    let stale = rendered
+        .replacen("Durable key-value state", "Durable state", 1)
+        .replacen(&hinted, &hinted.replacen("| read-only", "| writes", 1), 1);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &stale).unwrap();
+    let (code, stdout, stderr) = crate::control_plane::run(
+        &tp_test_support::binary("toolplanectl"),
+        &[
+            "--addr",
+            &cp.addr,
+            "--token",
+            &cp.admin_token(),
+            "docs",
+            "check",
+            &file.path().display().to_string(),
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(":8: agent_state: What it does says \"Durable state"),
+        "{stdout}"
+    );
+    let reply = admin
+        .policy
+        .check_document(pb::CheckDocumentRequest {
+            text: stale,
+            name: "stale TOOLS.md".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let rows: Vec<(&str, &str)> = reply
+        .findings
+        .iter()
+        .map(|f| (f.tool.as_str(), f.column.as_str()))
+        .collect();
+    let hinted_tool = hinted.split('`').nth(1).unwrap();
+    assert_eq!(
+        rows,
+        [("agent_state", "What it does"), (hinted_tool, "Hints")],
+        "{:?}",
+        reply.findings
+    );
     println!(
-        "docs/TOOLS.md matches the demo catalogue ({count} tools); {checked} documents state no contradicting count"
+        "docs/TOOLS.md matches the demo catalogue ({count} tools); {checked} documents state no contradicting count; a stale table's changed description and hints are named"
     );
 }
 

@@ -39,9 +39,9 @@ pub fn render_tools_md<'a>(
     );
     let _ = writeln!(
         out,
-        "| Name | Category | Provider | Roles | Status | Admitted by | What it does |"
+        "| Name | Category | Provider | Roles | Status | Admitted by | Hints | What it does |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
     for tool in tools {
         let status = match &tool.status {
             ToolStatus::Active => "active".to_owned(),
@@ -77,17 +77,149 @@ pub fn render_tools_md<'a>(
         }
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
             def.name,
             def.category,
             def.provider.clone().unwrap_or_else(dash),
             roles,
             status,
             admitted,
+            hints(&def.annotations),
             escape_cell(&what),
         );
     }
     out
+}
+
+/// The annotations a client is told, as the table shows them ("—" for none).
+fn hints(annotations: &crate::tool::Annotations) -> String {
+    let said = [
+        (annotations.read_only, "read-only", "writes"),
+        (annotations.destructive, "destructive", "not destructive"),
+        (annotations.idempotent, "idempotent", "not idempotent"),
+        (annotations.open_world, "open-world", "closed-world"),
+    ];
+    let words: Vec<&str> = said
+        .iter()
+        .filter_map(|(value, yes, no)| value.map(|v| if v { *yes } else { *no }))
+        .collect();
+    if words.is_empty() {
+        "—".to_owned()
+    } else {
+        words.join(", ")
+    }
+}
+
+/// One row of a tools table (a rendered `TOOLS.md`, or a copy pasted into another document)
+/// that no longer says what the catalogue says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowFinding {
+    /// 1-based line number (0: a tool the table lacks).
+    pub line: usize,
+    /// The tool.
+    pub tool: String,
+    /// The column that differs (`What it does`, `Hints`, …), or `row` for a missing or
+    /// unknown tool.
+    pub column: String,
+    /// What the document says.
+    pub stated: String,
+    /// What the catalogue says now.
+    pub catalogue: String,
+}
+
+/// A tools table: its header cells, and each row's tool name, line and cells.
+struct Table {
+    header: Vec<String>,
+    rows: Vec<(String, usize, Vec<String>)>,
+}
+
+fn cells(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+    let mut out = Vec::new();
+    let mut cell = String::new();
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                cell.push('|');
+                chars.next();
+            }
+            '|' => out.push(std::mem::take(&mut cell).trim().to_owned()),
+            other => cell.push(other),
+        }
+    }
+    out.push(cell.trim().to_owned());
+    out
+}
+
+/// The first table of `document` whose header starts with `Name` and has `What it does`.
+fn tools_table(document: &str) -> Option<Table> {
+    let mut lines = document.lines().enumerate();
+    let header = loop {
+        let (_, line) = lines.next()?;
+        if line.trim_start().starts_with("| Name |") && line.contains("What it does") {
+            break cells(line);
+        }
+    };
+    lines.next();
+    let mut rows = Vec::new();
+    for (index, line) in lines {
+        if !line.trim_start().starts_with('|') {
+            break;
+        }
+        let row = cells(line);
+        let name = row
+            .first()
+            .map(|n| n.trim_matches('`').to_owned())
+            .unwrap_or_default();
+        rows.push((name, index + 1, row));
+    }
+    Some(Table { header, rows })
+}
+
+/// The rows of `document`'s tools table that disagree with `rendered` (the catalogue's own
+/// rendering, [`render_tools_md`]): every column both tables have — descriptions and hints
+/// included — and tools one of them lacks. Nothing when the document has no tools table.
+pub fn check_rows(document: &str, rendered: &str) -> Vec<RowFinding> {
+    let (Some(stated), Some(current)) = (tools_table(document), tools_table(rendered)) else {
+        return Vec::new();
+    };
+    let mut findings = Vec::new();
+    let finding = |line, tool: &str, column: &str, said: &str, now: &str| RowFinding {
+        line,
+        tool: tool.to_owned(),
+        column: column.to_owned(),
+        stated: said.to_owned(),
+        catalogue: now.to_owned(),
+    };
+    for (tool, line, row) in &stated.rows {
+        let Some((_, _, now)) = current.rows.iter().find(|(name, _, _)| name == tool) else {
+            findings.push(finding(
+                *line,
+                tool,
+                "row",
+                "listed",
+                "not in the catalogue",
+            ));
+            continue;
+        };
+        for (column, name) in stated.header.iter().enumerate().skip(1) {
+            let Some(at) = current.header.iter().position(|h| h == name) else {
+                continue;
+            };
+            let said = row.get(column).map_or("", String::as_str);
+            let is = now.get(at).map_or("", String::as_str);
+            if said != is {
+                findings.push(finding(*line, tool, name, said, is));
+            }
+        }
+    }
+    for (tool, _, _) in &current.rows {
+        if !stated.rows.iter().any(|(name, _, _)| name == tool) {
+            findings.push(finding(0, tool, "row", "missing", "in the catalogue"));
+        }
+    }
+    findings
 }
 
 /// The description's first sentence, at most 160 characters (cut at a word).
@@ -193,6 +325,40 @@ fn is_word_byte(b: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tools_table_is_compared_row_by_row_and_column_by_column() {
+        let now = "| Name | Category | Hints | What it does |\n|---|---|---|---|\n\
+                   | `a` | x | read-only | Reads things. |\n| `b` | x | — | Writes \\| things. |\n";
+        assert!(check_rows(now, now).is_empty());
+        // An older table without the Hints column: only the columns both have count.
+        let older = "| Name | Category | What it does |\n|---|---|---|\n\
+                     | `a` | x | Reads things. |\n| `b` | x | Writes \\| things. |\n";
+        assert!(check_rows(older, now).is_empty());
+        let stale = "intro\n\n| Name | Category | Hints | What it does |\n|---|---|---|---|\n\
+                     | `a` | x | writes | Reads things. |\n| `c` | x | — | Gone. |\n";
+        let found = check_rows(stale, now);
+        let summary: Vec<(usize, &str, &str, &str)> = found
+            .iter()
+            .map(|f| {
+                (
+                    f.line,
+                    f.tool.as_str(),
+                    f.column.as_str(),
+                    f.catalogue.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (5, "a", "Hints", "read-only"),
+                (6, "c", "row", "not in the catalogue"),
+                (0, "b", "row", "in the catalogue"),
+            ]
+        );
+        assert!(check_rows("no table here", now).is_empty());
+    }
 
     #[test]
     fn finds_the_seed_phrases() {

@@ -162,19 +162,37 @@ impl Policy for PolicyService {
                 ),
             )));
         }
-        let actual = self
+        let (actual, rendered) = self
             .engine
-            .read(|state| state.live_tool_count() as u64)
+            .read(|state| {
+                let rendered = state
+                    .ceiling_report()
+                    .map(|report| docs::render_tools_md(&report, state.tools.values()))
+                    .unwrap_or_default();
+                (state.live_tool_count() as u64, rendered)
+            })
             .await;
-        let findings = docs::check_drift(&request.text, actual)
+        let line = |line: usize| u32::try_from(line).unwrap_or(u32::MAX);
+        let counts = docs::check_drift(&request.text, actual)
             .into_iter()
             .map(|f| pb::DriftFinding {
-                line: u32::try_from(f.line).unwrap_or(u32::MAX),
+                line: line(f.line),
                 text: f.text,
                 stated: f.stated,
                 actual: f.actual,
-            })
-            .collect();
+                ..Default::default()
+            });
+        let rows = docs::check_rows(&request.text, &rendered)
+            .into_iter()
+            .map(|f| pb::DriftFinding {
+                line: line(f.line),
+                text: f.stated,
+                tool: f.tool,
+                column: f.column,
+                catalogue: f.catalogue,
+                ..Default::default()
+            });
+        let findings = counts.chain(rows).collect();
         Ok(Response::new(pb::CheckDocumentResponse {
             actual,
             findings,
