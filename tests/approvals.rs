@@ -244,7 +244,7 @@ async fn the_python_sdk_approves_on_2026_07_28_and_the_retry_lands_on_the_other_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_and_typescript_sdks_are_asked_on_the_stream_on_2025_11_25() {
-    let fleet = Fleet::start(2, "").await;
+    let fleet = Fleet::start(2, "[mcp]\nrequest_timeout_ms = 3000\n").await;
     let mut admin = fleet.cp.admin().await;
     set_approvals(&mut admin, vec![rule()]).await;
     wait_for_rule(&fleet).await;
@@ -288,6 +288,84 @@ async fn the_python_and_typescript_sdks_are_asked_on_the_stream_on_2025_11_25() 
         "declared no elicitation capability",
     );
     assert_eq!(executor_calls(&fleet).await - before, 2.0);
+
+    // Nobody answers: the question closes with the request (mcp.request_timeout_ms, 3 s here,
+    // shorter than the rule's 60 s), and nothing is forwarded.
+    let legacy = fleet.client(1, "qa", "collector", LEGACY);
+    let (status, mut stream) = legacy
+        .stream(
+            7,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "unanswered"}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let question = tokio::time::timeout(Duration::from_secs(10), stream.recv())
+        .await
+        .expect("the question in time")
+        .expect("the stream");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let unanswered = tokio::time::timeout(Duration::from_secs(10), stream.recv())
+        .await
+        .expect("the result in time")
+        .expect("the stream");
+    let text = unanswered["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("nobody answered within 3 s") && text.contains("Nothing was forwarded"),
+        "{unanswered}"
+    );
+    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+
+    // A rule limited to one action and one argument value (client_wiki's lint when it would
+    // publish its report; absent, publish_report is true by the schema's default).
+    set_approvals(
+        &mut admin,
+        vec![pb::ApprovalRule {
+            tool: "client_wiki".into(),
+            action: "lint".into(),
+            reason: "publishes a report to the client channel".into(),
+            when_argument: "publish_report".into(),
+            when_equals: "true".into(),
+            ..rule()
+        }],
+    )
+    .await;
+    let probe = fleet.client(0, "qa", "collector", STATELESS);
+    eventually(
+        "the lint rule to reach the edge",
+        Duration::from_secs(10),
+        || {
+            let probe = probe.clone();
+            async move {
+                let reply = probe.call("client_wiki", json!({"action": "lint"})).await;
+                reply
+                    .body
+                    .contains("needs approval (publishes a report")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    for arguments in [
+        json!({"action": "lint", "publish_report": false}),
+        json!({"action": "query", "question": "What is new?"}),
+    ] {
+        let reply = probe.call("client_wiki", arguments.clone()).await;
+        assert!(
+            !reply.body.contains("needs approval"),
+            "{arguments}: {}",
+            reply.body
+        );
+    }
+    let reply = probe
+        .call(
+            "client_wiki",
+            json!({"action": "lint", "publish_report": true}),
+        )
+        .await;
+    assert!(reply.body.contains("needs approval"), "{}", reply.body);
 
     // Only the action the rule names: a rule for one action of a polymorphic tool leaves the
     // tool's other calls alone, and rules for other roles do not apply.
@@ -377,6 +455,32 @@ async fn approval_rules_are_an_operators_checked_against_the_catalogue() {
             },
             "approvals[0].timeout_secs",
         ),
+        (
+            "condition on no argument",
+            pb::ApprovalRule {
+                when_argument: "nope".into(),
+                when_equals: "true".into(),
+                ..rule()
+            },
+            "approvals[0].when_argument",
+        ),
+        (
+            "condition that is not JSON",
+            pb::ApprovalRule {
+                when_argument: "text".into(),
+                when_equals: "yes".into(),
+                ..rule()
+            },
+            "approvals[0].when_equals",
+        ),
+        (
+            "half a condition",
+            pb::ApprovalRule {
+                when_argument: "text".into(),
+                ..rule()
+            },
+            "approvals[0].when_argument",
+        ),
     ] {
         let status = admin
             .tenants
@@ -415,7 +519,7 @@ async fn approval_rules_are_an_operators_checked_against_the_catalogue() {
                 "--approval",
                 &format!("echo={REASON}"),
                 "--approval",
-                "client_wiki:lint=publishes a report",
+                "client_wiki:lint[publish_report=true]=publishes a report",
                 "--approval-show",
                 "text",
                 "--approval-timeout",
@@ -433,7 +537,9 @@ async fn approval_rules_are_an_operators_checked_against_the_catalogue() {
     .await;
     assert_eq!(status, 0, "{stderr}");
     assert!(
-        stdout.contains("\"action\": \"lint\"") && stdout.contains("\"timeout_secs\": 120"),
+        stdout.contains("\"action\": \"lint\"")
+            && stdout.contains("\"timeout_secs\": 120")
+            && stdout.contains("\"argument\": \"publish_report\""),
         "{stdout}"
     );
     let (status, _, stderr) = crate::control_plane::run(

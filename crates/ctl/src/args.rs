@@ -241,9 +241,11 @@ pub struct TenantArgs {
     #[arg(long)]
     pub lint_webhook: Option<String>,
     /// A call that needs a person's approval before it is forwarded (ADR 0013), as
-    /// `TOOL=REASON` or `TOOL:ACTION=REASON`; repeat for several. The rules given replace the
-    /// tenant's (an operator's field).
-    #[arg(long = "approval", value_name = "TOOL[:ACTION]=REASON")]
+    /// `TOOL=REASON`, `TOOL:ACTION=REASON`, or with a condition on one argument
+    /// `TOOL:ACTION[ARG=JSON]=REASON` (`client_wiki:lint[publish_report=true]=…`; an absent
+    /// argument counts as its schema default); repeat for several. The rules given replace
+    /// the tenant's (an operator's field).
+    #[arg(long = "approval", value_name = "TOOL[:ACTION][[ARG=JSON]]=REASON")]
     pub approvals: Vec<String>,
     /// Roles the --approval rules apply to, comma-separated (default: every role).
     #[arg(long, requires = "approvals")]

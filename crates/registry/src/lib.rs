@@ -28,8 +28,8 @@ pub use error::{
     DomainError, DomainResult, ErrorCode, FieldViolation, HasErrorCode, PreconditionViolation,
 };
 pub use model::{
-    ApiKey, ApprovalRule, CeilingChange, Disclosure, DisclosureMode, Executor, ExecutorProtocol,
-    Policy, Provider, Role, Tenant,
+    ApiKey, ApprovalCondition, ApprovalRule, CeilingChange, Disclosure, DisclosureMode, Executor,
+    ExecutorProtocol, Policy, Provider, Role, Tenant,
 };
 pub use policy::CeilingReport;
 pub use resolve::{ActionSet, ResolvedTool, project, resolve};

@@ -81,6 +81,19 @@ pub struct ApprovalRule {
     /// named, never shown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub show: Vec<String>,
+    /// Only calls whose argument has this value (`client_wiki` lint when `publish_report` is
+    /// true); `None` = every call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<ApprovalCondition>,
+}
+
+/// The argument value an approval rule is limited to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalCondition {
+    /// A top-level argument of the tool.
+    pub argument: String,
+    /// The value it must have; an absent argument counts as its schema's `default`.
+    pub equals: serde_json::Value,
 }
 
 fn default_approval_timeout() -> u32 {
@@ -131,6 +144,12 @@ impl ApprovalRule {
         }
         for name in &self.show {
             v.check(&format!("{at}.show"), check_text(name, 64, true));
+        }
+        if let Some(when) = &self.when {
+            v.check(
+                &format!("{at}.when_argument"),
+                check_text(&when.argument, 64, true),
+            );
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use prost::Message;
 use rmcp::model::Tool as McpTool;
+use serde_json::Value;
 use tp_proto::pb;
 use tp_registry::{Disclosure, Executor, ResolvedTool};
 
@@ -78,6 +79,19 @@ impl std::ops::Deref for Registry {
     fn deref(&self) -> &Content {
         &self.body
     }
+}
+
+/// The `default` a schema gives argument `name`: in its own `properties`, or in those of a
+/// branch (`oneOf`, `anyOf`, `allOf`: a polymorphic tool's actions).
+fn schema_default<'s>(schema: &'s Value, name: &str) -> Option<&'s Value> {
+    if let Some(default) = schema["properties"][name].get("default") {
+        return Some(default);
+    }
+    ["oneOf", "anyOf", "allOf"]
+        .iter()
+        .filter_map(|key| schema.get(*key)?.as_array())
+        .flatten()
+        .find_map(|branch| branch["properties"][name].get("default"))
 }
 
 /// Bodies by content digest; weak, so a body lives exactly as long as a registry uses it.
@@ -212,12 +226,33 @@ impl Registry {
             .map(Registry::from_pb)
     }
 
-    /// The approval rule of a call of `tool`'s `action` ("" for a plain tool): the first
-    /// that names the tool and either no action or this one.
-    pub fn approval(&self, tool: &str, action: &str) -> Option<&pb::ApprovalRule> {
-        self.approvals
-            .iter()
-            .find(|rule| rule.tool == tool && (rule.action.is_empty() || rule.action == action))
+    /// The approval rule of a call of `tool`'s `action` ("" for a plain tool) with
+    /// `arguments`: the first that names the tool, no action or this one, and no condition or
+    /// one the arguments meet (an absent argument counts as its schema default).
+    pub fn approval(
+        &self,
+        tool: &str,
+        action: &str,
+        arguments: &Value,
+    ) -> Option<&pb::ApprovalRule> {
+        self.approvals.iter().find(|rule| {
+            rule.tool == tool
+                && (rule.action.is_empty() || rule.action == action)
+                && (rule.when_argument.is_empty() || self.meets(rule, tool, arguments))
+        })
+    }
+
+    /// Whether `arguments` meet `rule`'s condition.
+    fn meets(&self, rule: &pb::ApprovalRule, tool: &str, arguments: &Value) -> bool {
+        let Ok(expected) = serde_json::from_str::<Value>(&rule.when_equals) else {
+            // A condition no edge can read applies: asking too often is the safe side.
+            return true;
+        };
+        let value = arguments.get(&rule.when_argument).or_else(|| {
+            self.tool(tool)
+                .and_then(|t| schema_default(&t.resolved.input_schema, &rule.when_argument))
+        });
+        value == Some(&expected)
     }
 
     /// A tool the caller may see, by name.

@@ -82,10 +82,9 @@ fn approval_rules(args: &TenantArgs) -> anyhow::Result<Vec<pb::ApprovalRule>> {
     args.approvals
         .iter()
         .map(|spec| {
-            let Some((target, reason)) = spec.split_once('=') else {
-                bail!("--approval {spec:?}: write TOOL=REASON or TOOL:ACTION=REASON");
-            };
+            let (target, when, reason) = approval_spec(spec)?;
             let (tool, action) = target.split_once(':').unwrap_or((target, ""));
+            let (when_argument, when_equals) = when.unwrap_or(("", ""));
             Ok(pb::ApprovalRule {
                 tool: tool.trim().to_owned(),
                 action: action.trim().to_owned(),
@@ -93,9 +92,33 @@ fn approval_rules(args: &TenantArgs) -> anyhow::Result<Vec<pb::ApprovalRule>> {
                 reason: reason.trim().to_owned(),
                 timeout_secs: timeout.unwrap_or(0),
                 show: show.map(split_list).unwrap_or_default(),
+                when_argument: when_argument.trim().to_owned(),
+                when_equals: when_equals.trim().to_owned(),
             })
         })
         .collect()
+}
+
+/// One `--approval`: the tool (and action), the condition `(ARG, JSON)`, and the reason.
+type ApprovalSpec<'a> = (&'a str, Option<(&'a str, &'a str)>, &'a str);
+
+/// `TOOL[:ACTION][[ARG=JSON]]=REASON` as (target, condition, reason).
+fn approval_spec(spec: &str) -> anyhow::Result<ApprovalSpec<'_>> {
+    let usage = || {
+        anyhow::anyhow!(
+            "--approval {spec:?}: write TOOL=REASON, TOOL:ACTION=REASON or TOOL:ACTION[ARG=JSON]=REASON"
+        )
+    };
+    let equals = spec.find('=').ok_or_else(usage)?;
+    match spec.find('[').filter(|&open| open < equals) {
+        None => Ok((&spec[..equals], None, &spec[equals + 1..])),
+        Some(open) => {
+            let close = spec[open..].find(']').map(|c| open + c).ok_or_else(usage)?;
+            let condition = spec[open + 1..close].split_once('=').ok_or_else(usage)?;
+            let reason = spec[close + 1..].strip_prefix('=').ok_or_else(usage)?;
+            Ok((&spec[..open], Some(condition), reason))
+        }
+    }
 }
 
 pub(super) fn print_tenants(tenants: &[pb::Tenant], json_out: bool) {

@@ -89,7 +89,7 @@ pub fn try_tenant(tenant: Option<pb::Tenant>) -> DomainResult<domain::Tenant> {
         rate_limit_per_minute: tenant.rate_limit_per_minute,
         lint_webhook: non_empty(&tenant.lint_webhook),
         token_issuers: tenant.token_issuers.iter().map(token_issuer).collect(),
-        approvals: tenant.approvals.iter().map(approval_rule).collect(),
+        approvals: approval_rules(&tenant.approvals)?,
         revision: 0,
         // Chosen by the control plane, never by the caller.
         uid: String::new(),
@@ -220,7 +220,7 @@ pub fn patch_tenant(
         tenant.token_issuers = submitted.token_issuers.iter().map(token_issuer).collect();
     }
     if named("approvals") {
-        tenant.approvals = submitted.approvals.iter().map(approval_rule).collect();
+        tenant.approvals = approval_rules(&submitted.approvals)?;
     }
     Ok(tenant)
 }
@@ -307,9 +307,38 @@ impl From<&domain::Tenant> for pb::Tenant {
     }
 }
 
-/// An approval rule as submitted (0 seconds: the default timeout).
-pub fn approval_rule(rule: &pb::ApprovalRule) -> domain::ApprovalRule {
-    domain::ApprovalRule {
+/// Approval rules as submitted (see [`approval_rule`]).
+fn approval_rules(rules: &[pb::ApprovalRule]) -> DomainResult<Vec<domain::ApprovalRule>> {
+    rules
+        .iter()
+        .enumerate()
+        .map(|(index, rule)| approval_rule(index, rule))
+        .collect()
+}
+
+/// The approval rule at `index` as submitted (0 seconds: the default timeout; `when_equals`
+/// read as JSON).
+pub fn approval_rule(index: usize, rule: &pb::ApprovalRule) -> DomainResult<domain::ApprovalRule> {
+    let at = format!("tenant.approvals[{index}]");
+    let when = match (rule.when_argument.is_empty(), rule.when_equals.is_empty()) {
+        (true, true) => None,
+        (false, false) => Some(domain::ApprovalCondition {
+            argument: rule.when_argument.clone(),
+            equals: serde_json::from_str(&rule.when_equals).map_err(|e| {
+                DomainError::invalid(
+                    format!("{at}.when_equals"),
+                    format!("is not JSON ({e}): write true, 3 or \"send\""),
+                )
+            })?,
+        }),
+        _ => {
+            return Err(DomainError::invalid(
+                format!("{at}.when_argument"),
+                "give when_argument and when_equals together",
+            ));
+        }
+    };
+    Ok(domain::ApprovalRule {
         tool: rule.tool.clone(),
         action: non_empty(&rule.action),
         roles: rule.roles.clone(),
@@ -320,7 +349,8 @@ pub fn approval_rule(rule: &pb::ApprovalRule) -> domain::ApprovalRule {
             rule.timeout_secs
         },
         show: rule.show.clone(),
-    }
+        when,
+    })
 }
 
 impl From<&domain::ApprovalRule> for pb::ApprovalRule {
@@ -332,6 +362,16 @@ impl From<&domain::ApprovalRule> for pb::ApprovalRule {
             reason: rule.reason.clone(),
             timeout_secs: rule.timeout_secs,
             show: rule.show.clone(),
+            when_argument: rule
+                .when
+                .as_ref()
+                .map(|w| w.argument.clone())
+                .unwrap_or_default(),
+            when_equals: rule
+                .when
+                .as_ref()
+                .map(|w| w.equals.to_string())
+                .unwrap_or_default(),
         }
     }
 }

@@ -68,6 +68,27 @@ impl State {
                     Some(_) => {}
                 }
             }
+            if let Some(when) = &rule.when {
+                // A top-level argument, or one of the action's (or any action's) arguments.
+                let declared = tool.def.input_schema["properties"]
+                    .get(&when.argument)
+                    .is_some()
+                    || tool
+                        .def
+                        .polymorphism
+                        .iter()
+                        .flat_map(|p| &p.actions)
+                        .any(|a| {
+                            rule.action.as_deref().is_none_or(|name| name == a.name)
+                                && a.schema["properties"].get(&when.argument).is_some()
+                        });
+                if !declared {
+                    v.add(
+                        format!("{at}.when_argument"),
+                        format!("{:?} has no argument {:?}", rule.tool, when.argument),
+                    );
+                }
+            }
             for role in &rule.roles {
                 if !self.roles.contains_key(role) {
                     v.add(

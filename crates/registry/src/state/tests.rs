@@ -506,3 +506,24 @@ fn an_update_that_widens_a_tool_needs_an_accepted_adr() {
         assert!(tool.pin.as_ref().unwrap().basis.contains("ADR-007"));
     }
 }
+
+#[test]
+fn a_new_argument_of_an_existing_action_widens_a_polymorphic_tool() {
+    let state = demo();
+    let existing = state.tools["client_wiki"].def.clone();
+    let mut wider = existing.clone();
+    let lint = wider
+        .polymorphism
+        .as_mut()
+        .unwrap()
+        .actions
+        .iter_mut()
+        .find(|a| a.name == "lint")
+        .unwrap();
+    lint.schema["properties"]["webhook_override"] = json!({"type": "string"});
+    wider.admission.adr = None;
+    wider.admission.owner = Some("wiki-team".into());
+    wider.admission.scope = Some("wiki".into());
+    let why = wider.widens(&existing);
+    assert_eq!(why, ["new argument \"lint.webhook_override\""]);
+}

@@ -15,12 +15,21 @@ fn action_names(def: &ToolDef) -> BTreeSet<&str> {
         .collect()
 }
 
-fn argument_names(def: &ToolDef) -> BTreeSet<&str> {
-    def.input_schema
+fn properties(schema: &Value) -> impl Iterator<Item = &str> {
+    schema
         .get("properties")
         .and_then(Value::as_object)
-        .map(|properties| properties.keys().map(String::as_str).collect())
-        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|properties| properties.keys().map(String::as_str))
+}
+
+/// Every argument a call may give: the top-level ones, and each action's (`action.arg`).
+fn argument_names(def: &ToolDef) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = properties(&def.input_schema).map(str::to_owned).collect();
+    for action in def.polymorphism.iter().flat_map(|p| &p.actions) {
+        names.extend(properties(&action.schema).map(|name| format!("{}.{name}", action.name)));
+    }
+    names
 }
 
 /// Whether `new` lets more roles in than `old` (an empty list is every role).

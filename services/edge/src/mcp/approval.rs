@@ -52,14 +52,16 @@ impl<'a> Pending<'a> {
         arguments: &'a Value,
         binding: &'a [u8],
     ) -> Option<Pending<'a>> {
-        registry.approval(tool, action).map(|rule| Pending {
-            rule,
-            tool,
-            action,
-            arguments,
-            identity,
-            binding,
-        })
+        registry
+            .approval(tool, action, arguments)
+            .map(|rule| Pending {
+                rule,
+                tool,
+                action,
+                arguments,
+                identity,
+                binding,
+            })
     }
 
     /// The tool (and action) as the question and errors name it.
