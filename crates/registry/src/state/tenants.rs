@@ -31,8 +31,9 @@ impl State {
         Ok(tenant)
     }
 
-    /// An approval rule names a tool of the catalogue, one of its actions, and registered
-    /// roles: a rule that matches nothing would only look like a safeguard.
+    /// An approval rule names a tool of the catalogue, one of its actions, registered roles
+    /// and an argument the tool has: a rule that matches nothing would only look like a
+    /// safeguard.
     fn check_approvals(&self, tenant: &Tenant, v: &mut Violations) {
         for (index, rule) in tenant.approvals.iter().enumerate() {
             let at = format!("tenant.approvals[{index}]");
@@ -44,50 +45,15 @@ impl State {
                 continue;
             };
             if let Some(action) = &rule.action {
-                let actions = tool.def.polymorphism.as_ref().map(|p| &p.actions);
-                match actions {
-                    None => v.add(
-                        format!("{at}.action"),
-                        format!(
-                            "{:?} is not a polymorphic tool: leave action out",
-                            rule.tool
-                        ),
-                    ),
-                    Some(actions) if !actions.iter().any(|a| &a.name == action) => v.add(
-                        format!("{at}.action"),
-                        format!(
-                            "{:?} has no action {action:?} (it has {})",
-                            rule.tool,
-                            actions
-                                .iter()
-                                .map(|a| a.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ),
-                    Some(_) => {}
-                }
+                check_rule_action(&tool.def, action, &at, v);
             }
-            if let Some(when) = &rule.when {
-                // A top-level argument, or one of the action's (or any action's) arguments.
-                let declared = tool.def.input_schema["properties"]
-                    .get(&when.argument)
-                    .is_some()
-                    || tool
-                        .def
-                        .polymorphism
-                        .iter()
-                        .flat_map(|p| &p.actions)
-                        .any(|a| {
-                            rule.action.as_deref().is_none_or(|name| name == a.name)
-                                && a.schema["properties"].get(&when.argument).is_some()
-                        });
-                if !declared {
-                    v.add(
-                        format!("{at}.when_argument"),
-                        format!("{:?} has no argument {:?}", rule.tool, when.argument),
-                    );
-                }
+            if let Some(when) = &rule.when
+                && !has_argument(&tool.def, rule.action.as_deref(), &when.argument)
+            {
+                v.add(
+                    format!("{at}.when_argument"),
+                    format!("{:?} has no argument {:?}", rule.tool, when.argument),
+                );
             }
             for role in &rule.roles {
                 if !self.roles.contains_key(role) {
@@ -191,4 +157,37 @@ impl State {
         key.revoked_at = Some(now);
         Ok(vec![Change::put(Object::ApiKey(key))])
     }
+}
+
+/// An approval rule's action is one of the tool's.
+fn check_rule_action(def: &ToolDef, action: &str, at: &str, v: &mut Violations) {
+    match def.polymorphism.as_ref().map(|p| &p.actions) {
+        None => v.add(
+            format!("{at}.action"),
+            format!("{:?} is not a polymorphic tool: leave action out", def.name),
+        ),
+        Some(actions) if !actions.iter().any(|a| a.name == action) => v.add(
+            format!("{at}.action"),
+            format!(
+                "{:?} has no action {action:?} (it has {})",
+                def.name,
+                actions
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        Some(_) => {}
+    }
+}
+
+/// Whether the tool takes `argument`: at the top level, or in `action`'s schema (any action's
+/// when the rule names none).
+fn has_argument(def: &ToolDef, action: Option<&str>, argument: &str) -> bool {
+    def.input_schema["properties"].get(argument).is_some()
+        || def.polymorphism.iter().flat_map(|p| &p.actions).any(|a| {
+            action.is_none_or(|name| name == a.name)
+                && a.schema["properties"].get(argument).is_some()
+        })
 }
