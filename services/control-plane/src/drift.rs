@@ -31,18 +31,23 @@ pub struct Checked {
     pub error: Option<String>,
 }
 
-/// Lists every MCP upstream once and records what differs; returns one line per upstream.
-pub async fn check_all(engine: &Engine, http: &reqwest::Client, on_drift: OnDrift) -> Vec<Checked> {
-    let executors = engine
+/// The catalogue's executors with `protocol: mcp`.
+async fn mcp_executors(engine: &Engine) -> Vec<tp_registry::Executor> {
+    engine
         .read(|state| {
             state
                 .executors
                 .values()
                 .filter(|e| e.protocol == ExecutorProtocol::Mcp)
                 .cloned()
-                .collect::<Vec<_>>()
+                .collect()
         })
-        .await;
+        .await
+}
+
+/// Lists every MCP upstream once and records what differs; returns one line per upstream.
+pub async fn check_all(engine: &Engine, http: &reqwest::Client, on_drift: OnDrift) -> Vec<Checked> {
+    let executors = mcp_executors(engine).await;
     let mut checked = Vec::new();
     for executor in executors {
         let name = executor.name.clone();
@@ -164,16 +169,11 @@ async fn listen_all(
     on_drift: OnDrift,
     listeners: &mut Listeners,
 ) {
-    let executors = engine
-        .read(|state| {
-            state
-                .executors
-                .values()
-                .filter(|e| e.protocol == ExecutorProtocol::Mcp)
-                .map(|e| (serde_json::to_string(e).unwrap_or_default(), e.clone()))
-                .collect::<Vec<_>>()
-        })
-        .await;
+    let executors: Vec<_> = mcp_executors(engine)
+        .await
+        .into_iter()
+        .map(|e| (serde_json::to_string(&e).unwrap_or_default(), e))
+        .collect();
     listeners.retain(|name, (settings, task)| {
         let current = executors
             .iter()
