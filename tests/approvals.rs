@@ -3,6 +3,7 @@
 //!   requests go to two edges in turn, so the retry that carries the answer lands on the other
 //!   edge from the one that asked;
 //! - on 2025-11-25 the Python and TypeScript SDKs are asked on the call's stream;
+//! - on 2025-06-18 a raw client is asked on its stream and approves through the other edge;
 //! - declined, "accepted" without approving, or a client without elicitation: a tool error
 //!   naming the rule, and the executor is never called (the edges' executor-call counters do
 //!   not move);
@@ -317,6 +318,58 @@ async fn the_python_and_typescript_sdks_are_asked_on_the_stream_on_2025_11_25() 
         "{unanswered}"
     );
     assert_eq!(executor_calls(&fleet).await - before, 2.0);
+
+    // 2025-06-18, raw: the question comes on the call's stream of edge 0, the approval is
+    // POSTed to edge 1, and the call finishes on edge 0 with the executor's answer (once).
+    const JUNE: &str = "2025-06-18";
+    let asking = fleet.client(0, "qa", "collector", JUNE);
+    let (status, mut stream) = asking
+        .stream(
+            8,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "june"}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let question = tokio::time::timeout(Duration::from_secs(10), stream.recv())
+        .await
+        .expect("the question in time")
+        .expect("the stream");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let message = question["params"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(REASON) && message.contains("text: june"),
+        "{question}"
+    );
+    let bearer = format!("Bearer {}", fleet.key("qa", "collector"));
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", JUNE),
+        ("authorization", bearer.as_str()),
+    ];
+    let approval = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0",
+        "id": question["id"],
+        "result": {"action": "accept", "content": {"approve": true}},
+    }))
+    .unwrap();
+    let other_edge = fleet.client(1, "qa", "collector", JUNE);
+    let accepted = other_edge.raw(approval.clone(), &headers).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let result = tokio::time::timeout(Duration::from_secs(10), stream.recv())
+        .await
+        .expect("the result in time")
+        .expect("the stream");
+    assert_eq!(result["id"], 8, "{result}");
+    assert_eq!(
+        result["result"]["content"][0]["text"], "[qa/collector] june",
+        "{result}"
+    );
+    // The same answer again finds no question: it cannot approve a second call.
+    let replayed = other_edge.raw(approval, &headers).await;
+    assert_eq!(replayed.status, 400, "{}", replayed.body);
+    assert_eq!(executor_calls(&fleet).await - before, 3.0);
 
     // A rule limited to one action and one argument value (client_wiki's lint when it would
     // publish its report; absent, publish_report is true by the schema's default).
