@@ -1,8 +1,8 @@
 //! Approvals mid-call (ADR 0013), against real processes and the official SDKs:
-//! - on 2026-07-28 the Python SDK's elicitation callback answers the edge's question; its
-//!   requests go to two edges in turn, so the retry that carries the answer lands on the other
-//!   edge from the one that asked;
-//! - on 2025-11-25 the Python and TypeScript SDKs are asked on the call's stream;
+//! - on 2026-07-28 the Python SDK's and the TypeScript SDK v2's elicitation handlers answer the
+//!   edge's question; their requests go to two edges in turn, so the retry that carries the
+//!   answer lands on the other edge from the one that asked;
+//! - on 2025-11-25 the Python and TypeScript (v1) SDKs are asked on the call's stream;
 //! - on 2025-06-18 a raw client is asked on its stream and approves through the other edge;
 //! - declined, "accepted" without approving, or a client without elicitation: a tool error
 //!   naming the rule, and the executor is never called (the edges' executor-call counters do
@@ -115,6 +115,17 @@ async fn ts_approval(fleet: &Fleet, answer: &str, calls: Value) -> Value {
     .await
 }
 
+async fn ts2_approval(fleet: &Fleet, answer: &str, calls: Value) -> Value {
+    let mut args = vec![
+        "ts2_approval.mjs".to_owned(),
+        fleet.key("qa", "collector").to_owned(),
+        answer.to_owned(),
+        calls.to_string(),
+    ];
+    args.extend(fleet.edges.iter().map(|e| format!("http://{}/mcp", e.addr)));
+    run_client(&node(), &args, &node_dir()).await
+}
+
 fn refused(out: &Value, why: &str) {
     let call = &out["calls"][0];
     assert_eq!(call["is_error"], true, "{out}");
@@ -192,6 +203,40 @@ async fn the_python_sdk_approves_on_2026_07_28_and_the_retry_lands_on_the_other_
     assert_eq!(ports.len(), 2, "both edges served the client: {sent:?}");
     assert_eq!(executor_calls(&fleet).await - before, 1.0);
 
+    // The TypeScript SDK v2 (2026-07-28): its input-required driver asks the handler and
+    // retries; a round-robin fetch sends the retry to the other edge.
+    let out = ts2_approval(&fleet, "approve", calls.clone()).await;
+    assert_eq!(out["protocol_version"], "2026-07-28", "{out}");
+    assert_eq!(out["calls"][0]["is_error"], false, "{out}");
+    assert_eq!(out["calls"][0]["text"], "[qa/collector] hello approver");
+    let ts_question = out["questions"][0].as_str().expect("asked");
+    assert!(
+        ts_question.contains(REASON) && ts_question.contains("text: hello approver"),
+        "{out}"
+    );
+    let call_edges: Vec<&Value> = out["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["method"] == "tools/call")
+        .map(|r| &r["edge"])
+        .collect();
+    assert_eq!(call_edges.len(), 2, "a call and its retry: {out}");
+    assert_ne!(
+        call_edges[0], call_edges[1],
+        "the retry went to the other edge: {out}"
+    );
+    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+    refused(
+        &ts2_approval(&fleet, "decline", calls.clone()).await,
+        "the client declined it",
+    );
+    refused(
+        &ts2_approval(&fleet, "none", calls.clone()).await,
+        "declared no elicitation capability",
+    );
+    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+
     // No, an "accept" that does not approve, no elicitation: nothing reaches the executor.
     for (answer, why) in [
         ("decline", "the client declined it"),
@@ -204,7 +249,7 @@ async fn the_python_sdk_approves_on_2026_07_28_and_the_retry_lands_on_the_other_
     }
     assert_eq!(
         executor_calls(&fleet).await - before,
-        1.0,
+        2.0,
         "a refused call reached the executor"
     );
 
