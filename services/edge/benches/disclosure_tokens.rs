@@ -13,9 +13,11 @@
 use rmcp::model::ListToolsResult;
 use serde_json::{Value, json};
 use tiktoken_rs::CoreBPE;
+mod common;
+
 use tp_edge::disclosure::{self, meta_tools};
 use tp_edge::registry::EdgeTool;
-use tp_registry::{Annotations, ResolvedTool, State, demo::DemoWorld, resolve};
+use tp_registry::{State, demo::DemoWorld, resolve};
 
 struct Figures {
     largest: Vec<(usize, String)>,
@@ -124,99 +126,10 @@ fn demo_registry(tenant: &str, role: &str) -> Vec<EdgeTool> {
         .collect()
 }
 
-const WORDS: [&str; 24] = [
-    "accounts",
-    "invoices",
-    "campaigns",
-    "contacts",
-    "tickets",
-    "reports",
-    "files",
-    "events",
-    "orders",
-    "leads",
-    "metrics",
-    "documents",
-    "messages",
-    "tasks",
-    "projects",
-    "assets",
-    "payments",
-    "shipments",
-    "subscriptions",
-    "audiences",
-    "forecasts",
-    "budgets",
-    "alerts",
-    "records",
-];
-const VERBS: [&str; 8] = [
-    "search",
-    "get",
-    "create",
-    "update",
-    "list",
-    "export",
-    "summarise",
-    "sync",
-];
-
-/// 382 tools in 49 categories with realistic descriptions and 2–6 typed parameters.
-fn generated_registry() -> Vec<EdgeTool> {
-    (0..382)
-        .map(|i| {
-            let category = format!("domain_{:02}", i % 49);
-            let verb = VERBS[i % VERBS.len()];
-            let noun = WORDS[(i * 7) % WORDS.len()];
-            let mut properties = serde_json::Map::new();
-            let mut required = Vec::new();
-            for p in 0..(2 + i % 5) {
-                let field = format!("{}_{}", WORDS[(i + p * 3) % WORDS.len()].trim_end_matches('s'), p);
-                let schema = match p % 3 {
-                    0 => json!({"type": "string", "maxLength": 500, "description": format!("The {field} to {verb}.")}),
-                    1 => json!({"type": "integer", "minimum": 0, "maximum": 1000, "description": "How many results to return."}),
-                    _ => json!({"type": "string", "enum": ["asc", "desc"], "description": "Sort order."}),
-                };
-                if p == 0 {
-                    required.push(field.clone());
-                }
-                properties.insert(field, schema);
-            }
-            ResolvedTool {
-                name: format!("{category}_{verb}_{noun}_{i}"),
-                title: format!("{verb} {noun}"),
-                description: format!(
-                    "{} {noun} in the connected {category} system for the tenant. Returns matching {noun} with ids, owners and timestamps; paginate with the cursor it returns.",
-                    capitalise(verb)
-                ),
-                category,
-                provider: Some(format!("provider_{:02}", i % 49)),
-                input_schema: json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false}),
-                output_schema: None,
-                annotations: Annotations::default(),
-                executor: "demo".into(),
-                examples: Vec::new(),
-                client_capabilities: Vec::new(),
-                actions: None,
-                sunset: None,
-            }
-        })
-        .map(EdgeTool::new)
-        .collect()
-}
-
-fn capitalise(word: &str) -> String {
-    let mut chars = word.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().collect::<String>() + chars.as_str())
-        .unwrap_or_default()
-}
-
 fn main() {
     let bpe = tiktoken_rs::o200k_base().unwrap_or_else(|e| panic!("tokenizer: {e}"));
     let demo = measure(&bpe, &demo_registry("globex", "collector"));
-    let generated = measure(&bpe, &generated_registry());
+    let generated = measure(&bpe, &common::generated(382, 49, 0));
     println!("Token budgets (tiktoken o200k_base)");
     println!(
         "{:<26} {:>6} {:>10} {:>12} {:>13} {:>13} {:>11} {:>14} {:>10}",

@@ -12,11 +12,13 @@ use serde_json::{Value, json};
 use crate::tool::EdgeTool;
 
 mod args;
+mod search;
 
 pub use args::{
-    Bounded, CapabilitiesArgs, DispatchArgs, DispatchParallelArgs, ToolSchemaArgs, decode,
-    input_schema,
+    Bounded, CapabilitiesArgs, Count, DispatchArgs, DispatchParallelArgs, Text, ToolSchemaArgs,
+    decode, input_schema,
 };
+pub use search::{DEFAULT_RESULTS, FIELDS, Hit, MAX_QUERY_CHARS, MAX_RESULTS, SearchIndex, Tuning};
 
 /// `capabilities` lists tools per category when the registry has at most this many tools;
 /// beyond it, categories with counts only unless a category is asked for.
@@ -62,7 +64,7 @@ pub fn meta_tools() -> &'static [McpTool] {
         vec![
             McpTool::new(
                 "capabilities",
-                "Start here: your tools by category, one line each.",
+                "Start here: your tools by category, one line each; or `query` (words) for the best matches.",
                 input_schema::<CapabilitiesArgs>(),
             ),
             McpTool::new(
@@ -101,21 +103,31 @@ pub fn listing(tools: &[EdgeTool], progressive: bool, pinned: &[String]) -> Vec<
     listed
 }
 
+/// Registries of at most this many tools get a one-line summary per tool in the text of
+/// `capabilities`; larger ones get names (the summaries stay in `structuredContent`, and a
+/// `query` answers with them).
+pub const SUMMARISED_TOOLS: usize = 20;
+
 /// Longest one-line description in `capabilities`.
 pub const ONE_LINE_CHARS: usize = 32;
 
 /// The first sentence (or line) of a description, at most [`ONE_LINE_CHARS`] characters.
 pub fn one_line(description: &str) -> String {
+    summary(description, ONE_LINE_CHARS)
+}
+
+/// The first sentence (or line) of a description, at most `max` characters, cut at a word.
+pub fn summary(description: &str, max: usize) -> String {
     let line = description.lines().next().unwrap_or_default().trim();
     let sentence = match line.find(". ") {
         Some(end) => &line[..end],
         None => line.trim_end_matches('.'),
     };
-    if sentence.chars().count() <= ONE_LINE_CHARS {
+    if sentence.chars().count() <= max {
         return sentence.to_owned();
     }
     // Cut at a word boundary.
-    let cut: String = sentence.chars().take(ONE_LINE_CHARS - 1).collect();
+    let cut: String = sentence.chars().take(max.saturating_sub(1)).collect();
     let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(head, _)| head);
     format!("{cut}…")
 }
@@ -125,9 +137,16 @@ pub fn one_line(description: &str) -> String {
 pub fn capabilities_text(answer: &Value) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let categories = answer["categories"].as_array().map_or(0, Vec::len) as u64;
+    let total = answer["total_tools"].as_u64().unwrap_or(0);
+    // Up to SUMMARISED_TOOLS tools, each with its one-line summary; beyond, names only (a
+    // query finds tools by what they do, with summaries).
+    let summarised = total <= SUMMARISED_TOOLS as u64
+        || answer["categories"]
+            .as_array()
+            .is_some_and(|c| c.len() == 1);
     let mut text = format!(
-        "{}, {}. Schema: tool_schema; run: dispatch or call by name.\n",
-        plural(answer["total_tools"].as_u64().unwrap_or(0), "tool", "tools"),
+        "{}, {}. Find by words: capabilities {{\"query\": \"...\"}}; schema: tool_schema; run: dispatch or call by name.\n",
+        plural(total, "tool", "tools"),
         plural(categories, "category", "categories")
     );
     for category in answer["categories"].as_array().into_iter().flatten() {
@@ -140,12 +159,17 @@ pub fn capabilities_text(answer: &Value) -> String {
                     .map(|tool| {
                         let name = tool["name"].as_str().unwrap_or_default();
                         match tool["description"].as_str().unwrap_or_default() {
-                            "" => name.to_owned(),
-                            summary => format!("{name} ({summary})"),
+                            summary if summarised && !summary.is_empty() => {
+                                format!("{name} ({summary})")
+                            }
+                            _ => name.to_owned(),
                         }
                     })
                     .collect();
-                text.push_str(&format!("{name}: {}\n", entries.join("; ")));
+                text.push_str(&format!(
+                    "{name}: {}\n",
+                    entries.join(if summarised { "; " } else { ", " })
+                ));
             }
             None => text.push_str(&format!("- {name} ({})\n", category["count"])),
         }
@@ -210,6 +234,7 @@ pub fn capabilities(
         })
         .collect();
     let mut quick_actions = vec![
+        "capabilities {\"query\": WORDS} — the tools that best match what you need".to_owned(),
         "tool_schema {\"tool\": NAME} — full input schema of a tool".to_owned(),
         "dispatch {\"tool\": NAME, \"arguments\": {...}} — run a tool".to_owned(),
         "dispatch_parallel {\"calls\": [...]} — run several tools at once".to_owned(),
@@ -226,6 +251,79 @@ pub fn capabilities(
         "categories": categories,
         "quick_actions": quick_actions,
     }))
+}
+
+/// Longest summary of a tool in a search answer.
+pub const SEARCH_SUMMARY_CHARS: usize = 60;
+
+/// The `capabilities` answer to a query: the best matching tools (optionally of one
+/// category), each with a one-line summary, its category and, for a polymorphic tool, the
+/// matching actions. `None` when the category does not exist in this registry.
+pub fn search_answer(
+    tools: &[EdgeTool],
+    index: &SearchIndex,
+    query: &str,
+    limit: usize,
+    category: Option<&str>,
+) -> Option<Value> {
+    if let Some(category) = category
+        && !tools.iter().any(|t| t.resolved.category == category)
+    {
+        return None;
+    }
+    let hits = index.search(query, limit, |i| {
+        category.is_none_or(|c| tools[i].resolved.category == c)
+    });
+    let matches: Vec<Value> = hits
+        .iter()
+        .map(|hit| {
+            let tool = &tools[hit.tool].resolved;
+            let mut item = json!({
+                "name": tool.name,
+                "description": summary(&tool.description, SEARCH_SUMMARY_CHARS),
+                "category": tool.category,
+            });
+            if !hit.actions.is_empty() {
+                item["actions"] = json!(hit.actions);
+            }
+            item
+        })
+        .collect();
+    Some(json!({
+        "query": query,
+        "total_tools": tools.len(),
+        "matches": matches,
+    }))
+}
+
+/// A search answer as compact text for the model.
+pub fn search_text(answer: &Value) -> String {
+    let matches = answer["matches"].as_array().map_or(&[][..], Vec::as_slice);
+    let query = answer["query"].as_str().unwrap_or_default();
+    if matches.is_empty() {
+        return format!(
+            "No tool matches \"{query}\". Try other words, or capabilities without a query for the categories.\n"
+        );
+    }
+    let mut text = format!(
+        "Best {} of {} tools for \"{query}\" (schema: tool_schema {{\"tools\": [...]}}; run: dispatch or call by name):\n",
+        matches.len(),
+        answer["total_tools"]
+    );
+    for m in matches {
+        text.push_str(&format!(
+            "{} [{}] {}",
+            m["name"].as_str().unwrap_or_default(),
+            m["category"].as_str().unwrap_or_default(),
+            m["description"].as_str().unwrap_or_default()
+        ));
+        if let Some(actions) = m["actions"].as_array() {
+            let actions: Vec<&str> = actions.iter().filter_map(Value::as_str).collect();
+            text.push_str(&format!(" (actions: {})", actions.join(", ")));
+        }
+        text.push('\n');
+    }
+    text
 }
 
 fn category_summary(members: &[&EdgeTool]) -> String {

@@ -33,6 +33,8 @@ pub struct Content {
     pub listing: Vec<McpTool>,
     /// `tools/list` answers as bytes, per protocol generation (built on first use).
     lists: [OnceLock<crate::transport::pages::Pages>; 2],
+    /// The tool-search index of this body (built on the first search).
+    search: OnceLock<crate::disclosure::SearchIndex>,
     /// The digest of what a caller of this body can see (its tools and disclosure; not the
     /// executors' addresses nor the catalogue's size): two bodies with the same one list the
     /// same tools, so a change that keeps it owes the caller no `list_changed`.
@@ -49,6 +51,13 @@ impl Content {
         self.lists[generation as usize].get_or_init(|| {
             crate::transport::pages::Pages::build(&self.listing, paging, generation)
         })
+    }
+
+    /// The tool-search index of this body's tools, built on first use and kept with the body
+    /// (so a new revision gets a new one).
+    pub fn search_index(&self) -> &crate::disclosure::SearchIndex {
+        self.search
+            .get_or_init(|| crate::disclosure::SearchIndex::build(&self.tools))
     }
 }
 
@@ -175,6 +184,7 @@ fn build_body(registry: &pb::ResolvedRegistry) -> Content {
         progressive,
         listing,
         lists: Default::default(),
+        search: OnceLock::new(),
         listing_digest: listing_digest(registry),
     }
 }

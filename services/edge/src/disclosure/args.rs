@@ -17,6 +17,7 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use super::search::{MAX_QUERY_CHARS, MAX_RESULTS};
 use super::{MAX_PARALLEL_CALLS, MAX_SCHEMA_BATCH};
 
 /// A list of `MIN` to `MAX` items: decoding refuses other lengths, and the schema says
@@ -64,13 +65,83 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     T::deserialize(deserializer).map(Some)
 }
 
-/// `capabilities`: your tools by category.
+/// `capabilities`: your tools by category, or the ones matching a query.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, expecting = "an object")]
 pub struct CapabilitiesArgs {
     /// Only this category, with one line per tool.
     #[serde(default, deserialize_with = "present")]
     pub category: Option<String>,
+    /// Words saying what the tool should do: the answer is the best matching tools.
+    #[serde(default, deserialize_with = "present")]
+    pub query: Option<Text<1, MAX_QUERY_CHARS>>,
+    /// Most results of a `query` (default 5).
+    #[serde(default, deserialize_with = "present")]
+    pub limit: Option<Count<1, MAX_RESULTS>>,
+}
+
+/// A string of `MIN` to `MAX` characters with something besides whitespace: decoding refuses
+/// others, and the schema says `minLength`/`maxLength`.
+#[derive(Debug, Clone)]
+pub struct Text<const MIN: usize, const MAX: usize>(pub String);
+
+impl<'de, const MIN: usize, const MAX: usize> Deserialize<'de> for Text<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let chars = text.chars().count();
+        if !(MIN..=MAX).contains(&chars) {
+            return Err(D::Error::custom(format!(
+                "must be {MIN} to {MAX} characters long, not {chars}"
+            )));
+        }
+        if MIN > 0 && text.trim().is_empty() {
+            return Err(D::Error::custom("must hold more than whitespace"));
+        }
+        Ok(Self(text))
+    }
+}
+
+impl<const MIN: usize, const MAX: usize> JsonSchema for Text<MIN, MAX> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("text_{MIN}_to_{MAX}").into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "string", "minLength": MIN, "maxLength": MAX})
+    }
+}
+
+/// A whole number from `MIN` to `MAX`: decoding refuses others, and the schema says
+/// `minimum`/`maximum`.
+#[derive(Debug, Clone, Copy)]
+pub struct Count<const MIN: usize, const MAX: usize>(pub usize);
+
+impl<'de, const MIN: usize, const MAX: usize> Deserialize<'de> for Count<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let n = u64::deserialize(deserializer)?;
+        match usize::try_from(n) {
+            Ok(n) if (MIN..=MAX).contains(&n) => Ok(Self(n)),
+            _ => Err(D::Error::custom(format!("must be {MIN} to {MAX}, not {n}"))),
+        }
+    }
+}
+
+impl<const MIN: usize, const MAX: usize> JsonSchema for Count<MIN, MAX> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("count_{MIN}_to_{MAX}").into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "integer", "minimum": MIN, "maximum": MAX})
+    }
 }
 
 /// `tool_schema`: input schemas, of one tool (optionally one action) or of several.

@@ -26,7 +26,14 @@ impl McpHandler {
     ) -> Result<CallToolResult, Error> {
         let arguments = arguments.unwrap_or_default();
         match meta {
-            MetaTool::Capabilities => capabilities(registry, decode("capabilities", arguments)?),
+            MetaTool::Capabilities => {
+                let stateless = ctx
+                    .meta
+                    .contains_key(crate::transport::rules::META_PROTOCOL_VERSION);
+                let ttl_ms = self.state.config.mcp.paging.ttl_ms;
+                capabilities(registry, decode("capabilities", arguments)?)
+                    .map(|result| cache_hint(result, stateless, registry.revision, ttl_ms))
+            }
             MetaTool::ToolSchema => tool_schema(registry, decode("tool_schema", arguments)?),
             MetaTool::Dispatch => {
                 let args: disclosure::DispatchArgs = decode("dispatch", arguments)?;
@@ -77,12 +84,52 @@ impl McpHandler {
     }
 }
 
-/// `capabilities`: the caller's categories, or the tools of one.
+/// On 2026-07-28, a `capabilities` answer says how long it stays true: it depends only on the
+/// registry's revision and the arguments, so it may be cached privately (per caller) for as
+/// long as a `tools/list` page, keyed by the revision.
+fn cache_hint(
+    mut result: CallToolResult,
+    stateless: bool,
+    revision: u64,
+    ttl_ms: u64,
+) -> CallToolResult {
+    if stateless {
+        let mut meta = rmcp::model::JsonObject::new();
+        meta.insert("cacheScope".into(), json!("private"));
+        meta.insert("ttlMs".into(), json!(ttl_ms));
+        meta.insert("io.toolplane/revision".into(), json!(revision));
+        result.meta = Some(rmcp::model::MetaObject(meta));
+    }
+    result
+}
+
+/// `capabilities`: the caller's categories, the tools of one, or (with `query`) the tools
+/// that match some words.
 fn capabilities(
     registry: &Registry,
     args: disclosure::CapabilitiesArgs,
 ) -> Result<CallToolResult, Error> {
     let category = args.category.as_deref();
+    if let Some(query) = &args.query {
+        let limit = args.limit.map_or(disclosure::DEFAULT_RESULTS, |l| l.0);
+        let index = registry.search_index();
+        let answer = disclosure::search_answer(&registry.tools, index, &query.0, limit, category)
+            .ok_or_else(|| {
+            Error::invalid_params(format!(
+                "unknown category: {}",
+                category.unwrap_or_default()
+            ))
+        })?;
+        let mut result =
+            CallToolResult::success(vec![ContentBlock::text(disclosure::search_text(&answer))]);
+        result.structured_content = Some(answer);
+        return Ok(result);
+    }
+    if args.limit.is_some() {
+        return Err(Error::invalid_params(
+            "capabilities: `limit` goes with `query`",
+        ));
+    }
     let answer = disclosure::capabilities(&registry.tools, category, registry.progressive)
         .ok_or_else(|| {
             Error::invalid_params(format!(
