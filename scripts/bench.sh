@@ -3,7 +3,7 @@
 # needs on loopback (control plane, two edges, Redis, the demo executor, a bare baseline
 # server), drives load with wrk (installed from Debian's packages when missing), prints the
 # table and stops everything. Not part of .ci/run. Options: --quick, --tenants N, --seconds S,
-# --only SCENARIO,... (warm-list, call-overhead, propagation, catalogue-growth, cold-paths, scale, wiki).
+# --only SCENARIO,... (warm-list, call-overhead, propagation, catalogue-growth, search, cold-paths, scale, wiki).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/toolplane-target}"
