@@ -336,7 +336,11 @@ async fn search(world: &mut World, run: Run, table: &mut Table) -> anyhow::Resul
         "create a calendar event",
         "run a report of sessions in analytics",
     ];
-    let client = McpHttp::new(&world.edges[0].addr, Some(&world.named_keys["c2000"]), LEGACY);
+    let client = McpHttp::new(
+        &world.edges[0].addr,
+        Some(&world.named_keys["c2000"]),
+        LEGACY,
+    );
     let t = Instant::now();
     let first = client
         .call("capabilities", json!({"query": QUERIES[0]}))
@@ -355,7 +359,10 @@ async fn search(world: &mut World, run: Run, table: &mut Table) -> anyhow::Resul
             .call("capabilities", json!({"query": QUERIES[i % QUERIES.len()]}))
             .await;
         let elapsed = t.elapsed().as_secs_f64() * 1e6;
-        if reply.result()["structuredContent"]["matches"].as_array().is_none_or(Vec::is_empty) {
+        if reply.result()["structuredContent"]["matches"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        {
             bail!("a search found nothing: {}", reply.body);
         }
         let t = Instant::now();

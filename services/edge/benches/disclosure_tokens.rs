@@ -65,8 +65,7 @@ fn measure(bpe: &CoreBPE, tools: &[EdgeTool]) -> Figures {
                 .flat_map(|set| set.allowed.iter())
                 .filter_map(|action| {
                     let entry = disclosure::action_schema_entry(t, action)?;
-                    let text =
-                        serde_json::to_string(&json!({"tools": [entry]})).unwrap_or_default();
+                    let text = disclosure::schema_text(&json!({"tools": [entry]}));
                     Some((tokens(bpe, &text), format!("{}:{action}", t.resolved.name)))
                 })
                 .collect::<Vec<_>>()
@@ -78,7 +77,7 @@ fn measure(bpe: &CoreBPE, tools: &[EdgeTool]) -> Figures {
         .map(|t| {
             let entry = json!({"tools": [disclosure::schema_entry(t)]});
             (
-                tokens(bpe, &serde_json::to_string(&entry).unwrap_or_default()),
+                tokens(bpe, &disclosure::schema_text(&entry)),
                 t.resolved.name.clone(),
             )
         })
@@ -89,7 +88,7 @@ fn measure(bpe: &CoreBPE, tools: &[EdgeTool]) -> Figures {
         .iter()
         .map(|t| {
             let entry = json!({"tools": [disclosure::schema_entry(t)]});
-            tokens(bpe, &serde_json::to_string(&entry).unwrap_or_default())
+            tokens(bpe, &disclosure::schema_text(&entry))
         })
         .collect();
     schemas.sort_unstable();
@@ -145,8 +144,8 @@ fn main() {
     );
     let mut failed = Vec::new();
     for (name, f, cap_target) in [
-        ("demo (globex, 34)", &demo, 500),
-        ("generated (382 / 49)", &generated, 1500),
+        ("demo (globex, 34)", &demo, 300),
+        ("generated (382 / 49)", &generated, 1000),
     ] {
         let progressive_total = f.progressive_list + f.capabilities;
         let reduction = 1.0 - progressive_total as f64 / f.full_list as f64;
@@ -191,10 +190,10 @@ fn main() {
     if demo
         .action_max
         .as_ref()
-        .is_some_and(|(tokens, _)| *tokens > 300)
+        .is_some_and(|(tokens, _)| *tokens > 150)
     {
         failed.push(format!(
-            "demo: an action schema over 300 tokens: {:?}",
+            "demo: an action schema over 150 tokens: {:?}",
             demo.action_max
         ));
     }
@@ -206,7 +205,7 @@ fn main() {
             .map(|t| {
                 tokens(
                     &bpe,
-                    &serde_json::to_string(&disclosure::schema_entry(t)).unwrap_or_default(),
+                    &disclosure::schema_text(&json!({"tools": [disclosure::schema_entry(t)]})),
                 )
             })
             .unwrap_or(0)
@@ -216,6 +215,16 @@ fn main() {
         "client_wiki tool_schema: collector {collector} tokens, executor {executor} tokens ({:.0}% of the collector's)",
         executor as f64 * 100.0 / collector.max(1) as f64
     );
+    // Goal 400 (issue 36), printed met or not; the check fails only on a regression past 480.
+    println!(
+        "client_wiki whole schema: {collector} tokens (goal 400: {})",
+        if collector <= 400 { "met" } else { "NOT met" }
+    );
+    if collector > 480 {
+        failed.push(format!(
+            "client_wiki: the whole schema is {collector} tokens > 480"
+        ));
+    }
     if executor >= collector {
         failed.push("client_wiki: the executor's schema is not smaller".into());
     }
@@ -223,6 +232,23 @@ fn main() {
         "meta-tools listed in progressive mode: {}",
         meta_tools().len()
     );
+    // A search answer as an agent reads it (docs/disclosure.md shows this session).
+    let globex = demo_registry("globex", "collector");
+    let index = disclosure::SearchIndex::build(&globex);
+    for query in [
+        "send an email to a client",
+        "how many sessions did the site get last week",
+        "ask the wiki what changed in the brief",
+    ] {
+        let answer =
+            disclosure::search_answer(&globex, &index, query, 5, None).unwrap_or(Value::Null);
+        let text = disclosure::search_text(&answer);
+        let n = tokens(&bpe, &text);
+        println!("search {query:?}: {n} tokens\n{text}");
+        if n > 300 {
+            failed.push(format!("search answer for {query:?}: {n} tokens > 300"));
+        }
+    }
     if failed.is_empty() {
         println!("all targets met");
     } else {

@@ -12,12 +12,14 @@ use serde_json::{Value, json};
 use crate::tool::EdgeTool;
 
 mod args;
+mod compact;
 mod search;
 
 pub use args::{
     Bounded, CapabilitiesArgs, Count, DispatchArgs, DispatchParallelArgs, Text, ToolSchemaArgs,
     decode, input_schema,
 };
+pub use compact::schema_text;
 pub use search::{DEFAULT_RESULTS, FIELDS, Hit, MAX_QUERY_CHARS, MAX_RESULTS, SearchIndex, Tuning};
 
 /// `capabilities` lists tools per category when the registry has at most this many tools;

@@ -170,7 +170,7 @@ fn tool_schema(
                 "tool_schema: {name} has no action {action:?} for you (allowed: {allowed})"
             ))
         })?;
-        return Ok(CallToolResult::structured(json!({ "tools": [entry] })));
+        return Ok(schema_result(json!({ "tools": [entry] })));
     }
     let names: Vec<String> = match (args.tool, args.tools) {
         (Some(name), None) => vec![name],
@@ -196,7 +196,16 @@ fn tool_schema(
             .ok_or_else(|| Error::unknown_tool(name))?;
         schemas.push(disclosure::schema_entry(tool));
     }
-    Ok(CallToolResult::structured(json!({ "tools": schemas })))
+    Ok(schema_result(json!({ "tools": schemas })))
+}
+
+/// A `tool_schema` answer: compact signatures as text for the model, the JSON Schemas in
+/// `structuredContent`.
+fn schema_result(answer: Value) -> CallToolResult {
+    let mut result =
+        CallToolResult::success(vec![ContentBlock::text(disclosure::schema_text(&answer))]);
+    result.structured_content = Some(answer);
+    result
 }
 
 /// One call's entry in `dispatch_parallel`'s results: its result, its protocol error, or — a
