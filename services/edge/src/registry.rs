@@ -192,6 +192,22 @@ fn build_body(registry: &pb::ResolvedRegistry) -> Content {
 // === impl Registry ===
 
 impl Registry {
+    /// Builds this body's search index on a blocking thread, once: for thousands of tools it
+    /// takes tens of milliseconds, which would otherwise stall every request on the worker
+    /// that makes the first search.
+    pub async fn prepare_search(&self) {
+        if self.body.search.get().is_some() {
+            return;
+        }
+        let body = Arc::clone(&self.body);
+        // A failed join (a panic while indexing) leaves the index unbuilt; the search that
+        // follows builds it in place and reports the same failure.
+        let _ = tokio::task::spawn_blocking(move || {
+            body.search_index();
+        })
+        .await;
+    }
+
     /// Builds the edge form of a resolved registry, sharing the body with every registry of
     /// the same content already in memory.
     pub fn from_pb(registry: pb::ResolvedRegistry) -> Registry {

@@ -31,7 +31,11 @@ impl McpHandler {
                     .meta
                     .contains_key(crate::transport::rules::META_PROTOCOL_VERSION);
                 let ttl_ms = self.state.config.mcp.paging.ttl_ms;
-                capabilities(registry, decode("capabilities", arguments)?)
+                let args: disclosure::CapabilitiesArgs = decode("capabilities", arguments)?;
+                if args.query.is_some() {
+                    registry.prepare_search().await;
+                }
+                capabilities(registry, args)
                     .map(|result| cache_hint(result, stateless, registry.revision, ttl_ms))
             }
             MetaTool::ToolSchema => tool_schema(registry, decode("tool_schema", arguments)?),
