@@ -1,4 +1,5 @@
-//! Tool search (`capabilities {"query"}`, ADR 0014) through real edges:
+//! Tool search (`capabilities {"query"}`, ADR 0014) through real edges (run as the trust
+//! suite's T32):
 //! - a caller finds only its own tools: a hidden tool, searched by its exact name and by its
 //!   description, never appears, and the counts are the caller's registry's;
 //! - a visible tool searched by its name comes first; a polymorphic tool shows only the actions
@@ -26,8 +27,8 @@ fn names(reply: &tp_test_support::HttpReply) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_search_finds_only_the_callers_tools_alike_on_every_edge() {
+/// The scenario; run by the trust suite as T32 (`trust_edge::t32`).
+pub(crate) async fn a_search_finds_only_the_callers_tools_alike_on_every_edge() {
     let fleet = Fleet::start(2, "").await;
     let mut admin = fleet.cp.admin().await;
     let catalogue: Vec<pb::ToolSpec> = admin

@@ -688,3 +688,13 @@ async fn t31_an_approval_cannot_be_forged_moved_or_taken_by_another_role() {
     );
     assert_eq!(crate::approvals::executor_calls(&fleet).await - before, 1.0);
 }
+
+/// T32. Tool search (ADR 0014) as a way to learn what another tenant or role has: every tool
+/// of the catalogue, searched by its exact name and by its description's words, by each of
+/// eight (tenant, role) callers; a hidden tool never appears, the counts are the caller's, a
+/// role never sees another role's actions, both edges and both protocol generations answer the
+/// same, bad arguments are -32602.
+#[tokio::test]
+async fn t32_a_search_reveals_no_tool_the_caller_cannot_see() {
+    crate::search::a_search_finds_only_the_callers_tools_alike_on_every_edge().await;
+}

@@ -120,10 +120,10 @@ fn base_type(object: &Map<String, Value>, depth: usize) -> String {
                 } else {
                     items
                 };
-                format!(
-                    "{items}[]{}",
-                    range(object.get("minItems"), object.get("maxItems"), "")
-                )
+                // Bounds inside the brackets: `string[≤10]`, `integer[1..5]`.
+                let bounds = range(object.get("minItems"), object.get("maxItems"), "");
+                let bounds = bounds.trim_start_matches('(').trim_end_matches(')');
+                format!("{items}[{bounds}]")
             }
             "string" => {
                 let mut s = "string".to_owned();
@@ -313,7 +313,7 @@ mod tests {
                 "  cost?: number(0.01..2) = 0.15",
                 "  kind?: \"a\"|\"b\" = \"a\"",
                 "  source: {type: \"url\", url: string<uri>} | {text: string(1..500) (The text), …}",
-                "  tags?: string[](≤10)",
+                "  tags?: string[≤10]",
             ],
             "{text}"
         );
