@@ -217,6 +217,11 @@ fn evaluate(tools: &[EdgeTool], tasks: &[Task], bpe: &tiktoken_rs::CoreBPE) -> R
     let started = Instant::now();
     let index = SearchIndex::build(tools);
     let build_ms = started.elapsed().as_secs_f64() * 1000.0;
+    println!(
+        "index of {} tools: about {:.1} MiB",
+        tools.len(),
+        index.approx_bytes() as f64 / 1_048_576.0
+    );
     let mut run = Run {
         dev: Score::default(),
         held_out: Score::default(),

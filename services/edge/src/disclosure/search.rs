@@ -437,6 +437,26 @@ impl SearchIndex {
             .collect()
     }
 
+    /// About how many bytes the index holds (postings, terms, lengths, action terms).
+    pub fn approx_bytes(&self) -> usize {
+        let postings: usize = self
+            .postings
+            .iter()
+            .map(|(term, list)| {
+                term.capacity() + 48 + list.capacity() * std::mem::size_of::<Posting>()
+            })
+            .sum();
+        let actions: usize = self
+            .actions
+            .iter()
+            .flat_map(|a| a.0.iter())
+            .map(|(name, terms)| {
+                name.capacity() + terms.iter().map(|t| t.capacity() + 24).sum::<usize>()
+            })
+            .sum();
+        postings + actions + self.lengths.len() * std::mem::size_of::<[u16; FIELDS]>()
+    }
+
     /// Tools indexed.
     pub fn len(&self) -> usize {
         self.lengths.len()
