@@ -203,6 +203,38 @@ async fn the_python_sdk_approves_on_2026_07_28_and_the_retry_lands_on_the_other_
     assert_eq!(ports.len(), 2, "both edges served the client: {sent:?}");
     assert_eq!(executor_calls(&fleet).await - before, 1.0);
 
+    // Through `dispatch` (how an agent in progressive mode calls): the same question, and the
+    // retry (another `dispatch` carrying the answer and the sealed state) runs the tool once.
+    let out = python_approval(
+        &fleet,
+        "auto",
+        "approve",
+        json!([["dispatch", {"tool": "echo", "arguments": {"text": "via dispatch"}}]]),
+    )
+    .await;
+    assert_eq!(
+        out["calls"][0]["text"], "[qa/collector] via dispatch",
+        "{out}"
+    );
+    assert!(
+        out["questions"][0]
+            .as_str()
+            .is_some_and(|q| q.contains("text: via dispatch")),
+        "{out}"
+    );
+    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+    refused(
+        &python_approval(
+            &fleet,
+            "auto",
+            "decline",
+            json!([["dispatch", {"tool": "echo", "arguments": {"text": "via dispatch"}}]]),
+        )
+        .await,
+        "the client declined it",
+    );
+    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+
     // The TypeScript SDK v2 (2026-07-28): its input-required driver asks the handler and
     // retries; a round-robin fetch sends the retry to the other edge.
     let out = ts2_approval(&fleet, "approve", calls.clone()).await;
@@ -226,7 +258,7 @@ async fn the_python_sdk_approves_on_2026_07_28_and_the_retry_lands_on_the_other_
         call_edges[0], call_edges[1],
         "the retry went to the other edge: {out}"
     );
-    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+    assert_eq!(executor_calls(&fleet).await - before, 3.0);
     refused(
         &ts2_approval(&fleet, "decline", calls.clone()).await,
         "the client declined it",
@@ -235,7 +267,7 @@ async fn the_python_sdk_approves_on_2026_07_28_and_the_retry_lands_on_the_other_
         &ts2_approval(&fleet, "none", calls.clone()).await,
         "declared no elicitation capability",
     );
-    assert_eq!(executor_calls(&fleet).await - before, 2.0);
+    assert_eq!(executor_calls(&fleet).await - before, 3.0);
 
     // No, an "accept" that does not approve, no elicitation: nothing reaches the executor.
     for (answer, why) in [
@@ -249,7 +281,7 @@ async fn the_python_sdk_approves_on_2026_07_28_and_the_retry_lands_on_the_other_
     }
     assert_eq!(
         executor_calls(&fleet).await - before,
-        2.0,
+        3.0,
         "a refused call reached the executor"
     );
 

@@ -4,53 +4,67 @@
 use super::*;
 
 /// A complete result, or an error result for a call that asked for client input where the
-/// caller (`dispatch`, `dispatch_parallel`) cannot answer it.
+/// caller (`dispatch_parallel`, whose calls share one result) cannot answer it.
 fn complete(response: CallToolResponse, name: &str) -> CallToolResult {
     match response {
         CallToolResponse::Complete(result) => result,
         _ => CallToolResult::error(vec![ContentBlock::text(format!(
-            "{name} needs input from the client (elicitation, sampling or roots) before it can finish; call it directly with tools/call"
+            "{name} needs input from the client (elicitation, sampling or roots) before it can finish; call it alone, with dispatch or tools/call"
         ))]),
     }
 }
 
 impl McpHandler {
-    /// Serves a meta-tool (ADR 0006) from the caller's registry.
+    /// Serves a meta-tool (ADR 0006) from the caller's registry. `dispatch` answers exactly as
+    /// `tools/call` of its tool would, an input-required result included: `retry` (the
+    /// client's answers and the sealed state, on 2026-07-28) goes to the dispatched call, whose
+    /// seal names that tool and its arguments.
     pub(super) async fn meta_tool(
         &self,
         identity: &Identity,
         registry: &Registry,
         meta: MetaTool,
         arguments: Option<rmcp::model::JsonObject>,
+        retry: Retry,
         ctx: &CallContext<'_>,
-    ) -> Result<CallToolResult, Error> {
+    ) -> Result<CallToolResponse, Error> {
         let arguments = arguments.unwrap_or_default();
-        match meta {
-            MetaTool::Capabilities => {
-                let stateless = ctx
-                    .meta
-                    .contains_key(crate::transport::rules::META_PROTOCOL_VERSION);
-                let ttl_ms = self.state.config.mcp.paging.ttl_ms;
-                let args: disclosure::CapabilitiesArgs = decode("capabilities", arguments)?;
-                if args.query.is_some() {
-                    registry.prepare_search().await;
-                }
-                capabilities(registry, args)
-                    .map(|result| cache_hint(result, stateless, registry.revision, ttl_ms))
-            }
-            MetaTool::ToolSchema => tool_schema(registry, decode("tool_schema", arguments)?),
+        let answer = match meta {
             MetaTool::Dispatch => {
                 let args: disclosure::DispatchArgs = decode("dispatch", arguments)?;
                 let (name, inner) = dispatch_target(args)?;
-                self.call(identity, registry, &name, inner, Retry::default(), ctx)
-                    .await
-                    .map(|response| complete(response, &name))
+                return self
+                    .call(identity, registry, &name, inner, retry, ctx)
+                    .await;
             }
+            MetaTool::Capabilities => self.capabilities(registry, arguments, ctx).await,
+            MetaTool::ToolSchema => tool_schema(registry, decode("tool_schema", arguments)?),
             MetaTool::DispatchParallel => {
                 let args = decode("dispatch_parallel", arguments)?;
                 self.dispatch_parallel(identity, registry, args, ctx).await
             }
+        };
+        answer.map(CallToolResponse::from)
+    }
+
+    /// `capabilities`, with the search index built off the async workers when a query needs
+    /// it, and the cache hint of 2026-07-28.
+    async fn capabilities(
+        &self,
+        registry: &Registry,
+        arguments: rmcp::model::JsonObject,
+        ctx: &CallContext<'_>,
+    ) -> Result<CallToolResult, Error> {
+        let stateless = ctx
+            .meta
+            .contains_key(crate::transport::rules::META_PROTOCOL_VERSION);
+        let ttl_ms = self.state.config.mcp.paging.ttl_ms;
+        let args: disclosure::CapabilitiesArgs = decode("capabilities", arguments)?;
+        if args.query.is_some() {
+            registry.prepare_search().await;
         }
+        capabilities(registry, args)
+            .map(|result| cache_hint(result, stateless, registry.revision, ttl_ms))
     }
 
     /// `dispatch_parallel`: the calls at most [`disclosure::PARALLEL_FAN_OUT`] at a time, each

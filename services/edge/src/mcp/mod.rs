@@ -176,11 +176,14 @@ impl McpHandler {
         let registry = self.registry(&identity, ctx).await?;
         // The call's work is boxed: rmcp moves this future into a task of its own, and a call's
         // state machine (the executor hop, relays, retries) is tens of KiB to copy.
+        let retry = Retry {
+            input_responses: request.input_responses,
+            request_state: request.request_state,
+        };
         let result = match MetaTool::parse(&request.name) {
             Some(meta) => {
-                Box::pin(self.meta_tool(&identity, &registry, meta, request.arguments, ctx))
+                Box::pin(self.meta_tool(&identity, &registry, meta, request.arguments, retry, ctx))
                     .await
-                    .map(CallToolResponse::from)
             }
             None => {
                 // SEP-2243 headers mirror the arguments of the tool named in the request, so
@@ -195,10 +198,6 @@ impl McpHandler {
                 {
                     return Err(Error::new(Fault::HeaderMismatch, reason));
                 }
-                let retry = Retry {
-                    input_responses: request.input_responses,
-                    request_state: request.request_state,
-                };
                 Box::pin(self.call(
                     &identity,
                     &registry,
