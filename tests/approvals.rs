@@ -126,6 +126,28 @@ async fn ts2_approval(fleet: &Fleet, answer: &str, calls: Value) -> Value {
     run_client(&node(), &args, &node_dir()).await
 }
 
+/// Calls `echo` with `text` on a stream (request `id`) and waits for the edge's question on it.
+async fn asked_on_stream(
+    client: &tp_test_support::McpHttp,
+    id: u64,
+    text: &str,
+) -> (tokio::sync::mpsc::UnboundedReceiver<Value>, Value) {
+    let (status, mut stream) = client
+        .stream(
+            id,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": text}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let question = tokio::time::timeout(Duration::from_secs(10), stream.recv())
+        .await
+        .expect("the question in time")
+        .expect("the stream");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    (stream, question)
+}
+
 fn refused(out: &Value, why: &str) {
     let call = &out["calls"][0];
     assert_eq!(call["is_error"], true, "{out}");
@@ -370,19 +392,7 @@ async fn the_python_and_typescript_sdks_are_asked_on_the_stream_on_2025_11_25() 
     // Nobody answers: the question closes with the request (mcp.request_timeout_ms, 3 s here,
     // shorter than the rule's 60 s), and nothing is forwarded.
     let legacy = fleet.client(1, "qa", "collector", LEGACY);
-    let (status, mut stream) = legacy
-        .stream(
-            7,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "unanswered"}}),
-        )
-        .await;
-    assert_eq!(status, 200);
-    let question = tokio::time::timeout(Duration::from_secs(10), stream.recv())
-        .await
-        .expect("the question in time")
-        .expect("the stream");
-    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let (mut stream, _) = asked_on_stream(&legacy, 7, "unanswered").await;
     let unanswered = tokio::time::timeout(Duration::from_secs(10), stream.recv())
         .await
         .expect("the result in time")
@@ -400,19 +410,7 @@ async fn the_python_and_typescript_sdks_are_asked_on_the_stream_on_2025_11_25() 
     // POSTed to edge 1, and the call finishes on edge 0 with the executor's answer (once).
     const JUNE: &str = "2025-06-18";
     let asking = fleet.client(0, "qa", "collector", JUNE);
-    let (status, mut stream) = asking
-        .stream(
-            8,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "june"}}),
-        )
-        .await;
-    assert_eq!(status, 200);
-    let question = tokio::time::timeout(Duration::from_secs(10), stream.recv())
-        .await
-        .expect("the question in time")
-        .expect("the stream");
-    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let (mut stream, question) = asked_on_stream(&asking, 8, "june").await;
     let message = question["params"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains(REASON) && message.contains("text: june"),

@@ -249,12 +249,5 @@ fn main() {
             failed.push(format!("search answer for {query:?}: {n} tokens > 300"));
         }
     }
-    if failed.is_empty() {
-        println!("all targets met");
-    } else {
-        for miss in &failed {
-            println!("MISSED: {miss}");
-        }
-        std::process::exit(1);
-    }
+    common::report(&failed);
 }

@@ -449,12 +449,5 @@ fn main() {
             "held-out recall@5 at 2000 tools {held_out_2000:.2} < {HELD_OUT_FLOOR}"
         ));
     }
-    if failed.is_empty() {
-        println!("all targets met");
-    } else {
-        for miss in &failed {
-            println!("MISSED: {miss}");
-        }
-        std::process::exit(1);
-    }
+    common::report(&failed);
 }

@@ -94,3 +94,15 @@ fn capitalise(word: &str) -> String {
         .map(|c| c.to_uppercase().collect::<String>() + chars.as_str())
         .unwrap_or_default()
 }
+
+/// Prints the missed targets and exits 1, or says all were met.
+pub(crate) fn report(failed: &[String]) {
+    if failed.is_empty() {
+        println!("all targets met");
+        return;
+    }
+    for miss in failed {
+        println!("MISSED: {miss}");
+    }
+    std::process::exit(1);
+}
