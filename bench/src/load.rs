@@ -183,6 +183,8 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
 pub(crate) struct Table {
     pub(crate) rows: Vec<[String; 7]>,
     pub(crate) notes: Vec<String>,
+    /// Goals a scenario asserts and missed: the run fails after printing the table.
+    pub(crate) missed: Vec<String>,
 }
 
 impl Table {

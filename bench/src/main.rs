@@ -150,6 +150,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     );
     table.print();
     println!("\ntotal time {:.0} s", started.elapsed().as_secs_f64());
+    if !table.missed.is_empty() {
+        bail!("goals missed: {}", table.missed.join("; "));
+    }
     let errors = table.errors();
     if errors > 0 {
         bail!("{errors} errors across the scenarios");
