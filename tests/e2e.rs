@@ -18,6 +18,7 @@ mod audit;
 mod claude_code;
 mod clients;
 mod conformance;
+mod connections;
 mod containers;
 mod control_plane;
 mod control_plane_errors;

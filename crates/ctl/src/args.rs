@@ -177,6 +177,50 @@ pub enum TenantsCmd {
         #[arg(long)]
         issuer: String,
     },
+    /// Connect a provider for the tenant with an API credential (sealed at once, never shown
+    /// again); the provider joins the tenant's connected_apis. Connecting again replaces it.
+    Connect(ConnectArgs),
+    /// Remove the tenant's connection to a provider, and the provider from connected_apis.
+    Disconnect {
+        /// Tenant id.
+        id: String,
+        /// The provider.
+        #[arg(long)]
+        provider: String,
+    },
+    /// The tenant's connections (providers, fingerprints, dates; never a credential).
+    Connections {
+        /// Tenant id.
+        id: String,
+    },
+}
+
+/// `tenants connect`.
+#[derive(Debug, Args)]
+pub struct ConnectArgs {
+    /// Tenant id.
+    pub id: String,
+    /// The provider (of the catalogue).
+    #[arg(long)]
+    pub provider: String,
+    /// The credential (what the provider's API takes as a bearer token). Prefer the
+    /// environment variable to the flag: a flag is visible to other users in `ps`.
+    #[arg(long, env = "TOOLPLANE_PROVIDER_CREDENTIAL", hide_env_values = true)]
+    pub credential: String,
+    /// Unix seconds after which the credential is not used.
+    #[arg(long)]
+    pub expires_at: Option<u64>,
+}
+
+impl From<ConnectArgs> for tp_proto::pb::ConnectProviderRequest {
+    fn from(args: ConnectArgs) -> Self {
+        Self {
+            tenant: args.id,
+            provider: args.provider,
+            credential: args.credential,
+            expires_at: args.expires_at.unwrap_or(0),
+        }
+    }
 }
 
 /// `tenants trust`.

@@ -121,6 +121,23 @@ fn string(object: &serde_json::Map<String, Value>, name: &str) -> anyhow::Result
     }
 }
 
+/// An Invoke request's `credential` (a tenant's provider credential), if it has one.
+fn credential(
+    object: &serde_json::Map<String, Value>,
+) -> anyhow::Result<Option<pb::ProviderCredential>> {
+    Ok(match field(object, "credential") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(credential)) => Some(pb::ProviderCredential {
+            provider: string(credential, "provider")?,
+            token: string(credential, "token")?,
+            expires_at: field(credential, "expires_at")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+        }),
+        Some(_) => bail!("credential must be an object"),
+    })
+}
+
 fn invoke_request(value: &Value) -> anyhow::Result<pb::InvokeRequest> {
     let object = object(value, "the request")?;
     refuse_unknown(
@@ -196,6 +213,7 @@ fn invoke_request(value: &Value) -> anyhow::Result<pb::InvokeRequest> {
         client_capabilities_known: field(object, "client_capabilities_known")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        credential: credential(object)?,
     })
 }
 

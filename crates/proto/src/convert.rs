@@ -556,6 +556,7 @@ pub fn object_kind_pb(kind: domain::ObjectKind) -> pb::ObjectKind {
         domain::ObjectKind::Provider => pb::ObjectKind::Provider,
         domain::ObjectKind::Role => pb::ObjectKind::Role,
         domain::ObjectKind::AdminToken => pb::ObjectKind::AdminToken,
+        domain::ObjectKind::Connection => pb::ObjectKind::Connection,
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod adr;
+pub mod connection;
 pub mod demo;
 pub mod docs;
 pub mod error;
@@ -24,6 +25,7 @@ pub mod tool;
 
 pub use admin::{Access, AdminCaller, AdminScope, AdminToken};
 pub use adr::{Adr, AdrStatus};
+pub use connection::{Connection, ConnectionKind, Sealed};
 pub use error::{
     DomainError, DomainResult, ErrorCode, FieldViolation, HasErrorCode, PreconditionViolation,
 };

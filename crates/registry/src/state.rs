@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::admin::AdminToken;
 use crate::adr::{Adr, AdrStatus};
+use crate::connection::Connection;
 use crate::error::{DomainError, DomainResult, ErrorCode, Violations};
 use crate::ident::{MAX_TITLE, check_date, check_slug, check_text};
 use crate::model::{ApiKey, CeilingChange, Executor, Policy, Provider, Role, Tenant};
@@ -43,6 +44,8 @@ pub enum ObjectKind {
     Role,
     /// An admin token.
     AdminToken,
+    /// A tenant's connection to a provider (its credential, sealed).
+    Connection,
 }
 
 /// One stored object.
@@ -69,6 +72,8 @@ pub enum Object {
     Role(Role),
     /// An admin token.
     AdminToken(AdminToken),
+    /// A connection.
+    Connection(Connection),
 }
 
 /// One change of a write.
@@ -117,6 +122,8 @@ pub struct State {
     pub admin_tokens: BTreeMap<String, AdminToken>,
     /// Admin token id by token hash.
     pub admin_token_hashes: HashMap<String, String>,
+    /// Connections by `{tenant}/{provider}`.
+    pub connections: BTreeMap<String, Connection>,
 }
 
 /// The key of the policy object.
@@ -137,6 +144,7 @@ impl ObjectKind {
             ObjectKind::Provider => "provider",
             ObjectKind::Role => "role",
             ObjectKind::AdminToken => "admin_token",
+            ObjectKind::Connection => "connection",
         }
     }
 
@@ -151,7 +159,8 @@ impl ObjectKind {
             | ObjectKind::Policy
             | ObjectKind::Tenant
             | ObjectKind::ApiKey
-            | ObjectKind::AdminToken => false,
+            | ObjectKind::AdminToken
+            | ObjectKind::Connection => false,
         }
     }
 }
@@ -171,6 +180,7 @@ impl Object {
             Object::Provider(_) => ObjectKind::Provider,
             Object::Role(_) => ObjectKind::Role,
             Object::AdminToken(_) => ObjectKind::AdminToken,
+            Object::Connection(_) => ObjectKind::Connection,
         }
     }
 
@@ -186,6 +196,7 @@ impl Object {
             Object::Provider(provider) => &provider.id,
             Object::Role(role) => &role.name,
             Object::AdminToken(token) => &token.id,
+            Object::Connection(connection) => &connection.id,
         }
     }
 
@@ -194,6 +205,7 @@ impl Object {
         match self {
             Object::Tenant(tenant) => Some(&tenant.id),
             Object::ApiKey(key) => Some(&key.tenant),
+            Object::Connection(connection) => Some(&connection.tenant),
             Object::Tool(_)
             | Object::Adr(_)
             | Object::Policy(_)
@@ -223,7 +235,8 @@ impl Object {
             | Object::Executor(_)
             | Object::Provider(_)
             | Object::Role(_)
-            | Object::AdminToken(_) => {}
+            | Object::AdminToken(_)
+            | Object::Connection(_) => {}
         }
     }
 }
@@ -269,11 +282,16 @@ impl Change {
     /// `delete`, else `put`.
     pub fn verb(&self) -> &'static str {
         match self {
+            Change::Delete {
+                kind: ObjectKind::Connection,
+                ..
+            } => "disconnect",
             Change::Delete { .. } => "delete",
             Change::Put { object } => match object {
                 Object::ApiKey(key) if key.revoked_at.is_some() => "revoke",
                 Object::AdminToken(token) if token.revoked_at.is_some() => "revoke",
                 Object::ApiKey(_) | Object::AdminToken(_) => "issue",
+                Object::Connection(_) => "connect",
                 Object::Tool(tool) => match tool.status {
                     crate::tool::ToolStatus::Deprecated { .. } => "deprecate",
                     crate::tool::ToolStatus::Retired => "retire",
@@ -349,6 +367,9 @@ impl State {
                     .insert(token.hash.clone(), token.id.clone());
                 self.admin_tokens.insert(token.id.clone(), token);
             }
+            Object::Connection(connection) => {
+                self.connections.insert(connection.id.clone(), connection);
+            }
         }
     }
 
@@ -382,6 +403,9 @@ impl State {
                 if let Some(removed) = self.admin_tokens.remove(key) {
                     self.admin_token_hashes.remove(&removed.hash);
                 }
+            }
+            ObjectKind::Connection => {
+                self.connections.remove(key);
             }
         }
     }
@@ -506,6 +530,10 @@ impl State {
                 t.connected_apis
                     .as_ref()
                     .is_some_and(|apis| apis.iter().any(|a| a == id))
+                    || self
+                        .connections
+                        .values()
+                        .any(|c| c.tenant == t.id && c.provider == id)
             })
             .map(|t| t.id.as_str())
             .collect();
@@ -606,6 +634,7 @@ fn check_ceiling_value(ceiling: u32) -> DomainResult<()> {
 
 mod admins;
 mod adrs;
+mod connections;
 mod drift;
 mod issuers;
 mod tenants;

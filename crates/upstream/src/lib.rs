@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use sha2::Digest as _;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{
@@ -215,8 +217,14 @@ pub struct Upstream {
     credential: Result<Option<(String, String)>, String>,
     /// The HTTP client (its TLS settings: [`http_client`]).
     http: reqwest::Client,
-    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    /// Open sessions by whose credential they carry: `None` the executor's own, else a
+    /// tenant's (ADR 0015), named by the credential's SHA-256 so the map does not hold it.
+    sessions: tokio::sync::Mutex<HashMap<Option<[u8; 32]>, Arc<Session>>>,
 }
+
+/// Sessions an upstream keeps open at most; past it the tenants' sessions are closed (they
+/// are opened again on their next call).
+const MAX_SESSIONS: usize = 256;
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -336,7 +344,7 @@ impl Upstream {
             info,
             credential,
             http,
-            session: tokio::sync::Mutex::new(None),
+            sessions: tokio::sync::Mutex::default(),
         }
     }
 
@@ -346,7 +354,7 @@ impl Upstream {
             info,
             credential: Ok(credential),
             http: reqwest::Client::default(),
-            session: tokio::sync::Mutex::new(None),
+            sessions: tokio::sync::Mutex::default(),
         }
     }
 
@@ -356,32 +364,54 @@ impl Upstream {
     }
 
     async fn session(&self) -> Result<Arc<Session>, UpstreamError> {
-        let mut slot = self.session.lock().await;
-        if let Some(session) = slot.as_ref()
+        self.session_as(None).await
+    }
+
+    /// The session that carries `tenant_token` (a tenant's credential for this upstream's
+    /// provider) or, without one, the executor's own credential.
+    async fn session_as(&self, tenant_token: Option<&str>) -> Result<Arc<Session>, UpstreamError> {
+        let key = tenant_token.map(|token| {
+            let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+            digest
+        });
+        let mut sessions = self.sessions.lock().await;
+        if let Some(session) = sessions.get(&key)
             && !session.service.is_transport_closed()
         {
             return Ok(Arc::clone(session));
         }
+        sessions.retain(|_, session| !session.service.is_transport_closed());
+        if sessions.len() >= MAX_SESSIONS {
+            sessions.retain(|key, _| key.is_none());
+        }
+        let credential = match tenant_token {
+            // The tenant's token goes where the executor's own credential would.
+            Some(token) => Ok(Some(
+                match self.credential.as_ref().ok().and_then(Option::as_ref) {
+                    Some((header, _)) if header != "authorization" => {
+                        (header.clone(), token.to_owned())
+                    }
+                    _ => ("authorization".to_owned(), format!("Bearer {token}")),
+                },
+            )),
+            None => self.credential.clone(),
+        };
         // Opened on a task of its own: rmcp's session tasks outlive the call that opens the
         // session, and must neither keep that call's spans open nor put their work in its trace.
-        let (info, credential, http) = (
-            self.info.clone(),
-            self.credential.clone(),
-            self.http.clone(),
-        );
+        let (info, http) = (self.info.clone(), self.http.clone());
         let session = tokio::spawn(async move { open(&info, credential, http).await })
             .await
             .map_err(|e| UpstreamError::Unreachable(format!("opening the MCP session: {e}")))??;
         let session = Arc::new(session);
-        *slot = Some(Arc::clone(&session));
+        sessions.insert(key, Arc::clone(&session));
         Ok(session)
     }
 
     async fn forget(&self, broken: &Arc<Session>) {
-        let mut slot = self.session.lock().await;
-        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, broken)) {
-            *slot = None;
-        }
+        self.sessions
+            .lock()
+            .await
+            .retain(|_, session| !Arc::ptr_eq(session, broken));
     }
 
     /// The upstream name of a catalogue tool.
@@ -399,7 +429,19 @@ impl Upstream {
         arguments: Option<serde_json::Map<String, Value>>,
         on_event: &mut (dyn FnMut(CallEvent) + Send),
     ) -> Result<pb::Result, UpstreamError> {
-        let session = self.session().await?;
+        self.call_as(tool, arguments, None, on_event).await
+    }
+
+    /// [`Upstream::call`] on a session that carries `tenant_token` (the tenant's credential
+    /// for the upstream's provider) instead of the executor's own credential.
+    pub async fn call_as(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+        tenant_token: Option<&str>,
+        on_event: &mut (dyn FnMut(CallEvent) + Send),
+    ) -> Result<pb::Result, UpstreamError> {
+        let session = self.session_as(tenant_token).await?;
         let mut params = CallToolRequestParams::new(self.upstream_name(tool).to_owned());
         params.arguments = arguments;
         let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));

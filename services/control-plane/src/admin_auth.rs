@@ -65,6 +65,7 @@ pub fn access(path: &str) -> Option<Access> {
         | "toolplane.v1.Tenants/ListTenants"
         | "toolplane.v1.Tenants/ListApiKeys"
         | "toolplane.v1.Tenants/PreviewRegistry"
+        | "toolplane.v1.Tenants/ListConnections"
         | "toolplane.v1.Audit/ListAuditRecords"
         | "toolplane.v1.Audit/GetUsage"
         | "toolplane.v1.Admins/ListChanges" => Access::TenantRead,
@@ -301,6 +302,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(reads, 19);
+        assert_eq!(reads, 20);
     }
 }

@@ -155,6 +155,11 @@ pub struct RawAuth {
     /// Off: only public addresses, checked for every address a name resolves to, so no trust
     /// can make the control plane reach an internal service or a metadata endpoint.
     pub private_issuers: bool,
+    /// The file of connections' key-encryption keys (ADR 0015): base64 keys, one per line,
+    /// the first sealing new credentials. Empty = `<data_dir>/connections-keys`, generated on
+    /// first start with SQLite; with PostgreSQL connections are refused until it is set (every
+    /// replica must read the same keys).
+    pub connections_keys_file: String,
 }
 
 /// `[bootstrap]`.
@@ -208,6 +213,9 @@ pub struct ControlPlaneConfig {
     pub private_issuers: bool,
     /// Edge token (None = generate/read from the data dir).
     pub edge_token: Option<String>,
+    /// The connections' key file, and whether to generate it when missing (`None`:
+    /// connections are refused).
+    pub connections_keys: Option<(PathBuf, bool)>,
     /// Executor key (None = derived from the edge token).
     pub executor_key: Option<tp_proto::invoke_auth::ExecutorKey>,
     /// Bootstrap ceiling.
@@ -303,6 +311,9 @@ impl RawConfig {
             (_, poll_ms) => poll_ms,
         };
         let executor_key = self.auth.check()?;
+        let connections_keys = self
+            .auth
+            .connections_keys(&self.data_dir, postgres_url.is_some());
         self.bootstrap.check()?;
         self.watch.check()?;
         self.grpc.limits().validate("grpc").map_err(|e| {
@@ -311,12 +322,7 @@ impl RawConfig {
         if !(100..=3_600_000).contains(&self.grpc.request_timeout_ms) {
             bail!("grpc.request_timeout_ms: must be between 100 and 3600000");
         }
-        let metrics_listen = match self.metrics_listen.as_str() {
-            "" => None,
-            addr => Some(addr.parse::<SocketAddr>().with_context(|| {
-                format!("metrics_listen: {addr:?} is not an address like 127.0.0.1:9091")
-            })?),
-        };
+        let metrics_listen = metrics_listen(&self.metrics_listen)?;
         if self.audit.retention_days > 36_500 {
             bail!("audit.retention_days: must be between 0 (keep forever) and 36500");
         }
@@ -357,6 +363,7 @@ impl RawConfig {
             admin_token: (!self.auth.admin_token.is_empty()).then_some(self.auth.admin_token),
             edge_token: (!self.auth.edge_token.is_empty()).then_some(self.auth.edge_token),
             executor_key,
+            connections_keys,
             bootstrap: self.bootstrap,
             heartbeat_ms: self.watch.heartbeat_ms,
             poll_ms,
@@ -364,6 +371,16 @@ impl RawConfig {
             grpc: self.grpc.limits(),
             request_timeout: std::time::Duration::from_millis(self.grpc.request_timeout_ms),
         })
+    }
+}
+
+/// `metrics_listen`: empty (no metrics listener) or an address.
+fn metrics_listen(value: &str) -> anyhow::Result<Option<SocketAddr>> {
+    match value {
+        "" => Ok(None),
+        addr => Ok(Some(addr.parse::<SocketAddr>().with_context(|| {
+            format!("metrics_listen: {addr:?} is not an address like 127.0.0.1:9091")
+        })?)),
     }
 }
 
@@ -391,6 +408,20 @@ fn store(store_url: &str, data_dir: &std::path::Path) -> anyhow::Result<(PathBuf
 }
 
 impl RawAuth {
+    /// The connections' key file and whether to generate it: given, or in the data directory
+    /// with SQLite; `None` on PostgreSQL without one (replicas must share the keys).
+    fn connections_keys(
+        &self,
+        data_dir: &std::path::Path,
+        postgres: bool,
+    ) -> Option<(PathBuf, bool)> {
+        match (self.connections_keys_file.as_str(), postgres) {
+            ("", true) => None,
+            ("", false) => Some((data_dir.join("connections-keys"), true)),
+            (path, _) => Some((PathBuf::from(path), false)),
+        }
+    }
+
     /// Tokens of at least 16 characters without whitespace; the executor key, parsed.
     fn check(&self) -> anyhow::Result<Option<tp_proto::invoke_auth::ExecutorKey>> {
         for (name, token) in [

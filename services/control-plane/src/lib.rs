@@ -12,10 +12,12 @@ pub mod auth;
 pub mod config;
 pub mod drift;
 pub mod engine;
+pub mod files;
 pub mod lifecycle;
 pub mod oidc;
 pub mod purge;
 pub mod server;
+pub mod vault;
 
 pub use config::ControlPlaneConfig;
 pub use server::{ControlPlane, Tokens};

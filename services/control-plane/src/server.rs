@@ -65,19 +65,7 @@ pub fn token_file(path: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
-/// Writes a file readable by its owner only.
-pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    #[cfg(unix)]
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    options.mode(0o600);
-    let mut file = options.open(path)?;
-    file.write_all(contents.as_bytes())?;
-    file.sync_all()
-}
+pub use crate::files::write_private;
 
 // === impl ControlPlane ===
 
@@ -154,7 +142,13 @@ impl ControlPlane {
                 .unwrap_or_else(|| tp_proto::invoke_auth::ExecutorKey::derive(&tokens.edge)),
         )
         .await;
-        let router = router(&engine, &tokens, config, stopping, purges).await?;
+        let vault = match &config.connections_keys {
+            Some((path, generate)) => Some(crate::vault::Vault::new(std::sync::Arc::new(
+                crate::vault::KeyFile::open(path, *generate)?,
+            ))),
+            None => None,
+        };
+        let router = router(&engine, &tokens, config, stopping, purges, vault).await?;
         let limits = config.grpc.clone();
         let tls = match &config.tls {
             Some(files) => {
@@ -259,6 +253,7 @@ async fn router(
     config: &ControlPlaneConfig,
     stopping: tokio::sync::watch::Receiver<bool>,
     purges: Arc<crate::purge::Purges>,
+    vault: Option<crate::vault::Vault>,
 ) -> anyhow::Result<MeasuredRouter> {
     let request_timeout = config.request_timeout;
     // The configured admin token is a superset: operators may call the edge-facing service
@@ -297,7 +292,8 @@ async fn router(
         .with_tokens(crate::oidc::TokenVerifier::with_addresses(
             config.token_key_refetch,
             config.private_issuers,
-        ));
+        ))
+        .with_vault(vault.clone());
     let admin_oidc = config.admin_oidc.clone().map(|settings| {
         Arc::new(crate::admin_oidc::AdminOidc::new(
             settings,
@@ -334,10 +330,9 @@ async fn router(
         .add_service(reflection().build_v1alpha()?)
         .add_service(CatalogServer::new(CatalogService::new(Arc::clone(engine))))
         .add_service(PolicyServer::new(PolicyService::new(Arc::clone(engine))))
-        .add_service(TenantsServer::new(TenantsService::new(
-            Arc::clone(engine),
-            purges,
-        )))
+        .add_service(TenantsServer::new(
+            TenantsService::new(Arc::clone(engine), purges).with_vault(vault),
+        ))
         .add_service(ExecutorsServer::new(ExecutorsService::new(Arc::clone(
             engine,
         ))))

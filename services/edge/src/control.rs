@@ -40,6 +40,21 @@ pub trait Directory: Send + Sync + std::fmt::Debug {
         tenant: &'a str,
         role: &'a str,
     ) -> BoxFuture<'a, Result<pb::ResolvedRegistry, Status>>;
+
+    /// The tenant's credential for a provider (NOT_FOUND: no usable connection).
+    fn credential<'a>(
+        &'a self,
+        tenant: &'a str,
+        provider: &'a str,
+    ) -> BoxFuture<'a, Result<pb::Credential, Status>> {
+        let _ = (tenant, provider);
+        Box::pin(async {
+            Err(tp_proto::status::error(
+                tp_registry::ErrorCode::NotFound,
+                "no connection",
+            ))
+        })
+    }
 }
 
 impl Directory for ControlPlane {
@@ -61,6 +76,14 @@ impl Directory for ControlPlane {
         role: &'a str,
     ) -> BoxFuture<'a, Result<pb::ResolvedRegistry, Status>> {
         Box::pin(ControlPlane::resolve(self, tenant, role))
+    }
+
+    fn credential<'a>(
+        &'a self,
+        tenant: &'a str,
+        provider: &'a str,
+    ) -> BoxFuture<'a, Result<pb::Credential, Status>> {
+        Box::pin(ControlPlane::credential(self, tenant, provider))
     }
 }
 
@@ -205,6 +228,19 @@ impl ControlPlane {
         self.call(|mut client| {
             let request = request.clone();
             async move { client.authenticate(request).await }
+        })
+        .await
+    }
+
+    /// The tenant's credential for `provider`.
+    pub async fn credential(&self, tenant: &str, provider: &str) -> Result<pb::Credential, Status> {
+        let request = pb::GetCredentialRequest {
+            tenant: tenant.to_owned(),
+            provider: provider.to_owned(),
+        };
+        self.call(|mut client| {
+            let request = request.clone();
+            async move { client.get_credential(request).await }
         })
         .await
     }

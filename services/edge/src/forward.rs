@@ -441,8 +441,9 @@ async fn call(
                 _ => None,
             }
         });
+        let tenant_token = request.credential.as_ref().map(|c| c.token.as_str());
         return upstream
-            .call(&request.tool, arguments, on_event)
+            .call_as(&request.tool, arguments, tenant_token, on_event)
             .await
             .map(Reply::Done)
             .map_err(|error| match error {

@@ -17,6 +17,7 @@ pub mod audit;
 pub mod cache;
 pub mod config;
 pub mod control;
+pub mod credentials;
 pub mod disclosure;
 pub mod error;
 pub mod forward;

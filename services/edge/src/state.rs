@@ -24,6 +24,8 @@ pub struct EdgeState {
     pub directory: Arc<dyn Directory>,
     /// Revisions known from the watch.
     pub versions: Arc<Versions>,
+    /// Tenants' provider credentials (memory only).
+    pub credentials: crate::credentials::Credentials,
     /// Registries and identities.
     pub caches: Arc<Caches>,
     /// Redis, when configured.
@@ -195,6 +197,7 @@ impl EdgeState {
             config.mcp.max_stream_age,
         );
         Arc::new(EdgeState {
+            credentials: crate::credentials::Credentials::default(),
             streams,
             seal,
             sessions,

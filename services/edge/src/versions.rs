@@ -55,7 +55,8 @@ fn affects_all(kind: i32) -> bool {
             | pb::ObjectKind::Policy
             | pb::ObjectKind::Tenant
             | pb::ObjectKind::ApiKey
-            | pb::ObjectKind::AdminToken,
+            | pb::ObjectKind::AdminToken
+            | pb::ObjectKind::Connection,
         ) => false,
         // Unknown kinds from a newer control plane: be safe.
         Ok(pb::ObjectKind::Unspecified) | Err(_) => true,

@@ -32,6 +32,7 @@ macro_rules! out {
 mod admins;
 mod adrs;
 pub(crate) mod audit;
+mod connections;
 mod docs;
 mod drift;
 mod executors;

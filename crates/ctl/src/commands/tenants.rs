@@ -220,6 +220,15 @@ pub(super) async fn tenants(
                 .into_inner()
         }
         TenantsCmd::Delete { id } => return delete(&mut admin, &id, json_out).await,
+        TenantsCmd::Connect(args) => {
+            return super::connections::connect(&mut admin, args.into(), json_out).await;
+        }
+        TenantsCmd::Disconnect { id, provider } => {
+            return super::connections::disconnect(&mut admin, id, provider, json_out).await;
+        }
+        TenantsCmd::Connections { id } => {
+            return super::connections::list(&mut admin, id, json_out).await;
+        }
         TenantsCmd::Trust(args) => {
             let trust = token_issuer(&args)?;
             change(&mut admin, &args.id, |tenant| {

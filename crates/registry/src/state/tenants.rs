@@ -92,7 +92,7 @@ impl State {
         Ok(vec![Change::put(Object::Tenant(tenant))])
     }
 
-    /// Deletes a tenant and its keys.
+    /// Deletes a tenant, its keys and its connections.
     pub fn delete_tenant(&self, id: &str) -> DomainResult<Vec<Change>> {
         self.tenant(id)?;
         let mut changes: Vec<Change> = self
@@ -104,6 +104,15 @@ impl State {
                 key: key.id.clone(),
             })
             .collect();
+        changes.extend(
+            self.connections
+                .values()
+                .filter(|connection| connection.tenant == id)
+                .map(|connection| Change::Delete {
+                    kind: ObjectKind::Connection,
+                    key: connection.id.clone(),
+                }),
+        );
         changes.push(Change::Delete {
             kind: ObjectKind::Tenant,
             key: id.to_owned(),

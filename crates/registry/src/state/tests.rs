@@ -527,3 +527,92 @@ fn a_new_argument_of_an_existing_action_widens_a_polymorphic_tool() {
     let why = wider.widens(&existing);
     assert_eq!(why, ["new argument \"lint.webhook_override\""]);
 }
+
+fn connection(state: &State, tenant: &str, provider: &str) -> crate::Connection {
+    crate::Connection {
+        id: crate::Connection::key_of(tenant, provider),
+        tenant: tenant.into(),
+        provider: provider.into(),
+        tenant_uid: state.tenants[tenant].uid.clone(),
+        kind: crate::ConnectionKind::ApiCredential,
+        secret: crate::Sealed {
+            kek_id: "k1".into(),
+            wrapped_key: "d3JhcHBlZA==".into(),
+            ciphertext: "c2VhbGVk".into(),
+        },
+        fingerprint: "0123456789ab".into(),
+        created_at: 1,
+        created_by: "admin".into(),
+        expires_at: None,
+    }
+}
+
+#[test]
+fn connecting_adds_the_provider_in_the_same_write_and_disconnecting_removes_it() {
+    let mut state = demo();
+    // initech sees platform tools only; connecting `aws` adds it, in one write of two changes.
+    let changes = state.connect(connection(&state, "initech", "aws")).unwrap();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    commit(&mut state, |s| s.connect(connection(s, "initech", "aws")));
+    assert_eq!(
+        state.tenants["initech"].connected_apis,
+        Some(vec!["aws".to_owned()])
+    );
+    assert_eq!(state.connections_of("initech").count(), 1);
+    // Connecting again replaces the credential: one change, the list unchanged.
+    assert_eq!(
+        state
+            .connect(connection(&state, "initech", "aws"))
+            .unwrap()
+            .len(),
+        1
+    );
+    // globex sees every tool (connected_apis unset): connecting narrows nothing.
+    commit(&mut state, |s| s.connect(connection(s, "globex", "google")));
+    assert_eq!(state.tenants["globex"].connected_apis, None);
+    // Disconnecting removes the provider and the connection.
+    commit(&mut state, |s| s.disconnect("initech", "aws"));
+    assert_eq!(state.tenants["initech"].connected_apis, Some(vec![]));
+    assert_eq!(state.connections_of("initech").count(), 0);
+    assert_eq!(state.connections_of("globex").count(), 1);
+    let deleted = Change::Delete {
+        kind: ObjectKind::Connection,
+        key: "initech/aws".into(),
+    };
+    assert_eq!(deleted.verb(), "disconnect");
+}
+
+#[test]
+fn a_connection_is_refused_for_unknown_things_and_a_past_incarnation() {
+    let mut state = demo();
+    let unknown_tenant = connection(&state, "acme", "aws");
+    let mut unknown_tenant = unknown_tenant;
+    unknown_tenant.tenant = "nobody".into();
+    unknown_tenant.id = "nobody/aws".into();
+    assert_eq!(
+        state.connect(unknown_tenant).unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    let error = state
+        .connect(connection(&state, "acme", "nowhere"))
+        .unwrap_err();
+    assert!(error.message.contains("unknown provider"), "{error}");
+    let mut stale = connection(&state, "acme", "aws");
+    stale.tenant_uid = "an-earlier-acme".into();
+    assert!(state.connect(stale).is_err());
+    let mut mislabelled = connection(&state, "acme", "aws");
+    mislabelled.id = "globex/aws".into();
+    assert!(state.connect(mislabelled).is_err());
+    let mut empty = connection(&state, "acme", "aws");
+    empty.secret.ciphertext.clear();
+    assert!(state.connect(empty).is_err());
+    assert_eq!(
+        state.disconnect("acme", "aws").unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    // A provider with a connection cannot be deleted; deleting the tenant deletes it.
+    commit(&mut state, |s| s.connect(connection(s, "globex", "aws")));
+    assert!(state.delete_provider("aws").is_err());
+    commit(&mut state, |s| s.delete_tenant("globex"));
+    assert_eq!(state.connections.len(), 0);
+}

@@ -3,6 +3,7 @@
 pub mod admins;
 pub mod audit;
 pub mod catalog;
+pub mod connections;
 pub mod executors;
 pub mod policy;
 pub mod registry;

@@ -30,6 +30,7 @@ pub struct RegistryService {
     default_heartbeat_ms: u32,
     stopping: tokio::sync::watch::Receiver<bool>,
     tokens: Arc<crate::oidc::TokenVerifier>,
+    vault: Option<crate::vault::Vault>,
 }
 
 impl RegistryService {
@@ -45,12 +46,19 @@ impl RegistryService {
             default_heartbeat_ms,
             stopping,
             tokens: Arc::new(crate::oidc::TokenVerifier::new(Duration::from_secs(30))),
+            vault: None,
         }
     }
 
     /// Verifies access tokens with `tokens` (its key-refetch interval).
     pub fn with_tokens(mut self, tokens: crate::oidc::TokenVerifier) -> Self {
         self.tokens = Arc::new(tokens);
+        self
+    }
+
+    /// Opens connections' credentials for `GetCredential` with `vault`.
+    pub fn with_vault(mut self, vault: Option<crate::vault::Vault>) -> Self {
+        self.vault = vault;
         self
     }
 }
@@ -64,6 +72,10 @@ pub(crate) fn tenant_of(change: &Change) -> Option<String> {
             kind: ObjectKind::Tenant,
             key,
         } => Some(key.clone()),
+        Change::Delete {
+            kind: ObjectKind::Connection,
+            key,
+        } => key.split_once('/').map(|(tenant, _)| tenant.to_owned()),
         Change::Delete { .. } | Change::Put { .. } => None,
     }
 }
@@ -212,6 +224,15 @@ impl Registry for RegistryService {
             self.stopping.clone(),
         ));
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    async fn get_credential(
+        &self,
+        request: Request<pb::GetCredentialRequest>,
+    ) -> Result<Response<pb::Credential>, Status> {
+        super::connections::credential(&self.engine, self.vault.as_ref(), request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn report_usage(

@@ -20,12 +20,23 @@ pub const MAX_KEY_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
 pub struct TenantsService {
     engine: Arc<Engine>,
     purges: Arc<crate::purge::Purges>,
+    vault: Option<crate::vault::Vault>,
 }
 
 impl TenantsService {
     /// Serves the engine's tenants; deletions are purged from executors by `purges`.
     pub fn new(engine: Arc<Engine>, purges: Arc<crate::purge::Purges>) -> Self {
-        Self { engine, purges }
+        Self {
+            engine,
+            purges,
+            vault: None,
+        }
+    }
+
+    /// Seals connections' credentials with `vault` (without one, connecting is refused).
+    pub fn with_vault(mut self, vault: Option<crate::vault::Vault>) -> Self {
+        self.vault = vault;
+        self
     }
 
     async fn tenant(&self, id: &str) -> Result<pb::Tenant, Status> {
@@ -48,6 +59,38 @@ pub fn generate_key() -> (String, String) {
 
 #[tonic::async_trait]
 impl Tenants for TenantsService {
+    async fn connect_provider(
+        &self,
+        request: Request<pb::ConnectProviderRequest>,
+    ) -> Result<Response<pb::Connection>, Status> {
+        let (author, who) = (author(&request), caller(&request));
+        let request = request.into_inner();
+        super::connections::connect(&self.engine, self.vault.as_ref(), &author, &who, request)
+            .await
+            .map(Response::new)
+    }
+
+    async fn disconnect_provider(
+        &self,
+        request: Request<pb::DisconnectProviderRequest>,
+    ) -> Result<Response<pb::DisconnectProviderResponse>, Status> {
+        let (author, who) = (author(&request), caller(&request));
+        let request = request.into_inner();
+        super::connections::disconnect(&self.engine, &author, &who, request)
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_connections(
+        &self,
+        request: Request<pb::ListConnectionsRequest>,
+    ) -> Result<Response<pb::ListConnectionsResponse>, Status> {
+        let who = caller(&request);
+        super::connections::list(&self.engine, &who, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
     async fn create_tenant(
         &self,
         request: Request<pb::CreateTenantRequest>,

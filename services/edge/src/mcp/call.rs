@@ -75,6 +75,8 @@ struct Template<'a> {
     deadline_ms: u64,
     /// The client capabilities the request declared (`None`: unknown).
     declared: Option<Vec<&'static str>>,
+    /// The tenant's credential for the tool's provider, when it connected one.
+    credential: Option<pb::ProviderCredential>,
 }
 
 impl Template<'_> {
@@ -104,6 +106,7 @@ impl Template<'_> {
                 .flatten()
                 .map(|c| (*c).to_owned())
                 .collect(),
+            credential: self.credential.clone(),
         }
     }
 }
@@ -564,6 +567,42 @@ impl McpHandler {
         }
     }
 
+    /// The tenant's credential for the tool's provider (ADR 0015), or why the call cannot be
+    /// made: when the control plane cannot say whether the tenant connected the provider, the
+    /// call is refused rather than sent with the executor's own credential.
+    async fn credential(
+        &self,
+        identity: &Identity,
+        tool: &EdgeTool,
+        request_id: &str,
+    ) -> Result<Option<pb::ProviderCredential>, Outcome> {
+        let Some(provider) = tool.resolved.provider.as_deref().filter(|p| !p.is_empty()) else {
+            return Ok(None);
+        };
+        let state = &self.state;
+        state
+            .credentials
+            .get(&*state.directory, &state.versions, &identity.tenant, provider)
+            .await
+            .map_err(|status| {
+                tracing::warn!(
+                    tenant = %identity.tenant,
+                    provider,
+                    request_id,
+                    error = %status.message(),
+                    "the tenant's credential for the provider could not be read"
+                );
+                Outcome::error(
+                    format!(
+                        "{} is temporarily unavailable: the credential for {provider} could not be read (reference {request_id})",
+                        tool.resolved.name
+                    ),
+                    pb::CallOutcome::ExecutorError,
+                    "credential_unavailable",
+                )
+            })
+    }
+
     /// The executor call of one admitted invocation, its questions to a 2025-xx client, the
     /// client's cancellation, and what the executor's reply becomes.
     async fn forward(
@@ -586,8 +625,13 @@ impl McpHandler {
         let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
             return unconfigured(identity, tool, request_id);
         };
+        let credential = match self.credential(identity, tool, request_id).await {
+            Ok(credential) => credential,
+            Err(outcome) => return outcome,
+        };
         let timeout = self.state.config.request_timeout();
         let template = Template {
+            credential,
             tool,
             action,
             arguments: &arguments,
