@@ -210,6 +210,45 @@ async fn a_connected_tenants_calls_carry_its_own_credential_and_no_secret_is_sto
     )
     .await;
 
+    // An expired credential is not used, and the call does not fall back to the executor's own
+    // credential either: it is refused until the tenant connects again (the control plane's
+    // sweep, every lifecycle.sunset_check_secs, then disconnects it).
+    let expires_at = tp_proto::clock::now_ms() / 1000 + 3;
+    let (code, out, err) = ctl(
+        &fleet,
+        &[
+            "tenants",
+            "connect",
+            "initech",
+            "--provider",
+            "crm",
+            "--expires-at",
+            &expires_at.to_string(),
+        ],
+        &[("TOOLPLANE_PROVIDER_CREDENTIAL", &globex_key)],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    tp_test_support::eventually(
+        "the short-lived credential in use",
+        Duration::from_secs(10),
+        || async {
+            let result = echo(&initech, "short").await;
+            (result["content"][0]["text"] == "[globex/collector] short").then_some(())
+        },
+    )
+    .await;
+    while tp_proto::clock::now_ms() / 1000 <= expires_at {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let expired = echo(&initech, "late").await;
+    assert_eq!(expired["isError"], true, "{expired}");
+    let text = expired["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("expired") && !text.contains("[globex/") && !text.contains("[qa/"),
+        "{expired}"
+    );
+
     // Disconnect: the tool is gone on both edges and a call fails as unknown.
     let (code, out, err) = ctl(
         &fleet,
@@ -307,4 +346,46 @@ async fn a_connected_tenants_calls_carry_its_own_credential_and_no_secret_is_sto
         redis.len(),
         logs.len()
     );
+}
+
+/// A gRPC executor receives the tenant's credential sealed to its key, bound to the one call:
+/// the demo executor opens it and names its fingerprint in `echo`.
+#[tokio::test]
+async fn a_grpc_executor_opens_the_tenants_credential_sealed_to_its_key() {
+    let fleet = Fleet::start(1, "").await;
+    let token = "sk-qa-testing-0123456789";
+    let (code, out, err) = ctl(
+        &fleet,
+        &["tenants", "connect", "qa", "--provider", "testing"],
+        &[("TOOLPLANE_PROVIDER_CREDENTIAL", token)],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let fingerprint = {
+        use sha2::Digest as _;
+        hex::encode(&sha2::Sha256::digest(token.as_bytes())[..6])
+    };
+    let qa = fleet.client(0, "qa", "collector", LEGACY);
+    tp_test_support::eventually(
+        "the credential on the call",
+        Duration::from_secs(10),
+        || async {
+            let reply = qa.call("echo", json!({"text": "hi"})).await;
+            (reply.result()["content"][0]["text"]
+                == format!("[qa/collector] hi (with testing's credential {fingerprint})"))
+            .then_some(())
+        },
+    )
+    .await;
+    // globex sees every tool and connected nothing: its call carries no credential.
+    let globex = fleet.client(0, "globex", "collector", LEGACY);
+    let reply = globex.call("echo", json!({"text": "hi"})).await;
+    assert_eq!(
+        reply.result()["content"][0]["text"],
+        "[globex/collector] hi",
+        "{}",
+        reply.body
+    );
+    let logs = [fleet.executor.process.log_text(), fleet.edges[0].log()].concat();
+    assert!(!logs.contains(token), "the credential in a log");
 }

@@ -133,6 +133,7 @@ fn credential(
             expires_at: field(credential, "expires_at")
                 .and_then(Value::as_u64)
                 .unwrap_or(0),
+            sealed: Vec::new(),
         }),
         Some(_) => bail!("credential must be an object"),
     })

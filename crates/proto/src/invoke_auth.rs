@@ -225,6 +225,104 @@ impl ExecutorKey {
     }
 }
 
+/// Label of the derivation of the credential-sealing key from an executor key.
+const SEAL_DERIVATION: &[u8] = b"toolplane/credential-seal/v1";
+
+/// What a sealed credential is bound to: the call's tenant, tool and request id.
+fn seal_binding(request: &crate::pb::InvokeRequest, not_after_ms: u64) -> Vec<u8> {
+    let mut binding = Vec::new();
+    for part in [&request.tenant, &request.tool, &request.request_id] {
+        binding.extend_from_slice(part.as_bytes());
+        binding.push(0);
+    }
+    binding.extend_from_slice(&not_after_ms.to_be_bytes());
+    binding
+}
+
+fn seal_key(key: &[u8; 32]) -> aws_lc_rs::aead::LessSafeKey {
+    let derived = hmac(key, &[SEAL_DERIVATION]);
+    let unbound = aws_lc_rs::aead::UnboundKey::new(&aws_lc_rs::aead::AES_256_GCM, &derived)
+        .unwrap_or_else(|_| unreachable!("32 bytes make an AES-256 key"));
+    aws_lc_rs::aead::LessSafeKey::new(unbound)
+}
+
+impl ExecutorKey {
+    /// Seals `request`'s credential to this key (ADR 0015): the token moves into `sealed`
+    /// (`kid`, NUL, the deadline as 8 bytes, a nonce, the ciphertext), bound to the request's
+    /// tenant, tool and request id and valid until its deadline. Call before signing.
+    pub fn seal_credential(&self, request: &mut crate::pb::InvokeRequest) {
+        use aws_lc_rs::aead::{Aad, NONCE_LEN, Nonce};
+        let not_after = request.deadline_ms;
+        let binding = seal_binding(request, not_after);
+        let Some(credential) = request.credential.as_mut() else {
+            return;
+        };
+        if credential.token.is_empty() {
+            return;
+        }
+        let nonce: [u8; NONCE_LEN] = rand::random();
+        let mut body = std::mem::take(&mut credential.token).into_bytes();
+        if seal_key(&self.key)
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(binding.as_slice()),
+                &mut body,
+            )
+            .is_err()
+        {
+            // Nothing is sent rather than the token in clear.
+            body.clear();
+        }
+        let mut sealed = self.kid.as_bytes().to_vec();
+        sealed.push(0);
+        sealed.extend_from_slice(&not_after.to_be_bytes());
+        sealed.extend_from_slice(&nonce);
+        sealed.extend_from_slice(&body);
+        credential.sealed = sealed;
+    }
+}
+
+/// Opens what [`ExecutorKey::seal_credential`] sealed into `request`, with one of `keys`.
+pub fn open_credential(
+    keys: &[ExecutorKey],
+    request: &crate::pb::InvokeRequest,
+    now_ms: u64,
+) -> Result<Option<String>, VerifyError> {
+    use aws_lc_rs::aead::{Aad, NONCE_LEN, Nonce};
+    let Some(credential) = request.credential.as_ref() else {
+        return Ok(None);
+    };
+    let sealed = credential.sealed.as_slice();
+    let split = sealed
+        .iter()
+        .position(|b| *b == 0)
+        .ok_or(VerifyError::Malformed)?;
+    let (kid, rest) = (&sealed[..split], &sealed[split + 1..]);
+    if rest.len() < 8 + NONCE_LEN {
+        return Err(VerifyError::Malformed);
+    }
+    let (not_after, rest) = rest.split_at(8);
+    let not_after = u64::from_be_bytes(not_after.try_into().map_err(|_| VerifyError::Malformed)?);
+    let (nonce, body) = rest.split_at(NONCE_LEN);
+    let key = keys
+        .iter()
+        .find(|k| k.kid.as_bytes() == kid)
+        .ok_or(VerifyError::UnknownKey)?;
+    if not_after != 0 && now_ms > not_after + u64::try_from(DEADLINE_GRACE.as_millis()).unwrap_or(0)
+    {
+        return Err(VerifyError::PastDeadline);
+    }
+    let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| VerifyError::Malformed)?;
+    let binding = seal_binding(request, not_after);
+    let mut body = body.to_vec();
+    let plain = seal_key(&key.key)
+        .open_in_place(nonce, Aad::from(binding.as_slice()), &mut body)
+        .map_err(|_| VerifyError::Mismatch)?;
+    String::from_utf8(plain.to_vec())
+        .map(Some)
+        .map_err(|_| VerifyError::Malformed)
+}
+
 fn request_digest(request: &impl Message) -> [u8; 32] {
     use sha2_11::Digest as _;
     sha2_11::Sha256::digest(request.encode_to_vec()).into()
@@ -524,6 +622,21 @@ impl CallerAuth {
         self.seen.admit(verified, until, now_ms)
     }
 
+    /// The tenant's credential `request` carries, opened with this executor's keys (`None`
+    /// when it carries none). Refused when it was sealed for another call or key, or its
+    /// deadline has passed; an unsigned executor holds no key to open one with.
+    pub fn credential(
+        &self,
+        request: &crate::pb::InvokeRequest,
+    ) -> Result<Option<String>, tonic::Status> {
+        let keys = match &self.keys {
+            Keys::File(file) => file.keys(),
+            Keys::Fixed(keys) => keys.clone(),
+            Keys::Unsigned => Vec::new(),
+        };
+        open_credential(&keys, request, now_ms()).map_err(|error| crate::status::status_of(&error))
+    }
+
     /// From an executor binary's flags: `--auth-key-file` (preferred: re-read when it
     /// changes), `--auth-key` (keys in the text, e.g. from a secret in the environment), or
     /// `--allow-unsigned`; none of them is an error that says how to get a key.
@@ -745,5 +858,71 @@ mod tests {
         );
         assert_eq!(parse_keys(&text).unwrap().len(), 2);
         assert!(parse_keys("# nothing\n").is_err());
+    }
+}
+
+#[cfg(test)]
+mod seal_tests {
+    use super::*;
+    use crate::pb;
+
+    fn request(token: &str) -> pb::InvokeRequest {
+        pb::InvokeRequest {
+            tool: "crm_echo".into(),
+            tenant: "acme".into(),
+            request_id: "r1".into(),
+            deadline_ms: 10_000,
+            credential: Some(pb::ProviderCredential {
+                provider: "crm".into(),
+                token: token.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_sealed_credential_opens_for_its_call_and_key_only_until_its_deadline() {
+        let key = ExecutorKey::generate();
+        let mut sealed = request("sk-tenant-secret");
+        key.seal_credential(&mut sealed);
+        let credential = sealed.credential.as_ref().unwrap();
+        assert!(credential.token.is_empty());
+        let wire = sealed.encode_to_vec();
+        assert!(
+            !wire.windows(16).any(|w| w == b"sk-tenant-secret"),
+            "the token is not on the wire"
+        );
+        let keys = [ExecutorKey::generate(), key.clone()];
+        assert_eq!(
+            open_credential(&keys, &sealed, 9_000).unwrap().as_deref(),
+            Some("sk-tenant-secret")
+        );
+        // Another call (request id, tenant or tool), another key, or past the deadline.
+        for change in [
+            |r: &mut pb::InvokeRequest| r.request_id = "r2".into(),
+            |r: &mut pb::InvokeRequest| r.tenant = "globex".into(),
+            |r: &mut pb::InvokeRequest| r.tool = "other".into(),
+        ] {
+            let mut moved = sealed.clone();
+            change(&mut moved);
+            assert!(matches!(
+                open_credential(&keys, &moved, 9_000),
+                Err(VerifyError::Mismatch)
+            ));
+        }
+        assert!(matches!(
+            open_credential(&[ExecutorKey::generate()], &sealed, 9_000),
+            Err(VerifyError::UnknownKey)
+        ));
+        assert!(matches!(
+            open_credential(&keys, &sealed, 10_000 + 2_001),
+            Err(VerifyError::PastDeadline)
+        ));
+        // A request without a credential carries none.
+        let mut plain = request("");
+        plain.credential = None;
+        key.seal_credential(&mut plain);
+        assert_eq!(open_credential(&keys, &plain, 9_000).unwrap(), None);
     }
 }

@@ -294,6 +294,43 @@ async fn streamed(tool: &str, sender: &Sender) -> Option<Option<pb::InvokeEvent>
     Some(finished.await)
 }
 
+/// The first 12 hex digits of a credential's SHA-256 (as `toolplanectl tenants connections`
+/// shows it).
+fn fingerprint(token: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(&sha2::Sha256::digest(token.as_bytes())[..6])
+}
+
+/// `echo`: the text, after `[tenant/role]` and, with a tenant's credential, its fingerprint.
+fn echo(request: &pb::InvokeRequest, arguments: &Value) -> pb::InvokeEvent {
+    let said = arguments
+        .get("text")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| arguments.to_string());
+    // With a tenant's credential, which one (its fingerprint, never the credential).
+    let acting_as = request
+        .credential
+        .as_ref()
+        .filter(|c| !c.token.is_empty())
+        .map(|c| {
+            format!(
+                " (with {}'s credential {})",
+                c.provider,
+                fingerprint(&c.token)
+            )
+        })
+        .unwrap_or_default();
+    done(
+        vec![text(format!(
+            "[{}/{}] {said}{acting_as}",
+            request.tenant, request.role
+        ))],
+        Some(json!({"tenant": request.tenant, "role": request.role, "arguments": arguments})),
+        false,
+    )
+}
+
 /// The demo's own tools: `echo`, `sleep`, `fail`, `crash`, and a sample of data for any other
 /// (`None`: nothing is sent).
 async fn behaviour(request: &pb::InvokeRequest, sender: &Sender) -> Option<pb::InvokeEvent> {
@@ -303,23 +340,7 @@ async fn behaviour(request: &pb::InvokeRequest, sender: &Sender) -> Option<pb::I
         .map(tp_proto::json::from_struct)
         .unwrap_or(json!({}));
     Some(match request.tool.as_str() {
-        "echo" => {
-            let said = arguments
-                .get("text")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .unwrap_or_else(|| arguments.to_string());
-            done(
-                vec![text(format!(
-                    "[{}/{}] {said}",
-                    request.tenant, request.role
-                ))],
-                Some(
-                    json!({"tenant": request.tenant, "role": request.role, "arguments": arguments}),
-                ),
-                false,
-            )
-        }
+        "echo" => echo(request, &arguments),
         // Stops as soon as the call is cancelled (the edge resets the stream when the caller
         // cancels or its deadline passes): what an executor should do with long work.
         "sleep" => {
@@ -377,7 +398,15 @@ impl Executor for DemoExecutor {
         request: Request<pb::InvokeRequest>,
     ) -> Result<Response<Self::InvokeStream>, Status> {
         self.auth.check("Invoke", &request)?;
-        let request = request.into_inner();
+        let mut request = request.into_inner();
+        // The tenant's credential for the tool's provider, opened (ADR 0015); the demo only
+        // names its fingerprint in `echo`.
+        if let Some(token) = self.auth.credential(&request)?
+            && let Some(credential) = request.credential.as_mut()
+        {
+            credential.token = token;
+            credential.sealed.clear();
+        }
         if request.tenant.is_empty() || request.tool.is_empty() {
             return Err(tp_proto::status::error(
                 tp_proto::status::ErrorCode::InvalidArgument,

@@ -1,30 +1,26 @@
-//! Tenants' provider credentials on this edge (ADR 0015): asked of the control plane on the
-//! first call that needs one, kept in this process's memory only (never in Redis, logs or
-//! audit), and asked again once the watch reports a change of the tenant after they were read.
+//! Tenants' provider credentials on this edge (ADR 0015). Whether a tenant connected a
+//! provider comes with its registry (provider, fingerprint, expiry: no secret), so a call to
+//! a provider's tool needs no question to the control plane unless the tenant connected that
+//! provider. The credential itself is asked for (`GetCredential`) on the first call that needs
+//! it, kept in this process's memory only — never in Redis, logs or audit — and asked again
+//! when the registry names another fingerprint. While the control plane is unreachable, the
+//! credential already held keeps serving, like the registry it came with.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use tonic::{Code, Status};
+use tonic::Status;
 use tp_proto::pb;
 
 use crate::control::Directory;
-use crate::versions::Versions;
 
 /// Entries kept at most; past it the map is emptied (they are asked for again).
 const MAX_ENTRIES: usize = 10_000;
 
-/// What the control plane said of one (tenant, provider), at a revision.
-struct Entry {
-    /// `None`: the tenant has no usable connection to the provider.
-    credential: Option<pb::ProviderCredential>,
-    revision: u64,
-}
-
-/// The in-memory credential cache.
+/// The in-memory credential cache: (tenant, provider) → the credential and its fingerprint.
 #[derive(Default)]
 pub struct Credentials {
-    entries: Mutex<HashMap<(String, String), Entry>>,
+    entries: Mutex<HashMap<(String, String), (String, pb::ProviderCredential)>>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -33,57 +29,36 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-fn now_secs() -> u64 {
-    tp_proto::clock::now_ms() / 1000
-}
-
 impl Credentials {
-    /// The credential `tenant` connected for `provider`, or `None` when it has none. Fails
-    /// only when the control plane cannot be asked and nothing current is known: a call must
-    /// not fall back to the executor's own credential for a tenant that may have one.
+    /// `tenant`'s credential for the provider of `connected` (from its registry): the one
+    /// held when its fingerprint is the registry's, else the control plane's answer.
     pub async fn get(
         &self,
         directory: &dyn Directory,
-        versions: &Versions,
         tenant: &str,
-        provider: &str,
-    ) -> Result<Option<pb::ProviderCredential>, Status> {
-        let key = (tenant.to_owned(), provider.to_owned());
-        if let Some(required) = versions.required(tenant) {
+        connected: &pb::ConnectedProvider,
+    ) -> Result<pb::ProviderCredential, Status> {
+        let key = (tenant.to_owned(), connected.provider.clone());
+        {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(entry) = entries.get(&key).filter(|e| e.revision >= required) {
-                let usable = entry
-                    .credential
-                    .as_ref()
-                    .filter(|c| c.expires_at == 0 || now_secs() < c.expires_at);
-                if usable.is_some() || entry.credential.is_none() {
-                    return Ok(usable.cloned());
-                }
+            if let Some((fingerprint, credential)) = entries.get(&key)
+                && *fingerprint == connected.fingerprint
+            {
+                return Ok(credential.clone());
             }
         }
-        let (credential, revision) = match directory.credential(tenant, provider).await {
-            Ok(answer) => (
-                Some(pb::ProviderCredential {
-                    provider: provider.to_owned(),
-                    token: answer.credential,
-                    expires_at: answer.expires_at,
-                }),
-                answer.revision,
-            ),
-            Err(status) if status.code() == Code::NotFound => (None, versions.head()),
-            Err(status) => return Err(status),
+        let answer = directory.credential(tenant, &connected.provider).await?;
+        let credential = pb::ProviderCredential {
+            provider: connected.provider.clone(),
+            token: answer.credential,
+            expires_at: answer.expires_at,
+            sealed: Vec::new(),
         };
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= MAX_ENTRIES {
             entries.clear();
         }
-        entries.insert(
-            key,
-            Entry {
-                credential: credential.clone(),
-                revision,
-            },
-        );
+        entries.insert(key, (answer.fingerprint, credential.clone()));
         Ok(credential)
     }
 }

@@ -467,6 +467,9 @@ async fn call(
             executor: name.clone(),
         });
     };
+    let mut request = request;
+    // A tenant's credential travels sealed to the executor's key, bound to this call.
+    key.seal_credential(&mut request);
     let mut grpc_request = tonic::Request::new(request);
     grpc_request.set_timeout(deadline.saturating_duration_since(Instant::now()));
     key.sign_request("Invoke", &mut grpc_request);

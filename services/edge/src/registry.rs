@@ -79,6 +79,8 @@ pub struct Registry {
     pub tenant_uid: String,
     /// The tenant's approval rules for this role (ADR 0013).
     pub approvals: Vec<pb::ApprovalRule>,
+    /// The providers the tenant connected (ADR 0015), without credentials.
+    pub connections: Vec<pb::ConnectedProvider>,
     body: Arc<Content>,
 }
 
@@ -236,6 +238,7 @@ impl Registry {
             lint_webhook: registry.lint_webhook,
             tenant_uid: registry.tenant_uid,
             approvals: registry.approvals,
+            connections: registry.connections,
             body,
         }
     }

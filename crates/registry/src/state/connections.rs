@@ -70,6 +70,16 @@ impl State {
         Ok(changes)
     }
 
+    /// The (tenant, provider) of every connection whose credential has expired at `now` (Unix
+    /// seconds).
+    pub fn expired_connections(&self, now: u64) -> Vec<(String, String)> {
+        self.connections
+            .values()
+            .filter(|connection| !connection.usable_at(now))
+            .map(|connection| (connection.tenant.clone(), connection.provider.clone()))
+            .collect()
+    }
+
     /// `tenant`'s connections, by provider.
     pub fn connections_of(&self, tenant: &str) -> impl Iterator<Item = &Connection> {
         let prefix = format!("{tenant}/");

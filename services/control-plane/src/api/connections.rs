@@ -186,9 +186,17 @@ pub async fn credential(
             (connection, state.revision)
         })
         .await;
-    let Some(connection) = connection.filter(|c| c.usable_at(now_secs())) else {
+    let Some(connection) = connection else {
         return Err(domain(DomainError::not_found("connection", &key)));
     };
+    // An expired credential is not handed out, and the call does not fall back to the
+    // executor's own credential either: the edge refuses it until the tenant reconnects.
+    if !connection.usable_at(now_secs()) {
+        return Err(domain(DomainError::new(
+            ErrorCode::FailedPrecondition,
+            format!("the credential of {key} has expired: connect the provider again"),
+        )));
+    }
     let credential = vault(opener)?
         .open(
             &connection.secret,

@@ -567,40 +567,60 @@ impl McpHandler {
         }
     }
 
-    /// The tenant's credential for the tool's provider (ADR 0015), or why the call cannot be
-    /// made: when the control plane cannot say whether the tenant connected the provider, the
-    /// call is refused rather than sent with the executor's own credential.
+    /// The tenant's credential for the tool's provider (ADR 0015), when its registry says it
+    /// connected that provider, or why the call cannot be made: an expired connection, or a
+    /// credential the control plane cannot hand over (then the call is refused rather than
+    /// sent with the executor's own credential).
     async fn credential(
         &self,
         identity: &Identity,
+        registry: &Registry,
         tool: &EdgeTool,
         request_id: &str,
     ) -> Result<Option<pb::ProviderCredential>, Outcome> {
         let Some(provider) = tool.resolved.provider.as_deref().filter(|p| !p.is_empty()) else {
             return Ok(None);
         };
-        let state = &self.state;
-        state
-            .credentials
-            .get(&*state.directory, &state.versions, &identity.tenant, provider)
-            .await
-            .map_err(|status| {
-                tracing::warn!(
-                    tenant = %identity.tenant,
-                    provider,
-                    request_id,
-                    error = %status.message(),
-                    "the tenant's credential for the provider could not be read"
-                );
-                Outcome::error(
-                    format!(
-                        "{} is temporarily unavailable: the credential for {provider} could not be read (reference {request_id})",
-                        tool.resolved.name
-                    ),
-                    pb::CallOutcome::ExecutorError,
+        // Not connected: the executor's own credential, as before connections.
+        let Some(connected) = registry.connections.iter().find(|c| c.provider == provider) else {
+            return Ok(None);
+        };
+        let name = &tool.resolved.name;
+        let expired = |now: u64| connected.expires_at != 0 && now >= connected.expires_at;
+        let fetched = if expired(now_ms() / 1000) {
+            Err(tp_proto::status::error(
+                tp_registry::ErrorCode::FailedPrecondition,
+                "expired",
+            ))
+        } else {
+            let state = &self.state;
+            state
+                .credentials
+                .get(&*state.directory, &identity.tenant, connected)
+                .await
+        };
+        fetched.map(Some).map_err(|status| {
+            tracing::warn!(
+                tenant = %identity.tenant,
+                provider,
+                request_id,
+                error = %status.message(),
+                "the tenant's credential for the provider could not be used"
+            );
+            // Never the executor's credential instead: the tenant would act as someone else.
+            let (text, code) = if status.code() == tonic::Code::FailedPrecondition {
+                (
+                    format!("{name} cannot be called: this tenant's connection to {provider} has expired or cannot be used, and must be connected again (reference {request_id})"),
+                    "credential_expired",
+                )
+            } else {
+                (
+                    format!("{name} is temporarily unavailable: the credential for {provider} could not be read (reference {request_id})"),
                     "credential_unavailable",
                 )
-            })
+            };
+            Outcome::error(text, pb::CallOutcome::ExecutorError, code)
+        })
     }
 
     /// The executor call of one admitted invocation, its questions to a 2025-xx client, the
@@ -625,7 +645,7 @@ impl McpHandler {
         let Some(executor) = registry.executors.get(&tool.resolved.executor) else {
             return unconfigured(identity, tool, request_id);
         };
-        let credential = match self.credential(identity, tool, request_id).await {
+        let credential = match self.credential(identity, registry, tool, request_id).await {
             Ok(credential) => credential,
             Err(outcome) => return outcome,
         };
