@@ -5,6 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use serde_json::{Value, json};
+use tp_proto::pb;
 use tp_test_support::process::wait_ready;
 use tp_test_support::{McpHttp, Process, binary};
 
@@ -186,6 +187,27 @@ async fn up_runs_the_seeded_stack_prints_how_to_connect_and_restarts_on_its_data
     );
     let call = acme.call("gmail", json!({"query": "from:cfo"})).await;
     assert_eq!(call.result()["isError"], false, "{}", call.body);
+    // The demo connection: acme's HubSpot tools carry acme's own (demo) credential, sealed to
+    // the executor, which names its fingerprint — the one the control plane lists.
+    let connections = admin
+        .tenants
+        .list_connections(pb::ListConnectionsRequest {
+            tenant: "acme".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .connections;
+    assert_eq!(connections.len(), 1, "{connections:?}");
+    let crm = acme
+        .call("hubspot_crm", json!({"object": "contacts", "query": "cfo"}))
+        .await;
+    assert_eq!(
+        crm.result()["structuredContent"]["credential"],
+        json!({"provider": "hubspot", "fingerprint": connections[0].fingerprint}),
+        "{}",
+        crm.body
+    );
     // The wiki runs in the same process, its pages under the data dir.
     let ingest = acme
         .call("client_wiki", json!({"action": "ingest", "source": {"type": "text", "text": "Acme Corp opened an office in Lisbon in 2024.", "source_label": "Lisbon office"}}))

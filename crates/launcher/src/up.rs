@@ -135,11 +135,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<i32> {
 
     // 4. Keys and how to connect.
     stage.say("checking the demo keys");
-    let keys = if args.no_demo {
-        Vec::new()
-    } else {
-        demo_keys(&mut admin, &earlier).await?
-    };
+    let keys = demo_access(args.no_demo, &mut admin, &earlier).await?;
     stage.done();
     publish(&args, &credentials_path, edge.addr, &control_plane, &keys)?;
 
@@ -384,6 +380,67 @@ async fn demo_keys(
     Ok(keys)
 }
 
+/// The demo keys and the demo connection (none with `--no-demo`).
+async fn demo_access(
+    no_demo: bool,
+    admin: &mut Admin,
+    earlier: &Value,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    if no_demo {
+        return Ok(Vec::new());
+    }
+    let keys = demo_keys(admin, earlier).await?;
+    demo_connection(admin).await?;
+    Ok(keys)
+}
+
+/// The demo's connection (ADR 0015): acme's HubSpot credential, a made-up token, so that a call
+/// of acme's HubSpot tools shows a tenant's credential reaching the executor (sealed to its
+/// key; the demo names its fingerprint). Made once: a connection already there is kept, and a
+/// demo world the operator changed (acme or hubspot gone) is left as it is.
+async fn demo_connection(admin: &mut Admin) -> anyhow::Result<()> {
+    let listed = admin
+        .tenants
+        .list_connections(pb::ListConnectionsRequest {
+            tenant: "acme".into(),
+        })
+        .await;
+    match listed {
+        Ok(listed)
+            if listed
+                .get_ref()
+                .connections
+                .iter()
+                .any(|c| c.provider == "hubspot") =>
+        {
+            return Ok(());
+        }
+        Ok(_) => {}
+        Err(status) if status.code() == tonic::Code::NotFound => return Ok(()),
+        Err(status) => return Err(status.into()),
+    }
+    let token: [u8; 16] = rand::random();
+    let request = pb::ConnectProviderRequest {
+        tenant: "acme".into(),
+        provider: "hubspot".into(),
+        credential: format!("demo-hubspot-{}", hex::encode(token)),
+        expires_at: 0,
+    };
+    match admin.tenants.connect_provider(request).await {
+        Ok(_) => Ok(()),
+        Err(status)
+            if matches!(
+                status.code(),
+                tonic::Code::NotFound | tonic::Code::InvalidArgument
+            ) =>
+        {
+            tracing::info!(reason = %status.message(), "no demo connection for acme");
+            Ok(())
+        }
+        Err(status) => Err(status.into()),
+    }
+}
+
 /// Revokes the live keys of (tenant, role) labelled as `up`'s other than `keep`.
 async fn revoke_earlier(
     admin: &mut Admin,
@@ -577,6 +634,9 @@ fn print_banner(credentials: &Value, path: &Path) {
             serde_json::to_string_pretty(&clients[key]["config"]).unwrap_or_default()
         ));
     }
+    text.push_str(
+        "  acme's HubSpot tools run with acme's own (demo) credential for HubSpot: see it with\n    toolplanectl tenants connections acme\n\n",
+    );
     text.push_str(&format!(
         "  All of the above is in {} (mode 0600). Ctrl-C stops everything.\n",
         path.display()

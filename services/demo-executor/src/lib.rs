@@ -301,15 +301,34 @@ fn fingerprint(token: &str) -> String {
     hex::encode(&sha2::Sha256::digest(token.as_bytes())[..6])
 }
 
-/// `echo`: the text, after `[tenant/role]` and, with a tenant's credential, its fingerprint.
-fn echo(request: &pb::InvokeRequest, arguments: &Value) -> pb::InvokeEvent {
-    let said = arguments
-        .get("text")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or_else(|| arguments.to_string());
-    // With a tenant's credential, which one (its fingerprint, never the credential).
-    let acting_as = request
+/// Any other tool: a sample of data for it, with the credential's fingerprint when the call
+/// carried a tenant's credential.
+fn sampled(tool: &str, request: &pb::InvokeRequest, arguments: &Value) -> pb::InvokeEvent {
+    let mut data = sample(tool, &request.action, arguments, &request.tenant);
+    let acting_as = acting_as(request);
+    if let Some(credential) = request.credential.as_ref().filter(|c| !c.token.is_empty()) {
+        data["credential"] = json!({
+            "provider": credential.provider,
+            "fingerprint": fingerprint(&credential.token),
+        });
+    }
+    let summary = format!(
+        "{tool}{} for tenant {}: {}",
+        if request.action.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", request.action)
+        },
+        request.tenant,
+        data["data"]
+    ) + &acting_as;
+    done(vec![text(summary)], Some(data), false)
+}
+
+/// With a tenant's credential, which one: " (with PROVIDER's credential FINGERPRINT)", never
+/// the credential itself; empty without one.
+fn acting_as(request: &pb::InvokeRequest) -> String {
+    request
         .credential
         .as_ref()
         .filter(|c| !c.token.is_empty())
@@ -320,7 +339,17 @@ fn echo(request: &pb::InvokeRequest, arguments: &Value) -> pb::InvokeEvent {
                 fingerprint(&c.token)
             )
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// `echo`: the text, after `[tenant/role]` and, with a tenant's credential, its fingerprint.
+fn echo(request: &pb::InvokeRequest, arguments: &Value) -> pb::InvokeEvent {
+    let said = arguments
+        .get("text")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| arguments.to_string());
+    let acting_as = acting_as(request);
     done(
         vec![text(format!(
             "[{}/{}] {said}{acting_as}",
@@ -372,20 +401,7 @@ async fn behaviour(request: &pb::InvokeRequest, sender: &Sender) -> Option<pb::I
             return None;
         }
         "crash" => return None,
-        tool => {
-            let data = sample(tool, &request.action, &arguments, &request.tenant);
-            let summary = format!(
-                "{tool}{} for tenant {}: {}",
-                if request.action.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", request.action)
-                },
-                request.tenant,
-                data["data"]
-            );
-            done(vec![text(summary)], Some(data), false)
-        }
+        tool => sampled(tool, request, &arguments),
     })
 }
 
