@@ -45,8 +45,13 @@ pub async fn disconnect_expired(engine: &Engine) -> anyhow::Result<usize> {
         let key = tp_registry::Connection::key_of(&tenant, &provider);
         let written = engine
             .write("system:connection-expired", |state| {
-                // Another replica may have got there first.
-                if !state.connections.contains_key(&key) {
+                // Another replica may have got there first, or the tenant may have connected
+                // again since the list was read: only a connection still expired goes.
+                if state
+                    .connections
+                    .get(&key)
+                    .is_none_or(|connection| connection.usable_at(now))
+                {
                     return Ok((Vec::new(), false));
                 }
                 Ok((state.disconnect(&tenant, &provider)?, true))
