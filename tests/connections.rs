@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tp_proto::pb;
-use tp_test_support::McpHttp;
+use tp_test_support::services::free_port;
+use tp_test_support::{McpHttp, Process};
 
 use crate::fleet::{Fleet, LEGACY, test_tool};
 use crate::upstream::ctl;
@@ -74,10 +75,35 @@ async fn sees(client: &McpHttp, tool: &str) -> bool {
     client.list_names().await.iter().any(|n| n == tool)
 }
 
-/// The world: provider `crm`; an MCP executor whose upstream is the fleet's edge 0 (it wants
-/// an API key, and answers `echo` with the tenant it authenticated); the tool `crm_echo` of
-/// provider `crm`.
-async fn world(fleet: &Fleet) {
+/// `crm_echo` appears to acme (on both edges) and initech, and each one's calls reach the
+/// upstream with its own credential: acme's as qa's, initech's as globex's.
+async fn tools_appear_and_calls_carry_their_own(acme: &[McpHttp; 2], initech: &McpHttp) {
+    for client in acme.iter().chain([initech]) {
+        tp_test_support::eventually(
+            "the connected provider's tool on every edge",
+            Duration::from_secs(10),
+            || async { sees(client, "crm_echo").await.then_some(()) },
+        )
+        .await;
+    }
+    for client in acme {
+        let result = echo(client, "from acme").await;
+        assert_eq!(
+            result["content"][0]["text"], "[qa/collector] from acme",
+            "{result}"
+        );
+    }
+    let result = echo(initech, "from initech").await;
+    assert_eq!(
+        result["content"][0]["text"], "[globex/collector] from initech",
+        "{result}"
+    );
+}
+
+/// The world: provider `crm`; an MCP executor whose upstream is `upstream` (an edge: it wants
+/// a key or token, and answers `echo` with the tenant it authenticated); the tool `crm_echo`
+/// of provider `crm`.
+async fn world(fleet: &Fleet, upstream: &str) {
     let mut admin = fleet.cp.admin().await;
     admin
         .catalog
@@ -95,7 +121,7 @@ async fn world(fleet: &Fleet) {
             update_mask: None,
             executor: Some(pb::ExecutorInfo {
                 name: "crm".into(),
-                endpoint: format!("http://{}/mcp", fleet.edges[0].addr),
+                endpoint: upstream.to_owned(),
                 protocol: pb::ExecutorProtocol::Mcp as i32,
                 timeout_ms: 10_000,
                 max_concurrency: 16,
@@ -122,7 +148,7 @@ async fn world(fleet: &Fleet) {
 #[tokio::test]
 async fn a_connected_tenants_calls_carry_its_own_credential_and_no_secret_is_stored_in_clear() {
     let fleet = Fleet::start(2, "").await;
-    world(&fleet).await;
+    world(&fleet, &format!("http://{}/mcp", fleet.edges[0].addr)).await;
     // The credentials: API keys of the upstream (edge 0), so that its echo names whose
     // credential it received.
     let qa_key = fleet.key("qa", "collector").to_owned();
@@ -151,28 +177,8 @@ async fn a_connected_tenants_calls_carry_its_own_credential_and_no_secret_is_sto
     )
     .await;
     assert_eq!(code, 0, "{out}{err}");
-    for client in acme.iter().chain([&initech]) {
-        tp_test_support::eventually(
-            "the connected provider's tool on every edge",
-            Duration::from_secs(10),
-            || async { sees(client, "crm_echo").await.then_some(()) },
-        )
-        .await;
-    }
-
     // Each tenant's calls carry its own credential, on both edges, and only its own.
-    for client in &acme {
-        let result = echo(client, "from acme").await;
-        assert_eq!(
-            result["content"][0]["text"], "[qa/collector] from acme",
-            "{result}"
-        );
-    }
-    let result = echo(&initech, "from initech").await;
-    assert_eq!(
-        result["content"][0]["text"], "[globex/collector] from initech",
-        "{result}"
-    );
+    tools_appear_and_calls_carry_their_own(&acme, &initech).await;
     // globex sees every tool but connected nothing: no tenant's credential is used for it, and
     // the upstream refuses a call without one.
     let result = echo(&globex, "from globex").await;
@@ -388,4 +394,372 @@ async fn a_grpc_executor_opens_the_tenants_credential_sealed_to_its_key() {
     );
     let logs = [fleet.executor.process.log_text(), fleet.edges[0].log()].concat();
     assert!(!logs.contains(token), "the credential in a log");
+}
+
+/// The provider's authorization server for the OAuth test: oidc-provider (clients/idp.mjs) on
+/// `port`, with Toolplane's control plane as a web client whose callback is `redirect`; its
+/// access tokens live `ttl` seconds and every token it issues is logged.
+fn provider_at(dir: &std::path::Path, port: u16, redirect: &str, ttl: u64) -> Process {
+    let clients = json!({"toolplane": {"secret": CLIENT_SECRET, "redirect_uris": [redirect]}});
+    let log = dir.join(format!("idp-{}.log", tp_proto::clock::now_ms()));
+    Process::spawn(
+        &tp_test_support::node(),
+        &[tp_test_support::node_dir()
+            .join("idp.mjs")
+            .display()
+            .to_string()],
+        &log,
+        &[
+            ("IDP_PORT", port.to_string()),
+            ("IDP_ACCOUNTS", crate::oauth::accounts().to_string()),
+            ("IDP_CLIENTS", clients.to_string()),
+            ("IDP_ACCESS_TOKEN_TTL", ttl.to_string()),
+            ("IDP_LOG_TOKENS", "1".to_owned()),
+        ],
+    )
+}
+
+async fn provider_ready(process: &Process) {
+    tp_test_support::eventually(
+        "the provider's authorization server to start",
+        Duration::from_secs(20),
+        || async { process.log_text().contains("ready ").then_some(()) },
+    )
+    .await;
+}
+
+const CLIENT_SECRET: &str = "secret-of-toolplane-at-the-provider";
+
+/// The tokens the provider issued (from its log): access and refresh tokens.
+fn issued(process: &Process) -> Vec<String> {
+    process
+        .log_text()
+        .lines()
+        .filter_map(|line| line.strip_prefix("issued "))
+        .filter_map(|json| serde_json::from_str::<Value>(json).ok())
+        .flat_map(|body| {
+            ["access_token", "refresh_token"]
+                .into_iter()
+                .filter_map(move |field| body[field].as_str().map(str::to_owned))
+        })
+        .collect()
+}
+
+/// The user at the browser: opens `url` logged in as `login` and follows the redirects back
+/// to the control plane's callback (clients/browser.py). Returns the exit code and the hops.
+async fn browse(url: &str, login: &str) -> (i32, String) {
+    let script = std::fs::canonicalize("clients/browser.py").expect("browser.py");
+    let output = tokio::process::Command::new(tp_test_support::python())
+        .arg(script)
+        .arg(url)
+        .env("BROWSER_LOGIN", login)
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
+}
+
+/// `connections connect TENANT --provider crm` by OAuth, completed by `login`: the URL the
+/// browser was sent back to (the callback, with its code and state).
+async fn connect_by_oauth(fleet: &Fleet, tenant: &str, login: &str) -> String {
+    let (code, out, err) = ctl(
+        fleet,
+        &[
+            "--json",
+            "connections",
+            "connect",
+            tenant,
+            "--provider",
+            "crm",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let begun: Value = serde_json::from_str(&out).unwrap();
+    let url = begun["authorization_url"].as_str().unwrap();
+    assert!(
+        url.contains("code_challenge_method=S256") && url.contains("state="),
+        "{url}"
+    );
+    let (code, hops) = browse(url, login).await;
+    assert_eq!(code, 0, "the flow failed: {hops}");
+    let last = hops.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("200 ") && last.contains("/connections/callback?"),
+        "{hops}"
+    );
+    last.trim_start_matches("200 ").trim().to_owned()
+}
+
+/// `connections status` as JSON, with its exit code.
+async fn status(fleet: &Fleet, tenant: &str) -> (i32, Value) {
+    let (code, out, err) = ctl(
+        fleet,
+        &[
+            "--json",
+            "connections",
+            "status",
+            tenant,
+            "--provider",
+            "crm",
+        ],
+        &[],
+    )
+    .await;
+    (
+        code,
+        serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}")),
+    )
+}
+
+/// Connections by OAuth: the control plane is the provider's OAuth client (authorization
+/// code, PKCE, state sealed); two tenants connect with two of the provider's users; each call
+/// of each tenant carries exactly the token issued for its user; the token is renewed before
+/// it expires; an unreachable provider keeps the connection, a provider that forgot the grant
+/// (restarted: `invalid_grant`) removes it and its tools; no token the provider issued is in
+/// clear in the database, an export, Redis or any log.
+#[tokio::test]
+async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconnects() {
+    let dir = tempfile::tempdir().unwrap();
+    let (idp_port, callback_port, upstream_port) = (free_port(), free_port(), free_port());
+    let issuer = format!("http://127.0.0.1:{idp_port}");
+    let callback = format!("http://127.0.0.1:{callback_port}/connections/callback");
+    let resource = format!("http://127.0.0.1:{upstream_port}/mcp");
+    let ttl = 20;
+    let mut idp = provider_at(dir.path(), idp_port, &callback, ttl);
+    provider_ready(&idp).await;
+    let secret_file = dir.path().join("client-secret");
+    std::fs::write(&secret_file, format!("{CLIENT_SECRET}\n")).unwrap();
+    let oauth = format!(
+        "[{{provider = \"crm\", authorization_endpoint = \"{issuer}/auth\", token_endpoint = \"{issuer}/token\", client_id = \"toolplane\", client_secret_file = {:?}, scopes = [\"mcp\"], resource = \"{resource}\"}}]",
+        secret_file.display().to_string()
+    );
+    let fleet = Fleet::start_with_cp_env(
+        2,
+        "",
+        vec![
+            (
+                "TOOLPLANE_CP_CONNECTIONS__CALLBACK_LISTEN",
+                format!("127.0.0.1:{callback_port}"),
+            ),
+            ("TOOLPLANE_CP_CONNECTIONS__REFRESH_CHECK_SECS", "1".into()),
+            ("TOOLPLANE_CP_CONNECTIONS__OAUTH", oauth),
+        ],
+    )
+    .await;
+    // The upstream: an edge taking the provider's tokens for its resource; qa's users (alice)
+    // and globex's (carol) map to those tenants there, so its echo names whose token it got.
+    let (_upstream, _) = crate::oauth::edge_with_oauth_at(&fleet, &issuer, "", upstream_port).await;
+    for (tenant, org) in [("qa", "qa"), ("globex", "globex")] {
+        let trust = crate::oauth::trust(&issuer, org, &[], "collector");
+        crate::oauth::set_trusts(&fleet, tenant, vec![trust])
+            .await
+            .unwrap();
+    }
+    world(&fleet, &resource).await;
+    let acme = [0, 1].map(|edge| fleet.client(edge, "acme", "collector", LEGACY));
+    let initech = fleet.client(1, "initech", "collector", LEGACY);
+    assert!(!sees(&acme[0], "crm_echo").await);
+
+    // Bad requests change nothing.
+    let (code, _, err) = ctl(
+        &fleet,
+        &["connections", "connect", "acme", "--provider", "testing"],
+        &[],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("not configured for OAuth"), "{err}");
+    let (code, _, err) = ctl(
+        &fleet,
+        &["connections", "connect", "nobody", "--provider", "crm"],
+        &[],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("not found"), "{err}");
+    let http = reqwest::Client::new();
+    for (query, status, says) in [
+        ("", 400, "needs the provider"),
+        ("?code=x&state=garbage", 400, "bad state"),
+        (
+            "?error=access_denied&error_description=%3Cscript%3E",
+            400,
+            "&lt;script&gt;",
+        ),
+    ] {
+        let answer = http.get(format!("{callback}{query}")).send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), status, "{query}");
+        assert_eq!(answer.headers()["cache-control"], "no-store");
+        let body = answer.text().await.unwrap();
+        assert!(body.contains(says), "{query}: {body}");
+    }
+
+    // Connect: acme with alice's account, initech with carol's.
+    connect_by_oauth(&fleet, "acme", "alice").await;
+    connect_by_oauth(&fleet, "initech", "carol").await;
+    tools_appear_and_calls_carry_their_own(&acme, &initech).await;
+    // What reads show: an OAuth connection, renewed by the control plane, never a token.
+    let (code, first) = status(&fleet, "acme").await;
+    assert_eq!(code, 0, "{first}");
+    assert_eq!(first["kind"], "oauth");
+    assert_eq!(first["refreshable"], true);
+    assert_eq!(first["scopes"], json!(["mcp"]));
+    let expires_at = first["expires_at"].as_u64().unwrap();
+    assert!(expires_at > 0, "{first}");
+
+    // Renewed before it expires (at half its 20 s lifetime), and calls after the first
+    // token's expiry carry the new one.
+    let renewed = tp_test_support::eventually(
+        "the access token renewed",
+        Duration::from_secs(ttl + 10),
+        || async {
+            let now = status(&fleet, "acme").await.1;
+            assert_eq!(
+                now["connected"],
+                true,
+                "the connection went instead: {}",
+                fleet.cp.process.log_text()
+            );
+            (now["fingerprint"] != first["fingerprint"]).then_some(now)
+        },
+    )
+    .await;
+    let renewed_at = renewed["issued_at"].as_u64().unwrap();
+    assert!(
+        renewed_at < expires_at,
+        "renewed at {renewed_at}, after the token expired at {expires_at}"
+    );
+    while tp_proto::clock::now_ms() / 1000 <= expires_at {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for client in &acme {
+        let result = echo(client, "after the first token expired").await;
+        assert_eq!(
+            result["content"][0]["text"], "[qa/collector] after the first token expired",
+            "{result}"
+        );
+    }
+
+    // The provider unreachable: renewals fail and are retried; the connection stays.
+    let tokens = issued(&idp);
+    assert!(
+        tokens.len() >= 5,
+        "the provider's log holds its tokens: {tokens:?}"
+    );
+    idp.kill9().await;
+    let due = status(&fleet, "acme").await.1["expires_at"]
+        .as_u64()
+        .unwrap();
+    tp_test_support::eventually(
+        "a renewal to fail while the provider is down",
+        Duration::from_secs(ttl + 10),
+        || async {
+            fleet
+                .cp
+                .process
+                .log_text()
+                .contains("renewing a connection's token failed")
+                .then_some(())
+        },
+    )
+    .await;
+    let (_, still) = status(&fleet, "acme").await;
+    assert_eq!(still["connected"], true, "{still}");
+
+    // The provider back without its grants (restarted, its memory gone): `invalid_grant`,
+    // and the connections go, with their tools, on both edges.
+    let idp2 = provider_at(dir.path(), idp_port, &callback, ttl);
+    provider_ready(&idp2).await;
+    tp_test_support::eventually(
+        "the connection removed after invalid_grant",
+        Duration::from_secs(ttl + 15),
+        || async { (status(&fleet, "acme").await.0 == 1).then_some(()) },
+    )
+    .await;
+    for client in &acme {
+        tp_test_support::eventually(
+            "the provider's tool gone",
+            Duration::from_secs(10),
+            || async { (!sees(client, "crm_echo").await).then_some(()) },
+        )
+        .await;
+        let refused = client.call("crm_echo", json!({"text": "x"})).await;
+        assert!(refused.body.contains("nknown"), "{}", refused.body);
+    }
+    let (code, changes, err) = ctl(&fleet, &["--json", "changes"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        changes.contains("system:connection-refresh-failed"),
+        "{changes}"
+    );
+    assert!(
+        due > 0 && fleet.cp.process.log_text().contains("invalid_grant"),
+        "the log says why"
+    );
+
+    // Connected again after the revocation; a callback replayed (its code spent: the provider
+    // refuses, and revokes that grant) or tampered with connects nothing.
+    let finished = connect_by_oauth(&fleet, "acme", "alice").await;
+    let before = status(&fleet, "acme").await.1;
+    assert_eq!(before["connected"], true, "{before}");
+    let replayed = http.get(&finished).send().await.unwrap();
+    assert_eq!(replayed.status().as_u16(), 502);
+    let tampered = finished.replace("state=", "state=A");
+    let answer = http.get(&tampered).send().await.unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    assert_eq!(
+        status(&fleet, "acme").await.1["fingerprint"],
+        before["fingerprint"]
+    );
+    let tokens = [tokens, issued(&idp2)].concat();
+
+    // No token the provider issued is anywhere in clear.
+    let exported = fleet.cp.data_dir.join("export.json");
+    let sqlite = format!(
+        "sqlite://{}",
+        fleet.cp.data_dir.join("control-plane.db").display()
+    );
+    let (code, out, err) = ctl(
+        &fleet,
+        &[
+            "export",
+            "--store-url",
+            &sqlite,
+            "--out",
+            exported.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let export = std::fs::read(&exported).unwrap();
+    let database = database_bytes(&fleet);
+    let redis = redis_bytes(&fleet).await;
+    let logs = [
+        fleet.cp.process.log_text(),
+        fleet.edges[0].log(),
+        fleet.edges[1].log(),
+    ]
+    .concat();
+    for token in &tokens {
+        assert!(!contains(&database, token), "a token in the database");
+        assert!(!contains(&export, token), "a token in the export");
+        assert!(!contains(&redis, token), "a token in Redis");
+        assert!(!logs.contains(token.as_str()), "a token in a log");
+    }
+    assert!(!logs.contains(CLIENT_SECRET), "the client secret in a log");
+    println!(
+        "connections by OAuth: two tenants connected through the provider's authorization-code flow; each call carried its user's token; renewed {} s before expiry; kept while the provider was down; removed on invalid_grant; {} issued tokens absent from the database, export, Redis and logs",
+        expires_at.saturating_sub(renewed_at),
+        tokens.len()
+    );
 }

@@ -15,7 +15,7 @@ use crate::clients::run_client;
 use crate::fleet::{Fleet, LEGACY};
 
 /// The provider's users and the claims their access tokens carry.
-fn accounts() -> Value {
+pub(crate) fn accounts() -> Value {
     json!({
         "alice": {"org": "qa", "groups": ["tp-executors", "staff"]},
         "bob": {"org": "qa", "groups": ["staff"]},
@@ -70,7 +70,12 @@ pub(crate) async fn start_provider_with(dir: &Path, clients: &Value) -> Provider
     }
 }
 
-fn trust(issuer: &str, org: &str, groups: &[(&str, &str)], default_role: &str) -> pb::TokenIssuer {
+pub(crate) fn trust(
+    issuer: &str,
+    org: &str,
+    groups: &[(&str, &str)],
+    default_role: &str,
+) -> pb::TokenIssuer {
     pb::TokenIssuer {
         issuer: issuer.into(),
         tenant_claim: "org".into(),
@@ -87,7 +92,7 @@ fn trust(issuer: &str, org: &str, groups: &[(&str, &str)], default_role: &str) -
     }
 }
 
-async fn set_trusts(
+pub(crate) async fn set_trusts(
     fleet: &Fleet,
     tenant: &str,
     trusts: Vec<pb::TokenIssuer>,
@@ -113,7 +118,17 @@ async fn edge_with_oauth(fleet: &Fleet, issuer: &str) -> (EdgeProcess, String) {
 
 /// An edge taking `issuer`'s tokens, with `extra` lines in its `[oauth]` section.
 async fn edge_with_oauth_and(fleet: &Fleet, issuer: &str, extra: &str) -> (EdgeProcess, String) {
-    let port = free_port();
+    edge_with_oauth_at(fleet, issuer, extra, free_port()).await
+}
+
+/// [`edge_with_oauth_and`] on a port chosen beforehand (its resource URL named in settings
+/// made before it starts).
+pub(crate) async fn edge_with_oauth_at(
+    fleet: &Fleet,
+    issuer: &str,
+    extra: &str,
+    port: u16,
+) -> (EdgeProcess, String) {
     let resource = format!("http://127.0.0.1:{port}/mcp");
     let edge = EdgeProcess::start_with_env(
         &fleet.cp,

@@ -10,6 +10,8 @@
 // Machine clients (the client-credentials grant, as an operator's CI pipeline signs in to the
 // admin API) come from IDP_CLIENTS as JSON: {"ci": {"secret": "...", "claims": {"groups": [...]}}};
 // their tokens are JWTs for the resource they ask for, carrying those claims (`sub` = client id).
+// A client with "redirect_uris" is a web client instead (the authorization-code flow with
+// refresh tokens, as Toolplane's control plane connects providers; tests/connections.rs).
 //
 // Usage: IDP_PORT=... IDP_ACCOUNTS='{...}' [IDP_CLIENTS='{...}'] node idp.mjs
 //   (prints "ready <issuer>")
@@ -38,14 +40,30 @@ const provider = new Provider(issuer, {
   },
   findAccount: (_ctx, id) =>
     accounts[id] ? { accountId: id, claims: () => ({ sub: id }) } : undefined,
-  clients: Object.entries(machines).map(([id, machine]) => ({
-    client_id: id,
-    client_secret: machine.secret,
-    grant_types: ['client_credentials'],
-    redirect_uris: [],
-    response_types: [],
-    token_endpoint_auth_method: 'client_secret_post',
-  })),
+  clients: Object.entries(machines).map(([id, machine]) =>
+    machine.redirect_uris
+      ? {
+          // A web client (Toolplane's control plane connecting providers): the
+          // authorization-code flow with refresh tokens.
+          client_id: id,
+          client_secret: machine.secret,
+          grant_types: ['authorization_code', 'refresh_token'],
+          redirect_uris: machine.redirect_uris,
+          response_types: ['code'],
+          token_endpoint_auth_method: machine.auth_method || 'client_secret_basic',
+        }
+      : {
+          client_id: id,
+          client_secret: machine.secret,
+          grant_types: ['client_credentials'],
+          redirect_uris: [],
+          response_types: [],
+          token_endpoint_auth_method: 'client_secret_post',
+        },
+  ),
+  // Web clients get a refresh token whenever they may use one (without the OIDC rule that
+  // ties offline_access to prompt=consent).
+  issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
   extraTokenClaims: (_ctx, token) => {
     if (token.accountId === undefined && machines[token.clientId]) {
       return { ...machines[token.clientId].claims };
@@ -97,6 +115,12 @@ async function interact(req, res) {
     result = { consent: { grantId: await grant.save() } };
   }
   await provider.interactionFinished(req, res, result, { mergeWithLastSubmission: false });
+}
+
+// With IDP_LOG_TOKENS set, every token answer is logged (tests/connections.rs greps Toolplane's
+// stores and logs for exactly these tokens).
+if (process.env.IDP_LOG_TOKENS) {
+  provider.on('grant.success', (ctx) => console.log(`issued ${JSON.stringify(ctx.body)}`));
 }
 
 const callback = provider.callback();

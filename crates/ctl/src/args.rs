@@ -195,6 +195,53 @@ pub enum TenantsCmd {
     },
 }
 
+/// `connections`: tenants' connections to providers (ADR 0015).
+#[derive(Debug, Subcommand)]
+pub enum ConnectionsCmd {
+    /// A tenant's connections (providers, fingerprints, dates; never a credential).
+    List {
+        /// Tenant id.
+        id: String,
+    },
+    /// Connect a provider for the tenant. Providers configured for OAuth on the control plane
+    /// (`[[connections.oauth]]`): prints the authorization URL to open in a browser; whoever
+    /// consents there connects their provider account to the tenant. With a credential
+    /// (`--credential` or TOOLPLANE_PROVIDER_CREDENTIAL): connects with that API credential at
+    /// once, as `tenants connect` does.
+    Connect {
+        /// Tenant id.
+        id: String,
+        /// The provider (of the catalogue).
+        #[arg(long)]
+        provider: String,
+        /// An API credential instead of OAuth (prefer the environment variable: a flag is
+        /// visible to other users in `ps`).
+        #[arg(long, env = "TOOLPLANE_PROVIDER_CREDENTIAL", hide_env_values = true)]
+        credential: Option<String>,
+        /// With a credential: Unix seconds after which it is not used.
+        #[arg(long)]
+        expires_at: Option<u64>,
+    },
+    /// Remove the tenant's connection to a provider, and the provider from connected_apis.
+    Disconnect {
+        /// Tenant id.
+        id: String,
+        /// The provider.
+        #[arg(long)]
+        provider: String,
+    },
+    /// One connection's state: kind, fingerprint, scopes, when its token expires and whether
+    /// the control plane renews it. Exits 1 when the tenant has no usable connection to the
+    /// provider.
+    Status {
+        /// Tenant id.
+        id: String,
+        /// The provider.
+        #[arg(long)]
+        provider: String,
+    },
+}
+
 /// `tenants connect`.
 #[derive(Debug, Args)]
 pub struct ConnectArgs {

@@ -75,6 +75,9 @@ pub enum Command {
     /// Providers (external API connections).
     #[command(subcommand)]
     Providers(ProvidersCmd),
+    /// Tenants' connections to providers: their own credentials, by OAuth or API credential.
+    #[command(subcommand)]
+    Connections(ConnectionsCmd),
     /// Roles.
     #[command(subcommand)]
     Roles(RolesCmd),

@@ -20,7 +20,24 @@ pub enum ConnectionKind {
     /// An API credential an operator handed over (a key or a long-lived token).
     #[default]
     ApiCredential,
+    /// Tokens from the provider's authorization server (authorization-code flow), the access
+    /// token renewed with the refresh token before it expires.
+    #[serde(rename = "oauth")]
+    OAuth,
 }
+
+impl ConnectionKind {
+    /// The name reads show.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionKind::ApiCredential => "api_credential",
+            ConnectionKind::OAuth => "oauth",
+        }
+    }
+}
+
+/// Most scopes one connection records.
+pub const MAX_SCOPES: usize = 64;
 
 /// A secret sealed by envelope encryption: a data key of its own encrypts the secret, a
 /// key-encryption key (named by `kek_id`) encrypts the data key. Every field is base64.
@@ -72,6 +89,19 @@ pub struct Connection {
     /// Unix seconds after which the credential is not used; `None` = no expiry known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// OAuth connections: the refresh token, sealed like the secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<Sealed>,
+    /// OAuth connections: the scopes the provider granted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// Unix seconds the credential in use was obtained (`None`: at `created_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issued_at: Option<u64>,
+    /// Until when (Unix seconds) a control plane replica holds the renewal of this
+    /// credential: others leave it alone, so one refresh token is never spent twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewing_until: Option<u64>,
 }
 
 impl Connection {
@@ -85,6 +115,25 @@ impl Connection {
         self.expires_at.is_none_or(|at| now < at)
     }
 
+    /// Whether the control plane can renew the credential (an OAuth connection with a
+    /// refresh token).
+    pub fn refreshable(&self) -> bool {
+        self.kind == ConnectionKind::OAuth && self.refresh.is_some()
+    }
+
+    /// Whether a refreshable credential is due for renewal at `now`: when half its lifetime
+    /// or five minutes are left, whichever comes first (a token living an hour is renewed at
+    /// 55 minutes, one living a minute at 30 seconds). Expired ones are due too.
+    pub fn refresh_due_at(&self, now: u64) -> bool {
+        let Some(expires_at) = self.expires_at.filter(|_| self.refreshable()) else {
+            return false;
+        };
+        let issued_at = self.issued_at.unwrap_or(self.created_at);
+        let lifetime = expires_at.saturating_sub(issued_at);
+        let margin = (lifetime / 2).min(300);
+        now.saturating_add(margin) >= expires_at
+    }
+
     pub(crate) fn check_fields(&self, v: &mut Violations) {
         v.check("connection.tenant", check_slug(&self.tenant));
         v.check("connection.provider", check_slug(&self.provider));
@@ -95,14 +144,32 @@ impl Connection {
             "connection.fingerprint",
             check_text(&self.fingerprint, 64, true),
         );
+        self.secret.check("connection.secret", v);
+        if let Some(refresh) = &self.refresh {
+            refresh.check("connection.refresh", v);
+            if self.kind != ConnectionKind::OAuth {
+                v.add("connection.refresh", "only OAuth connections have one");
+            }
+        }
+        if self.scopes.len() > MAX_SCOPES {
+            v.add("connection.scopes", format!("at most {MAX_SCOPES} scopes"));
+        }
+        for scope in &self.scopes {
+            v.check("connection.scopes", check_text(scope, 256, false));
+        }
+    }
+}
+
+impl Sealed {
+    fn check(&self, at: &str, v: &mut Violations) {
         for (field, value) in [
-            ("kek_id", &self.secret.kek_id),
-            ("wrapped_key", &self.secret.wrapped_key),
-            ("ciphertext", &self.secret.ciphertext),
+            ("kek_id", &self.kek_id),
+            ("wrapped_key", &self.wrapped_key),
+            ("ciphertext", &self.ciphertext),
         ] {
             if value.is_empty() || value.len() > MAX_SEALED_FIELD {
                 v.add(
-                    format!("connection.secret.{field}"),
+                    format!("{at}.{field}"),
                     format!("must hold 1 to {MAX_SEALED_FIELD} characters"),
                 );
             }

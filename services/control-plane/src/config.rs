@@ -43,6 +43,8 @@ pub struct RawConfig {
     pub tls: tp_net::tls::TlsFiles,
     /// `[admin_oidc]`: admins signing in with an OpenID provider's access tokens.
     pub admin_oidc: crate::admin_oidc::RawAdminOidc,
+    /// `[connections]`: providers connected by OAuth and the callback they send browsers to.
+    pub connections: crate::provider_oauth::RawConnections,
     /// Logging.
     pub log: tp_telemetry::LogConfig,
 }
@@ -244,6 +246,8 @@ pub struct ControlPlaneConfig {
     pub tls: Option<tp_net::tls::TlsFiles>,
     /// Admin sign-in with an OpenID provider, when configured.
     pub admin_oidc: Option<crate::admin_oidc::RawAdminOidc>,
+    /// Providers connected by OAuth, when any are configured.
+    pub oauth_connections: Option<crate::provider_oauth::OAuthConnections>,
 }
 
 // === impl RawConfig ===
@@ -263,6 +267,7 @@ impl Default for RawConfig {
             lifecycle: RawLifecycle::default(),
             tls: tp_net::tls::TlsFiles::default(),
             admin_oidc: crate::admin_oidc::RawAdminOidc::default(),
+            connections: crate::provider_oauth::RawConnections::default(),
             log: tp_telemetry::LogConfig::default(),
         }
     }
@@ -341,6 +346,7 @@ impl RawConfig {
         Ok(ControlPlaneConfig {
             tls,
             admin_oidc,
+            oauth_connections: self.connections.validate()?,
             metrics_listen,
             sunset_check: std::time::Duration::from_secs(self.lifecycle.sunset_check_secs),
             drift_check: (self.lifecycle.drift_check_secs > 0)

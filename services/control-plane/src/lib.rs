@@ -15,6 +15,7 @@ pub mod engine;
 pub mod files;
 pub mod lifecycle;
 pub mod oidc;
+pub mod provider_oauth;
 pub mod purge;
 pub mod server;
 pub mod vault;

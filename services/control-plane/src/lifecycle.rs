@@ -36,10 +36,16 @@ pub async fn retire_due(engine: &Engine) -> anyhow::Result<usize> {
     Ok(written.value.len())
 }
 
-/// Disconnects the connections whose credential has expired; returns how many.
-pub async fn disconnect_expired(engine: &Engine) -> anyhow::Result<usize> {
+/// Disconnects the connections whose credential has expired and that cannot be renewed
+/// (OAuth connections of `renewed` providers are left to the renewal); returns how many.
+pub async fn disconnect_expired(
+    engine: &Engine,
+    renewed: &std::collections::BTreeSet<String>,
+) -> anyhow::Result<usize> {
     let now = crate::engine::now_secs();
-    let expired = engine.read(|state| state.expired_connections(now)).await;
+    let expired = engine
+        .read(|state| state.expired_connections(now, |provider| renewed.contains(provider)))
+        .await;
     let mut disconnected = 0;
     for (tenant, provider) in expired {
         let key = tp_registry::Connection::key_of(&tenant, &provider);
@@ -47,11 +53,10 @@ pub async fn disconnect_expired(engine: &Engine) -> anyhow::Result<usize> {
             .write("system:connection-expired", |state| {
                 // Another replica may have got there first, or the tenant may have connected
                 // again since the list was read: only a connection still expired goes.
-                if state
-                    .connections
-                    .get(&key)
-                    .is_none_or(|connection| connection.usable_at(now))
-                {
+                if state.connections.get(&key).is_none_or(|connection| {
+                    connection.usable_at(now)
+                        || (connection.refreshable() && renewed.contains(&connection.provider))
+                }) {
                     return Ok((Vec::new(), false));
                 }
                 Ok((state.disconnect(&tenant, &provider)?, true))
@@ -69,6 +74,7 @@ pub async fn disconnect_expired(engine: &Engine) -> anyhow::Result<usize> {
 pub async fn run(
     engine: Arc<Engine>,
     every: Duration,
+    renewed: std::collections::BTreeSet<String>,
     mut stopping: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut ticker = tokio::time::interval(every);
@@ -80,7 +86,7 @@ pub async fn run(
         if let Err(error) = retire_due(&engine).await {
             tracing::warn!(%error, "retiring tools past their sunset failed; will retry");
         }
-        if let Err(error) = disconnect_expired(&engine).await {
+        if let Err(error) = disconnect_expired(&engine, &renewed).await {
             tracing::warn!(%error, "disconnecting expired connections failed; will retry");
         }
     }
@@ -109,6 +115,10 @@ mod tests {
             created_at: 1,
             created_by: "admin".into(),
             expires_at,
+            refresh: None,
+            scopes: Vec::new(),
+            issued_at: None,
+            renewing_until: None,
         }
     }
 
@@ -131,7 +141,12 @@ mod tests {
                 .unwrap();
         }
         let before = engine.revision().await;
-        assert_eq!(disconnect_expired(&engine).await.unwrap(), 1);
+        assert_eq!(
+            disconnect_expired(&engine, &Default::default())
+                .await
+                .unwrap(),
+            1
+        );
         assert_eq!(engine.revision().await, before + 1, "one write");
         let (apis, left) = engine
             .read(|s| {
@@ -144,7 +159,12 @@ mod tests {
         assert_eq!(apis, Some(vec!["google".to_owned()]));
         assert_eq!(left, vec!["initech/google".to_owned()]);
         // Nothing more to do: no write.
-        assert_eq!(disconnect_expired(&engine).await.unwrap(), 0);
+        assert_eq!(
+            disconnect_expired(&engine, &Default::default())
+                .await
+                .unwrap(),
+            0
+        );
         assert_eq!(engine.revision().await, before + 1);
     }
 }

@@ -47,6 +47,8 @@ pub struct ControlPlane {
     pub engine: Arc<Engine>,
     /// Where `GET /metrics` is served, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where the OAuth callback of connections is served, if anywhere.
+    pub callback_addr: Option<SocketAddr>,
     /// The server task.
     pub task: JoinHandle<anyhow::Result<()>>,
 }
@@ -142,13 +144,10 @@ impl ControlPlane {
                 .unwrap_or_else(|| tp_proto::invoke_auth::ExecutorKey::derive(&tokens.edge)),
         )
         .await;
-        let vault = match &config.connections_keys {
-            Some((path, generate)) => Some(crate::vault::Vault::new(std::sync::Arc::new(
-                crate::vault::KeyFile::open(path, *generate)?,
-            ))),
-            None => None,
-        };
-        let router = router(&engine, &tokens, config, stopping, purges, vault).await?;
+        let (vault, connector, callback_addr) =
+            start_connections(config, &engine, &stopping).await?;
+        let connections = (vault, connector);
+        let router = router(&engine, &tokens, config, stopping, purges, connections).await?;
         let limits = config.grpc.clone();
         let tls = match &config.tls {
             Some(files) => {
@@ -175,11 +174,48 @@ impl ControlPlane {
         Ok(ControlPlane {
             addr,
             metrics_addr,
+            callback_addr,
             tokens,
             engine,
             task,
         })
     }
+}
+
+/// What connections need: the vault (when the keys are configured), the OAuth connector of
+/// `[[connections.oauth]]` providers renewing tokens until `stopping`, and the address of its
+/// callback listener (both `None` when no provider is configured).
+async fn start_connections(
+    config: &ControlPlaneConfig,
+    engine: &Arc<Engine>,
+    stopping: &tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(
+    Option<crate::vault::Vault>,
+    Option<Arc<crate::provider_oauth::Connector>>,
+    Option<SocketAddr>,
+)> {
+    let vault = match &config.connections_keys {
+        Some((path, generate)) => Some(crate::vault::Vault::new(Arc::new(
+            crate::vault::KeyFile::open(path, *generate)?,
+        ))),
+        None => None,
+    };
+    let Some(settings) = config.oauth_connections.clone() else {
+        return Ok((vault, None, None));
+    };
+    let Some(sealer) = vault.clone() else {
+        anyhow::bail!(
+            "[[connections.oauth]] needs the connections' keys to seal tokens: set auth.connections_keys_file (every replica on PostgreSQL reads the same file)"
+        );
+    };
+    let connector = crate::provider_oauth::Connector::new(settings, sealer, Arc::clone(engine))?;
+    tokio::spawn(crate::provider_oauth::run(
+        Arc::clone(&connector),
+        stopping.clone(),
+    ));
+    let addr =
+        crate::provider_oauth::callback::serve(Arc::clone(&connector), stopping.clone()).await?;
+    Ok((vault, Some(connector), Some(addr)))
 }
 
 /// The demo world seeded (when `bootstrap.demo` and the store is empty) and the store
@@ -253,7 +289,10 @@ async fn router(
     config: &ControlPlaneConfig,
     stopping: tokio::sync::watch::Receiver<bool>,
     purges: Arc<crate::purge::Purges>,
-    vault: Option<crate::vault::Vault>,
+    (vault, connector): (
+        Option<crate::vault::Vault>,
+        Option<Arc<crate::provider_oauth::Connector>>,
+    ),
 ) -> anyhow::Result<MeasuredRouter> {
     let request_timeout = config.request_timeout;
     // The configured admin token is a superset: operators may call the edge-facing service
@@ -331,7 +370,9 @@ async fn router(
         .add_service(CatalogServer::new(CatalogService::new(Arc::clone(engine))))
         .add_service(PolicyServer::new(PolicyService::new(Arc::clone(engine))))
         .add_service(TenantsServer::new(
-            TenantsService::new(Arc::clone(engine), purges).with_vault(vault),
+            TenantsService::new(Arc::clone(engine), purges)
+                .with_vault(vault)
+                .with_connector(connector),
         ))
         .add_service(ExecutorsServer::new(ExecutorsService::new(Arc::clone(
             engine,
@@ -397,9 +438,15 @@ fn spawn_housekeeping(
     config: &ControlPlaneConfig,
     stopping: &tokio::sync::watch::Receiver<bool>,
 ) {
+    let renewed: std::collections::BTreeSet<String> = config
+        .oauth_connections
+        .iter()
+        .flat_map(|oauth| oauth.providers.keys().cloned())
+        .collect();
     tokio::spawn(crate::lifecycle::run(
         Arc::clone(engine),
         config.sunset_check,
+        renewed,
         stopping.clone(),
     ));
     if let Some(every) = config.drift_check {

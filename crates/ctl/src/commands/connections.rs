@@ -1,8 +1,140 @@
-//! `tenants connect | disconnect | connections`: what is printed of connections (never a
-//! credential: no answer of the control plane holds one).
+//! `connections list | connect | disconnect | status` (and the older `tenants connect |
+//! disconnect | connections`): what is printed of connections (never a credential: no answer
+//! of the control plane holds one).
 
 use tp_client::Admin;
 use tp_proto::pb;
+
+use super::ConnectionsCmd;
+
+/// `connections …`.
+pub(super) async fn run(
+    mut admin: Admin,
+    cmd: ConnectionsCmd,
+    json_out: bool,
+) -> anyhow::Result<i32> {
+    match cmd {
+        ConnectionsCmd::List { id } => list(&mut admin, id, json_out).await,
+        ConnectionsCmd::Connect {
+            id,
+            provider,
+            credential: Some(credential),
+            expires_at,
+        } => {
+            let request = pb::ConnectProviderRequest {
+                tenant: id,
+                provider,
+                credential,
+                expires_at: expires_at.unwrap_or(0),
+            };
+            connect(&mut admin, request, json_out).await
+        }
+        ConnectionsCmd::Connect {
+            id,
+            provider,
+            credential: None,
+            expires_at,
+        } => {
+            if expires_at.is_some() {
+                anyhow::bail!(
+                    "--expires-at goes with a credential; an OAuth connection expires when the provider's tokens do"
+                );
+            }
+            begin(&mut admin, id, provider, json_out).await
+        }
+        ConnectionsCmd::Disconnect { id, provider } => {
+            disconnect(&mut admin, id, provider, json_out).await
+        }
+        ConnectionsCmd::Status { id, provider } => status(&mut admin, id, provider, json_out).await,
+    }
+}
+
+/// `connections connect` without a credential: the provider's authorization URL.
+async fn begin(
+    admin: &mut Admin,
+    tenant: String,
+    provider: String,
+    json_out: bool,
+) -> anyhow::Result<i32> {
+    let request = pb::BeginConnectRequest {
+        tenant: tenant.clone(),
+        provider: provider.clone(),
+    };
+    let answer = admin.tenants.begin_connect(request).await?.into_inner();
+    if json_out {
+        println!(
+            "{}",
+            serde_json::json!({
+                "authorization_url": answer.authorization_url,
+                "expires_at": answer.expires_at,
+            })
+        );
+    } else {
+        println!(
+            "Open this URL in a browser and authorize Toolplane at {provider}; the account that consents is connected to tenant {tenant}.\nIt works until {} (Unix seconds); share it only with who should connect that account.\n\n{}",
+            answer.expires_at, answer.authorization_url
+        );
+    }
+    Ok(0)
+}
+
+/// `connections status`: exit 0 with a usable connection, 1 without.
+async fn status(
+    admin: &mut Admin,
+    tenant: String,
+    provider: String,
+    json_out: bool,
+) -> anyhow::Result<i32> {
+    let request = pb::ListConnectionsRequest {
+        tenant: tenant.clone(),
+    };
+    let answer = admin.tenants.list_connections(request).await?.into_inner();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let found = answer
+        .connections
+        .into_iter()
+        .find(|c| c.provider == provider);
+    let Some(connection) = found else {
+        if json_out {
+            println!("{}", serde_json::json!({"connected": false}));
+        } else {
+            println!("{tenant} is not connected to {provider}");
+        }
+        return Ok(1);
+    };
+    let usable = connection.expires_at == 0 || now < connection.expires_at;
+    if json_out {
+        let mut row = row(&connection);
+        row["connected"] = serde_json::json!(true);
+        row["usable"] = serde_json::json!(usable);
+        println!("{row}");
+    } else {
+        let expiry = match connection.expires_at {
+            0 => "never expires".to_owned(),
+            at if at > now => format!("expires in {} s", at - now),
+            at => format!("EXPIRED {} s ago: calls to its tools are refused", now - at),
+        };
+        let renewal = if connection.refreshable {
+            "renewed by the control plane before it expires"
+        } else {
+            "not renewed (connect again before it expires)"
+        };
+        println!(
+            "{tenant} → {provider}: {} connection, credential {}, {expiry}, {renewal}",
+            connection.kind, connection.fingerprint
+        );
+        if !connection.scopes.is_empty() {
+            println!("scopes: {}", connection.scopes.join(" "));
+        }
+        println!(
+            "connected at {} by {}; credential obtained at {}; sealed under key {}",
+            connection.created_at, connection.created_by, connection.issued_at, connection.kek_id
+        );
+    }
+    Ok(if usable { 0 } else { 1 })
+}
 
 /// `tenants connect`.
 pub(super) async fn connect(
@@ -53,21 +185,7 @@ pub(super) async fn list(admin: &mut Admin, tenant: String, json_out: bool) -> a
 /// Prints connections as a table, or as JSON lines' array with `--json`.
 pub(super) fn print(connections: &[pb::Connection], json_out: bool) {
     if json_out {
-        let rows: Vec<serde_json::Value> = connections
-            .iter()
-            .map(|c| {
-                serde_json::json!({
-                    "tenant": c.tenant,
-                    "provider": c.provider,
-                    "kind": c.kind,
-                    "fingerprint": c.fingerprint,
-                    "created_at": c.created_at,
-                    "created_by": c.created_by,
-                    "expires_at": c.expires_at,
-                    "kek_id": c.kek_id,
-                })
-            })
-            .collect();
+        let rows: Vec<serde_json::Value> = connections.iter().map(row).collect();
         println!("{}", serde_json::Value::Array(rows));
         return;
     }
@@ -90,4 +208,21 @@ pub(super) fn print(connections: &[pb::Connection], json_out: bool) {
             c.tenant, c.provider, c.kind, c.fingerprint, expires, c.kek_id, c.created_by
         );
     }
+}
+
+/// One connection as JSON.
+fn row(c: &pb::Connection) -> serde_json::Value {
+    serde_json::json!({
+        "tenant": c.tenant,
+        "provider": c.provider,
+        "kind": c.kind,
+        "fingerprint": c.fingerprint,
+        "created_at": c.created_at,
+        "created_by": c.created_by,
+        "expires_at": c.expires_at,
+        "kek_id": c.kek_id,
+        "scopes": c.scopes,
+        "refreshable": c.refreshable,
+        "issued_at": c.issued_at,
+    })
 }

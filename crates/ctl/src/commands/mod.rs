@@ -12,8 +12,8 @@ use tp_registry as domain;
 
 use crate::output::{json as pretty, or_dash, table};
 use crate::{
-    Admin, AdminTokensCmd, AdrArgs, AdrsCmd, Cli, Command, DocsCmd, ExecutorsCmd, KeysCmd,
-    PolicyCmd, ProvidersCmd, RolesCmd, TenantArgs, TenantsCmd, ToolsCmd, TrustArgs,
+    Admin, AdminTokensCmd, AdrArgs, AdrsCmd, Cli, Command, ConnectionsCmd, DocsCmd, ExecutorsCmd,
+    KeysCmd, PolicyCmd, ProvidersCmd, RolesCmd, TenantArgs, TenantsCmd, ToolsCmd, TrustArgs,
 };
 
 /// `println!` that ignores a closed stdout (`toolplanectl ... | head` must not panic).
@@ -170,6 +170,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Keys(cmd) => keys(admin, cmd, json_out).await,
         Command::Executors(cmd) => executors(admin, cmd, json_out).await,
         Command::Providers(cmd) => providers(admin, cmd, json_out).await,
+        Command::Connections(cmd) => connections::run(admin, cmd, json_out).await,
         Command::Roles(cmd) => roles(admin, cmd, json_out).await,
         Command::Registry(args) => registry(admin, args, json_out).await,
         Command::Usage(args) => usage(admin, args, json_out).await,

@@ -70,13 +70,91 @@ impl State {
         Ok(changes)
     }
 
+    /// Replaces a connection's credential with a renewed one (an OAuth refresh): only the
+    /// connection object changes, `connected_apis` stays. Refused when the connection is gone
+    /// or no longer holds the credential the renewal started from (`was`: its fingerprint):
+    /// the tenant disconnected or connected again meanwhile, and that write wins.
+    pub fn refresh_connection(
+        &self,
+        connection: Connection,
+        was: &str,
+    ) -> DomainResult<Vec<Change>> {
+        let current = self
+            .connections
+            .get(&connection.id)
+            .ok_or_else(|| DomainError::not_found("connection", &connection.id))?;
+        if current.fingerprint != was || current.tenant_uid != connection.tenant_uid {
+            return Err(DomainError::new(
+                ErrorCode::FailedPrecondition,
+                format!(
+                    "the connection {} changed while its credential was renewed",
+                    connection.id
+                ),
+            ));
+        }
+        let mut v = Violations::default();
+        connection.check_fields(&mut v);
+        v.finish()?;
+        Ok(vec![Change::put(Object::Connection(connection))])
+    }
+
+    /// Claims the renewal of connection `key`'s credential until `until` (Unix seconds):
+    /// `true` with the claim's change when the connection still holds credential `was` and no
+    /// other claim holds at `now`; `false` and no change otherwise.
+    pub fn claim_renewal(
+        &self,
+        key: &str,
+        was: &str,
+        now: u64,
+        until: u64,
+    ) -> DomainResult<(Vec<Change>, bool)> {
+        let Some(current) = self.connections.get(key) else {
+            return Ok((Vec::new(), false));
+        };
+        if current.fingerprint != was || current.renewing_until.is_some_and(|at| at > now) {
+            return Ok((Vec::new(), false));
+        }
+        let mut claimed = current.clone();
+        claimed.renewing_until = Some(until);
+        Ok((vec![Change::put(Object::Connection(claimed))], true))
+    }
+
+    /// Releases a claim on the renewal of connection `key` (the renewal failed and will be
+    /// retried): no change when the connection no longer holds credential `was` or no claim.
+    pub fn release_renewal(&self, key: &str, was: &str) -> Vec<Change> {
+        match self.connections.get(key) {
+            Some(current) if current.fingerprint == was && current.renewing_until.is_some() => {
+                let mut released = current.clone();
+                released.renewing_until = None;
+                vec![Change::put(Object::Connection(released))]
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The (tenant, provider) of every connection whose credential has expired at `now` (Unix
-    /// seconds).
-    pub fn expired_connections(&self, now: u64) -> Vec<(String, String)> {
+    /// seconds) and that the control plane cannot renew (`renewable` says which providers it
+    /// renews: an OAuth connection with a refresh token for a configured provider is left to
+    /// the renewal, which disconnects it when the provider refuses for good).
+    pub fn expired_connections(
+        &self,
+        now: u64,
+        renewable: impl Fn(&str) -> bool,
+    ) -> Vec<(String, String)> {
         self.connections
             .values()
             .filter(|connection| !connection.usable_at(now))
+            .filter(|connection| !(connection.refreshable() && renewable(&connection.provider)))
             .map(|connection| (connection.tenant.clone(), connection.provider.clone()))
+            .collect()
+    }
+
+    /// The connections whose credential is due for renewal at `now`.
+    pub fn connections_due_for_refresh(&self, now: u64) -> Vec<Connection> {
+        self.connections
+            .values()
+            .filter(|connection| connection.refresh_due_at(now))
+            .cloned()
             .collect()
     }
 

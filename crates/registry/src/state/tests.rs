@@ -544,6 +544,10 @@ fn connection(state: &State, tenant: &str, provider: &str) -> crate::Connection 
         created_at: 1,
         created_by: "admin".into(),
         expires_at: None,
+        refresh: None,
+        scopes: Vec::new(),
+        issued_at: None,
+        renewing_until: None,
     }
 }
 

@@ -18,15 +18,46 @@ pub fn connection_pb(connection: &Connection) -> pb::Connection {
     pb::Connection {
         tenant: connection.tenant.clone(),
         provider: connection.provider.clone(),
-        kind: match connection.kind {
-            ConnectionKind::ApiCredential => "api_credential".into(),
-        },
+        kind: connection.kind.as_str().into(),
         fingerprint: connection.fingerprint.clone(),
         created_at: connection.created_at,
         created_by: connection.created_by.clone(),
         expires_at: connection.expires_at.unwrap_or(0),
         kek_id: connection.secret.kek_id.clone(),
+        scopes: connection.scopes.clone(),
+        refreshable: connection.refreshable(),
+        issued_at: connection.issued_at.unwrap_or(connection.created_at),
     }
+}
+
+/// `Tenants/BeginConnect`: the provider's authorization URL for the tenant.
+pub async fn begin(
+    connector: Option<&crate::provider_oauth::Connector>,
+    author: &str,
+    who: &AdminCaller,
+    request: pb::BeginConnectRequest,
+) -> Result<pb::BeginConnectResponse, Status> {
+    required("tenant", &request.tenant)?;
+    check_tenant(who, &request.tenant)?;
+    required("provider", &request.provider)?;
+    let connector = connector.ok_or_else(|| {
+        domain(DomainError::new(
+            ErrorCode::FailedPrecondition,
+            format!(
+                "no provider is configured for OAuth: add [connections] callback_listen and a [[connections.oauth]] section for {:?} to the control plane's configuration, or connect it with an API credential (ConnectProvider)",
+                request.provider
+            ),
+        ))
+    })?;
+    let authorization = connector
+        .begin(&request.tenant, &request.provider, author)
+        .await
+        .map_err(domain)?;
+    tracing::info!(tenant = %request.tenant, provider = %request.provider, %author, "OAuth connection started");
+    Ok(pb::BeginConnectResponse {
+        authorization_url: authorization.url,
+        expires_at: authorization.expires_at,
+    })
 }
 
 /// A credential is 1 to [`MAX_CREDENTIAL`] bytes of printable ASCII: it becomes a header value.
@@ -54,6 +85,15 @@ fn vault(vault: Option<&Vault>) -> Result<&Vault, Status> {
             "connections need the connections' keys: set auth.connections_keys_file (every replica on PostgreSQL reads the same file)",
         ))
     })
+}
+
+/// A credential that could not be sealed: logged, and refused without details.
+fn seal_failed(error: anyhow::Error) -> Status {
+    tracing::error!(%error, "sealing a credential failed");
+    domain(DomainError::new(
+        ErrorCode::Internal,
+        "the credential could not be sealed",
+    ))
 }
 
 /// `Tenants/ConnectProvider`.
@@ -86,13 +126,7 @@ pub async fn connect(
             &uid,
             &request.provider,
         )
-        .map_err(|error| {
-            tracing::error!(%error, "sealing a credential failed");
-            domain(DomainError::new(
-                ErrorCode::Internal,
-                "the credential could not be sealed",
-            ))
-        })?;
+        .map_err(seal_failed)?;
     let connection = Connection {
         id: Connection::key_of(&request.tenant, &request.provider),
         tenant: request.tenant,
@@ -104,6 +138,10 @@ pub async fn connect(
         created_at: now,
         created_by: author.to_owned(),
         expires_at: (request.expires_at != 0).then_some(request.expires_at),
+        refresh: None,
+        scopes: Vec::new(),
+        issued_at: None,
+        renewing_until: None,
     };
     engine
         .write(author, |state| Ok((state.connect(connection.clone())?, ())))

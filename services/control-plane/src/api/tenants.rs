@@ -21,6 +21,7 @@ pub struct TenantsService {
     engine: Arc<Engine>,
     purges: Arc<crate::purge::Purges>,
     vault: Option<crate::vault::Vault>,
+    connector: Option<Arc<crate::provider_oauth::Connector>>,
 }
 
 impl TenantsService {
@@ -30,7 +31,17 @@ impl TenantsService {
             engine,
             purges,
             vault: None,
+            connector: None,
         }
+    }
+
+    /// Starts OAuth connections with `connector` (without one, `BeginConnect` is refused).
+    pub fn with_connector(
+        mut self,
+        connector: Option<Arc<crate::provider_oauth::Connector>>,
+    ) -> Self {
+        self.connector = connector;
+        self
     }
 
     /// Seals connections' credentials with `vault` (without one, connecting is refused).
@@ -79,6 +90,21 @@ impl Tenants for TenantsService {
         super::connections::disconnect(&self.engine, &author, &who, request)
             .await
             .map(Response::new)
+    }
+
+    async fn begin_connect(
+        &self,
+        request: Request<pb::BeginConnectRequest>,
+    ) -> Result<Response<pb::BeginConnectResponse>, Status> {
+        let (author, who) = (author(&request), caller(&request));
+        super::connections::begin(
+            self.connector.as_deref(),
+            &author,
+            &who,
+            request.into_inner(),
+        )
+        .await
+        .map(Response::new)
     }
 
     async fn list_connections(

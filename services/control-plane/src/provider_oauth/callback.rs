@@ -1,0 +1,146 @@
+//! The OAuth callback listener: `GET /connections/callback`, where providers send the browser
+//! back with a code (or an error), and `GET /healthz`.
+//!
+//! Its pages say what happened in plain words, carry nothing secret, and are never cached or
+//! passed on as a referrer (the URL held a code).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::{CallbackError, Connector};
+
+/// Longest query string taken (a code and a state are far shorter).
+const MAX_QUERY: usize = 8 * 1024;
+
+/// Serves the callback on `connector`'s listener until `stopping`; its address.
+pub async fn serve(
+    connector: Arc<Connector>,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<SocketAddr> {
+    let listen = connector.config().callback_listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding connections.callback_listen {listen}"))?;
+    let addr = listener.local_addr()?;
+    let router = axum::Router::new()
+        .route("/connections/callback", get(callback))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(tower::limit::ConcurrencyLimitLayer::new(64))
+        .with_state(connector);
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+        };
+        if let Err(error) = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::error!(%error, "the OAuth callback listener stopped");
+        }
+    });
+    tracing::info!(%addr, "OAuth callback on /connections/callback");
+    Ok(addr)
+}
+
+async fn callback(
+    State(connector): State<Arc<Connector>>,
+    uri: http::Uri,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    if uri.query().is_some_and(|q| q.len() > MAX_QUERY) {
+        return page(
+            CallbackError::bad("The request is too long.").status(),
+            "Not connected",
+            "The request is too long.",
+        );
+    }
+    if let Some(error) = params.get("error") {
+        let description = params
+            .get("error_description")
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
+        let message =
+            format!("The provider did not authorize the connection: {error}{description}.");
+        return page(
+            CallbackError::bad(&message).status(),
+            "Not connected",
+            &message,
+        );
+    }
+    let (Some(code), Some(state)) = (params.get("code"), params.get("state")) else {
+        let message = "This address is where a provider sends you back after you authorize Toolplane; it needs the provider's code and state.";
+        return page(
+            CallbackError::bad(message).status(),
+            "Not connected",
+            message,
+        );
+    };
+    match connector.complete(code, state).await {
+        Ok(connection) => page(
+            http::StatusCode::OK,
+            "Connected",
+            &format!(
+                "Tenant {} is connected to {}. Its tools appear to the tenant's agents within seconds. You can close this window.",
+                connection.tenant, connection.provider
+            ),
+        ),
+        Err(error) => page(error.status(), "Not connected", &error.message),
+    }
+}
+
+/// A small HTML page, escaped, uncached, without referrer.
+fn page(status: http::StatusCode, title: &str, message: &str) -> Response {
+    let body = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title} — Toolplane</title></head>\n<body><h1>{title}</h1>\n<p>{}</p></body></html>\n",
+        escape(message)
+    );
+    (
+        status,
+        [
+            (http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (http::header::CACHE_CONTROL, "no-store"),
+            (http::header::REFERRER_POLICY, "no-referrer"),
+            (http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (
+                http::header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; frame-ancestors 'none'",
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_escape_what_they_repeat() {
+        assert_eq!(
+            escape("<script>alert('x')</script>&"),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;"
+        );
+    }
+}

@@ -1,0 +1,550 @@
+//! Connecting providers by OAuth (ADR 0015): the control plane is the OAuth client of every
+//! provider configured under `[[connections.oauth]]`.
+//!
+//! `BeginConnect` returns the provider's authorization URL (authorization-code flow, PKCE
+//! S256). Its `state` is the pending flow itself — tenant, provider, PKCE verifier, deadline
+//! and author — sealed with the connections' keys and bound to the tenant's incarnation, so
+//! any replica can finish it and nothing is kept while the user decides. The provider sends
+//! the browser back to the callback listener ([`callback`]), which exchanges the code, seals
+//! the tokens and connects the provider in one write, as `ConnectProvider` does.
+//!
+//! [`run`] renews access tokens before they expire (see [`Connection::refresh_due_at`]). A
+//! replica first claims the renewal in a write of its own (`renewing_until`), so two replicas
+//! never spend one refresh token twice (a provider that rotates refresh tokens may revoke
+//! the whole grant when one is replayed). A provider that answers `invalid_grant` has revoked
+//! the grant: the connection is disconnected under `system:connection-refresh-failed` and its
+//! tools vanish. Any other failure is retried at the next check; calls are refused once the
+//! access token has expired.
+
+pub mod callback;
+pub mod config;
+mod error;
+mod token;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use tp_registry::{Connection, ConnectionKind, DomainError, ErrorCode, Sealed};
+
+pub use config::{OAuthConnections, OAuthProvider, RawConnections, TokenAuth};
+pub use error::CallbackError;
+use token::{TokenAnswer, TokenError};
+
+use crate::engine::{Engine, now_secs};
+use crate::vault::{MAX_CREDENTIAL, Vault, fingerprint};
+
+/// How long a replica's claim on a renewal holds.
+const CLAIM_SECS: u64 = 60;
+
+/// The author of disconnections after the provider revoked the grant.
+pub const REFRESH_FAILED: &str = "system:connection-refresh-failed";
+
+/// Longest wait between renewals of one connection that keep failing.
+const MAX_BACKOFF_SECS: u64 = 300;
+
+/// The control plane as providers' OAuth client.
+#[derive(Debug)]
+pub struct Connector {
+    config: OAuthConnections,
+    vault: Vault,
+    engine: Arc<Engine>,
+    http: reqwest::Client,
+    /// Connections whose renewal failed: (failures in a row, Unix seconds of the next try).
+    backoff: std::sync::Mutex<std::collections::HashMap<String, (u32, u64)>>,
+}
+
+/// What `BeginConnect` hands out.
+#[derive(Debug)]
+pub struct Authorization {
+    /// The provider's authorization URL.
+    pub url: String,
+    /// Unix seconds after which the callback refuses it.
+    pub expires_at: u64,
+}
+
+/// The flow while the user decides, sealed into `state`.
+#[derive(Serialize, Deserialize)]
+struct Pending {
+    verifier: String,
+    expires_at: u64,
+    author: String,
+}
+
+/// The `state` parameter: the tenant and provider in clear (they name the binding), the rest
+/// sealed.
+#[derive(Serialize, Deserialize)]
+struct StateParam {
+    t: String,
+    p: String,
+    s: Sealed,
+}
+
+/// The refresh token's binding: a sealed refresh token never opens as an access credential.
+fn refresh_binding(provider: &str) -> String {
+    format!("{provider}\0refresh")
+}
+
+/// The pending flow's binding.
+fn state_binding(provider: &str) -> String {
+    format!("{provider}\0oauth-state")
+}
+
+impl Connector {
+    /// A connector for `config`'s providers, sealing with `vault`.
+    pub fn new(
+        config: OAuthConnections,
+        vault: Vault,
+        engine: Arc<Engine>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(5))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Arc::new(Self {
+            config,
+            vault,
+            engine,
+            http,
+            backoff: std::sync::Mutex::default(),
+        }))
+    }
+
+    /// The validated settings.
+    pub fn config(&self) -> &OAuthConnections {
+        &self.config
+    }
+
+    /// Whether `provider` is connected by OAuth here (its tokens are renewed).
+    pub fn renews(&self, provider: &str) -> bool {
+        self.config.providers.contains_key(provider)
+    }
+
+    fn provider(&self, provider: &str) -> Result<&OAuthProvider, DomainError> {
+        self.config.providers.get(provider).ok_or_else(|| {
+            DomainError::new(
+                ErrorCode::FailedPrecondition,
+                format!(
+                    "provider {provider:?} is not configured for OAuth: add a [[connections.oauth]] section for it, or connect it with an API credential (ConnectProvider)"
+                ),
+            )
+        })
+    }
+
+    /// `BeginConnect`: the authorization URL for `tenant` to connect `provider`.
+    pub async fn begin(
+        &self,
+        tenant: &str,
+        provider: &str,
+        author: &str,
+    ) -> Result<Authorization, DomainError> {
+        let settings = self.provider(provider)?;
+        let uid = self
+            .engine
+            .read(|state| {
+                if !state.providers.contains_key(provider) {
+                    return Err(DomainError::not_found("provider", provider));
+                }
+                state.tenant(tenant).map(|t| t.uid.clone())
+            })
+            .await?;
+        let verifier = B64URL.encode(rand::random::<[u8; 32]>());
+        let challenge = B64URL.encode(Sha256::digest(verifier.as_bytes()));
+        let expires_at = now_secs() + self.config.authorization_ttl.as_secs();
+        let pending = Pending {
+            verifier,
+            expires_at,
+            author: author.to_owned(),
+        };
+        let state = self.seal_state(tenant, &uid, provider, &pending)?;
+        let url = self.authorization_url(settings, &state, &challenge);
+        Ok(Authorization { url, expires_at })
+    }
+
+    /// The `state` parameter of a flow: `pending` sealed for (tenant, uid, provider).
+    fn seal_state(
+        &self,
+        tenant: &str,
+        uid: &str,
+        provider: &str,
+        pending: &Pending,
+    ) -> Result<String, DomainError> {
+        let sealed = serde_json::to_string(pending)
+            .map_err(anyhow::Error::from)
+            .and_then(|json| {
+                self.vault
+                    .seal(&json, tenant, uid, &state_binding(provider))
+            })
+            .map_err(|error| {
+                tracing::error!(%error, "sealing an OAuth state failed");
+                DomainError::new(ErrorCode::Internal, "the flow could not be sealed")
+            })?;
+        let param = StateParam {
+            t: tenant.to_owned(),
+            p: provider.to_owned(),
+            s: sealed,
+        };
+        Ok(B64URL.encode(serde_json::to_vec(&param).unwrap_or_default()))
+    }
+
+    /// The provider's authorization URL for one flow.
+    fn authorization_url(&self, settings: &OAuthProvider, state: &str, challenge: &str) -> String {
+        let mut url = settings.authorization_endpoint.clone();
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &settings.client_id)
+                .append_pair("redirect_uri", &self.config.redirect_uri)
+                .append_pair("state", state)
+                .append_pair("code_challenge", challenge)
+                .append_pair("code_challenge_method", "S256");
+            if !settings.scopes.is_empty() {
+                query.append_pair("scope", &settings.scopes.join(" "));
+            }
+            if let Some(resource) = &settings.resource {
+                query.append_pair("resource", resource);
+            }
+            for (name, value) in &settings.authorization_params {
+                query.append_pair(name, value);
+            }
+        }
+        url.into()
+    }
+
+    /// The callback: `state` opened, `code` exchanged, the provider connected.
+    pub async fn complete(&self, code: &str, state: &str) -> Result<Connection, CallbackError> {
+        let (param, uid, pending) = self.open_state(state).await?;
+        let settings = self
+            .provider(&param.p)
+            .map_err(|e| CallbackError::bad(e.message))?;
+        let mut form = vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", code.to_owned()),
+            ("redirect_uri", self.config.redirect_uri.clone()),
+            ("code_verifier", pending.verifier.clone()),
+        ];
+        if let Some(resource) = &settings.resource {
+            form.push(("resource", resource.clone()));
+        }
+        let answer = token::request(&self.http, settings, form).await.map_err(|error| {
+            tracing::warn!(tenant = %param.t, provider = %param.p, %error, "an OAuth code exchange failed");
+            CallbackError::provider(format!("the provider did not give tokens: {error}"))
+        })?;
+        let now = now_secs();
+        let connection = self
+            .connection(&param.t, &uid, &param.p, settings, answer, None, now)
+            .map_err(CallbackError::provider)?;
+        let connection = Connection {
+            created_at: now,
+            created_by: pending.author,
+            ..connection
+        };
+        self.engine
+            .write(&connection.created_by, |state| {
+                Ok((state.connect(connection.clone())?, ()))
+            })
+            .await
+            .map_err(|error| {
+                CallbackError::store(format!("the connection could not be recorded: {error}"))
+            })?;
+        tracing::info!(
+            tenant = %connection.tenant,
+            provider = %connection.provider,
+            fingerprint = %connection.fingerprint,
+            expires_at = connection.expires_at.unwrap_or(0),
+            refreshable = connection.refreshable(),
+            "provider connected by OAuth"
+        );
+        Ok(connection)
+    }
+
+    /// The flow a callback's `state` holds, if it is one of ours, for a tenant that still
+    /// exists, and not past its deadline; with the tenant's incarnation.
+    async fn open_state(
+        &self,
+        state: &str,
+    ) -> Result<(StateParam, String, Pending), CallbackError> {
+        let param: StateParam = B64URL
+            .decode(state)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or_else(|| CallbackError::bad("this is not a link Toolplane made (bad state)"))?;
+        let uid = self
+            .engine
+            .read(|state| state.tenant(&param.t).map(|t| t.uid.clone()))
+            .await
+            .map_err(|_| CallbackError::bad(format!("tenant {:?} no longer exists", param.t)))?;
+        let pending: Pending = self
+            .vault
+            .open(&param.s, &param.t, &uid, &state_binding(&param.p))
+            .ok()
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .ok_or_else(|| {
+                CallbackError::bad(
+                    "this link does not open with the connections' keys in force (made for another incarnation of the tenant, or tampered with)",
+                )
+            })?;
+        if now_secs() >= pending.expires_at {
+            return Err(CallbackError::bad(
+                "this link has expired: start again with `toolplanectl connections connect`",
+            ));
+        }
+        Ok((param, uid, pending))
+    }
+
+    /// A connection holding `answer`'s tokens (sealed); `previous_refresh` is kept when the
+    /// provider did not rotate the refresh token.
+    #[allow(clippy::too_many_arguments)]
+    fn connection(
+        &self,
+        tenant: &str,
+        uid: &str,
+        provider: &str,
+        settings: &OAuthProvider,
+        answer: TokenAnswer,
+        previous_refresh: Option<Sealed>,
+        now: u64,
+    ) -> Result<Connection, String> {
+        answer.check()?;
+        let access = &answer.access_token;
+        let seal_failed = |error: anyhow::Error| {
+            tracing::error!(%error, "sealing a token failed");
+            "the tokens could not be sealed".to_owned()
+        };
+        let secret = self
+            .vault
+            .seal(access, tenant, uid, provider)
+            .map_err(seal_failed)?;
+        let refresh = match answer.refresh_token.as_deref() {
+            Some(token) if !token.is_empty() && token.len() <= MAX_CREDENTIAL => Some(
+                self.vault
+                    .seal(token, tenant, uid, &refresh_binding(provider))
+                    .map_err(seal_failed)?,
+            ),
+            _ => previous_refresh,
+        };
+        let scopes = match answer.scope.as_deref() {
+            Some(granted) => granted.split_whitespace().map(str::to_owned).collect(),
+            None => settings.scopes.clone(),
+        };
+        Ok(Connection {
+            id: Connection::key_of(tenant, provider),
+            tenant: tenant.to_owned(),
+            provider: provider.to_owned(),
+            tenant_uid: uid.to_owned(),
+            kind: ConnectionKind::OAuth,
+            secret,
+            fingerprint: fingerprint(access),
+            created_at: now,
+            created_by: String::new(),
+            expires_at: answer.expires_in.map(|secs| now.saturating_add(secs)),
+            refresh,
+            scopes,
+            issued_at: Some(now),
+            renewing_until: None,
+        })
+    }
+
+    /// Renews every access token due; returns how many were renewed.
+    pub async fn refresh_due(&self) -> usize {
+        let now = now_secs();
+        let due = self
+            .engine
+            .read(|state| state.connections_due_for_refresh(now))
+            .await;
+        let mut renewed = 0;
+        for connection in due {
+            if !self.renews(&connection.provider) {
+                continue;
+            }
+            if connection.renewing_until.is_some_and(|until| until > now) {
+                continue;
+            }
+            let key = connection.id.clone();
+            if self
+                .backoff()
+                .get(&key)
+                .is_some_and(|&(_, next)| next > now)
+            {
+                continue;
+            }
+            let was = connection.fingerprint.clone();
+            match self.refresh(connection).await {
+                Ok(true) => {
+                    self.backoff().remove(&key);
+                    renewed += 1;
+                }
+                Ok(false) => {}
+                Err(error) => {
+                    let wait = self.failed(&key, now);
+                    tracing::warn!(connection = %key, %error, retry_in_secs = wait, "renewing a connection's token failed; will retry");
+                    let released = self
+                        .engine
+                        .write("system:connection-refresh", |state| {
+                            Ok((state.release_renewal(&key, &was), ()))
+                        })
+                        .await;
+                    if let Err(error) = released {
+                        tracing::warn!(connection = %key, %error, "releasing a renewal's claim failed; it lapses by itself");
+                    }
+                }
+            }
+        }
+        renewed
+    }
+
+    fn backoff(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (u32, u64)>> {
+        self.backoff.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a failed renewal of `key`; the seconds until the next try (doubling from the
+    /// check period, at most [`MAX_BACKOFF_SECS`]).
+    fn failed(&self, key: &str, now: u64) -> u64 {
+        let mut backoff = self.backoff();
+        let entry = backoff.entry(key.to_owned()).or_insert((0, now));
+        entry.0 = entry.0.saturating_add(1);
+        let wait = self
+            .config
+            .refresh_check
+            .as_secs()
+            .max(1)
+            .saturating_mul(1 << entry.0.min(16))
+            .min(MAX_BACKOFF_SECS);
+        entry.1 = now + wait;
+        wait
+    }
+
+    /// Claims, renews and records one connection's token; `Ok(false)` when another replica
+    /// or a write of the tenant got there first.
+    async fn refresh(&self, connection: Connection) -> anyhow::Result<bool> {
+        let key = connection.id.clone();
+        let was = connection.fingerprint.clone();
+        let now = now_secs();
+        let claimed = self
+            .engine
+            .write("system:connection-refresh", |state| {
+                state.claim_renewal(&key, &was, now, now + CLAIM_SECS)
+            })
+            .await?;
+        if !claimed.value {
+            return Ok(false);
+        }
+        let settings = self.provider(&connection.provider)?;
+        let answer = match self.spend_refresh_token(&connection, settings).await? {
+            Ok(answer) => answer,
+            Err(TokenError::Refused { error, description }) if error == "invalid_grant" => {
+                self.disconnect_revoked(&connection, &description).await?;
+                return Ok(false);
+            }
+            Err(error) => anyhow::bail!("{key}: {error}"),
+        };
+        let now = now_secs();
+        let renewed = self
+            .connection(
+                &connection.tenant,
+                &connection.tenant_uid,
+                &connection.provider,
+                settings,
+                answer,
+                connection.refresh.clone(),
+                now,
+            )
+            .map_err(|why| anyhow::anyhow!("{key}: {why}"))?;
+        let renewed = Connection {
+            created_at: connection.created_at,
+            created_by: connection.created_by.clone(),
+            ..renewed
+        };
+        let written = self
+            .engine
+            .write("system:connection-refresh", |state| {
+                Ok((state.refresh_connection(renewed.clone(), &was)?, ()))
+            })
+            .await?;
+        tracing::info!(
+            connection = %key,
+            fingerprint = %renewed.fingerprint,
+            expires_at = renewed.expires_at.unwrap_or(0),
+            revision = written.revision,
+            "connection's access token renewed"
+        );
+        Ok(true)
+    }
+
+    /// The token endpoint's answer to `connection`'s refresh token (the outer error: the
+    /// token could not be opened).
+    async fn spend_refresh_token(
+        &self,
+        connection: &Connection,
+        settings: &OAuthProvider,
+    ) -> anyhow::Result<Result<TokenAnswer, TokenError>> {
+        let Some(sealed) = &connection.refresh else {
+            anyhow::bail!("{}: no refresh token", connection.id);
+        };
+        let refresh_token = self.vault.open(
+            sealed,
+            &connection.tenant,
+            &connection.tenant_uid,
+            &refresh_binding(&connection.provider),
+        )?;
+        let mut form = vec![
+            ("grant_type", "refresh_token".to_owned()),
+            ("refresh_token", refresh_token),
+        ];
+        if let Some(resource) = &settings.resource {
+            form.push(("resource", resource.clone()));
+        }
+        Ok(token::request(&self.http, settings, form).await)
+    }
+
+    /// The provider revoked the grant: the connection goes (unless it changed meanwhile).
+    async fn disconnect_revoked(
+        &self,
+        connection: &Connection,
+        description: &str,
+    ) -> anyhow::Result<()> {
+        let key = connection.id.clone();
+        let written = self
+            .engine
+            .write(REFRESH_FAILED, |state| {
+                if state
+                    .connections
+                    .get(&key)
+                    .is_none_or(|current| current.fingerprint != connection.fingerprint)
+                {
+                    return Ok((Vec::new(), false));
+                }
+                Ok((
+                    state.disconnect(&connection.tenant, &connection.provider)?,
+                    true,
+                ))
+            })
+            .await?;
+        if written.value {
+            tracing::warn!(
+                connection = %key,
+                reason = %description,
+                revision = written.revision,
+                "connection disconnected: the provider refused to renew its token (invalid_grant); the tenant must connect again"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Renews tokens every `connector.config().refresh_check` until `stopping`.
+pub async fn run(connector: Arc<Connector>, mut stopping: tokio::sync::watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(connector.config.refresh_check);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stopping.wait_for(|stop| *stop) => return,
+        }
+        connector.refresh_due().await;
+    }
+}
