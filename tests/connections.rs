@@ -198,6 +198,30 @@ async fn a_connected_tenants_calls_carry_its_own_credential_and_no_secret_is_sto
         "{tenant}"
     );
 
+    // GetCredential hands credentials to edges only: the admin token, accepted on the Registry
+    // service for debugging, is refused.
+    let ask = || pb::GetCredentialRequest {
+        tenant: "acme".into(),
+        provider: "crm".into(),
+    };
+    let mut admin = fleet.cp.admin().await;
+    let refused = admin.registry.get_credential(ask()).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    let mut edge = tp_client::Admin::connect(&fleet.cp.url(), &fleet.cp.edge_token())
+        .await
+        .unwrap();
+    let handed = edge
+        .registry
+        .get_credential(ask())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(handed.credential, qa_key);
+    assert!(
+        !format!("{handed:?}").contains(&qa_key),
+        "Debug prints no secret"
+    );
+
     // A new credential replaces the old one at once (the edges' copies are dropped by the watch).
     let (code, out, err) = ctl(
         &fleet,

@@ -17,6 +17,16 @@ const FILES: &[&str] = &[
     "toolplane/v1/admins.proto",
 ];
 
+/// The messages whose `Debug` is written by hand, without their secret (src/redact.rs).
+fn crate_redacted() -> [&'static str; 4] {
+    [
+        ".toolplane.v1.Credential",
+        ".toolplane.v1.ProviderCredential",
+        ".toolplane.v1.ConnectProviderRequest",
+        ".toolplane.v1.AuthenticateRequest",
+    ]
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     for file in FILES {
@@ -34,6 +44,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .emit_rerun_if_changed(false)
         // Decode errors are INVALID_ARGUMENT (crate::codec), not prost's INTERNAL.
         .codec_path("crate::codec::Codec")
+        // Messages that hold a secret print without it (crate::redact).
+        .skip_debug(crate_redacted())
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -9,6 +9,7 @@ pub mod fault;
 pub mod invoke_auth;
 pub mod json;
 pub mod keys;
+mod redact;
 pub mod status;
 
 /// Generated messages, clients and servers of package `toolplane.v1`.

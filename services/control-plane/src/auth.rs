@@ -5,6 +5,11 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use tonic::{Request, Status};
 
+/// Which of an interceptor's tokens a request presented (its index in [`TokenCheck::new`]'s
+/// list: 0 is the service's own token, the others are accepted for debugging).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatchedToken(pub usize);
+
 /// Which tokens an interceptor accepts.
 #[derive(Clone)]
 pub struct TokenCheck {
@@ -51,11 +56,15 @@ impl TokenCheck {
             })?;
         // Compare digests so the comparison time does not depend on the token's content.
         let presented = digest(presented.trim());
-        let mut matched = false;
-        for token in self.accepted.iter() {
-            matched |= constant_time_eq(token, &presented);
+        let mut matched = None;
+        for (index, token) in self.accepted.iter().enumerate() {
+            if constant_time_eq(token, &presented) {
+                matched = Some(index);
+            }
         }
-        if matched {
+        if let Some(index) = matched {
+            let mut request = request;
+            request.extensions_mut().insert(MatchedToken(index));
             Ok(request)
         } else {
             Err(tp_proto::status::error(

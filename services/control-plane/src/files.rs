@@ -15,3 +15,21 @@ pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     file.write_all(contents.as_bytes())?;
     file.sync_all()
 }
+
+/// Logs a warning when `path` (holding `what`) may be read by users other than its owner;
+/// Kubernetes mounts secrets 0644 unless told otherwise (`defaultMode: 0400`).
+pub fn warn_if_shared(path: &Path, what: &str) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                path = %path.display(),
+                mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                "{what} may be read by other users: chmod 600 it (or mount it with defaultMode 0400)"
+            );
+        }
+    }
+}

@@ -68,6 +68,7 @@ impl KeyFile {
             crate::files::write_private(path, &text)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
+        crate::files::warn_if_shared(path, "the connections' key file");
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading connections' keys from {}", path.display()))?;
         Self::parse(&text).with_context(|| format!("in {}", path.display()))

@@ -251,6 +251,7 @@ pub async fn credential(
                 ),
             ))
         })?;
+    tracing::info!(connection = %key, fingerprint = %connection.fingerprint, "credential handed to an edge");
     Ok(pb::Credential {
         credential,
         expires_at: connection.expires_at.unwrap_or(0),

@@ -239,6 +239,16 @@ impl Registry for RegistryService {
         &self,
         request: Request<pb::GetCredentialRequest>,
     ) -> Result<Response<pb::Credential>, Status> {
+        // Credentials go to edges only: the admin token, accepted on this service for
+        // debugging, must not turn into a way to read them.
+        if request.extensions().get::<crate::auth::MatchedToken>()
+            != Some(&crate::auth::MatchedToken(0))
+        {
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::PermissionDenied,
+                "GetCredential takes the edge token: tenants' credentials are handed to edges only, never to an operator",
+            ));
+        }
         super::connections::credential(&self.engine, self.vault.as_ref(), request.into_inner())
             .await
             .map(Response::new)

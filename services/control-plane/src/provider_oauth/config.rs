@@ -234,6 +234,10 @@ impl RawOAuthProvider {
             ) {
                 ("", "") => None,
                 (file, "") => {
+                    crate::files::warn_if_shared(
+                        std::path::Path::new(file),
+                        "a client secret file",
+                    );
                     let text = std::fs::read_to_string(file)
                         .with_context(|| format!("{at}.client_secret_file: reading {file}"))?;
                     Some(text.lines().next().unwrap_or_default().trim().to_owned())
