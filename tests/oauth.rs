@@ -793,3 +793,90 @@ async fn the_control_plane_refuses_every_token_it_should() {
         "unknown kids within the interval are refused from cache"
     );
 }
+
+/// Scopes that name providers narrow a caller's tools (ADR 0015, phase 3): with the trust's
+/// `provider_scope_prefix`, a token whose scopes (`scp`) hold `provider:hubspot` sees acme's
+/// HubSpot tools and the platform tools but not Google's, and a call to a Google tool fails as
+/// unknown; a token of the same tenant and role without such scopes sees everything acme
+/// sees; a trust without the prefix ignores the scopes.
+#[tokio::test]
+async fn scopes_naming_providers_narrow_what_a_token_sees_and_calls() {
+    const SECRET: &str = "secret-of-a-machine-client-0123";
+    let dir = tempfile::tempdir().unwrap();
+    let client = |scp: &[&str]| json!({"secret": SECRET, "claims": {"org": "acme", "scp": scp}});
+    let clients = json!({
+        "narrow": client(&["provider:hubspot", "other:thing"]),
+        "wide": client(&[]),
+    });
+    let provider = start_provider_with(dir.path(), &clients).await;
+    let fleet = Fleet::start(1, "").await;
+    let (edge, resource) = edge_with_oauth(&fleet, &provider.issuer).await;
+    let mut trust = trust(&provider.issuer, "acme", &[], "collector");
+    trust.provider_scope_prefix = "provider:".into();
+    set_trusts(&fleet, "acme", vec![trust.clone()])
+        .await
+        .unwrap();
+    let token = |client: &'static str| {
+        let (issuer, resource) = (provider.issuer.clone(), resource.clone());
+        async move {
+            let body = format!(
+                "grant_type=client_credentials&client_id={client}&client_secret={SECRET}&resource={}",
+                resource.replace(':', "%3A").replace('/', "%2F")
+            );
+            let reply: Value = reqwest::Client::new()
+                .post(format!("{issuer}/token"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            reply["access_token"].as_str().expect("a token").to_owned()
+        }
+    };
+    let narrow = McpHttp::new(&edge.addr, Some(&token("narrow").await), LEGACY);
+    let wide = McpHttp::new(&edge.addr, Some(&token("wide").await), LEGACY);
+
+    let (status, seen) = tool_names(&narrow).await;
+    assert_eq!(status, 200);
+    assert!(seen.contains(&"hubspot_crm".to_owned()), "{seen:?}");
+    assert!(
+        seen.contains(&"agent_state".to_owned()),
+        "platform tools stay: {seen:?}"
+    );
+    assert!(!seen.iter().any(|n| n.starts_with("google")), "{seen:?}");
+    let (_, all) = tool_names(&wide).await;
+    assert!(
+        all.contains(&"google_ads".to_owned()) && all.len() > seen.len(),
+        "{all:?}"
+    );
+    // Hidden tools cannot be called either: they fail as unknown, as for any tool not seen.
+    let refused = narrow.call("google_ads", json!({})).await;
+    assert!(refused.body.contains("nknown"), "{}", refused.body);
+    let allowed = narrow
+        .call("hubspot_crm", json!({"action": "search"}))
+        .await;
+    assert!(!allowed.body.contains("nknown"), "{}", allowed.body);
+
+    // Without the prefix the trust ignores scopes: the same token sees everything (a fresh
+    // token, so the edge's identity cache does not answer with the narrowed caller).
+    trust.provider_scope_prefix = String::new();
+    set_trusts(&fleet, "acme", vec![trust]).await.unwrap();
+    let again = McpHttp::new(&edge.addr, Some(&token("narrow").await), LEGACY);
+    eventually(
+        "the trust's change on the edge",
+        Duration::from_secs(10),
+        || async {
+            let (_, names) = tool_names(&again).await;
+            names.contains(&"google_ads".to_owned()).then_some(())
+        },
+    )
+    .await;
+    println!(
+        "provider scopes: a token naming provider:hubspot saw {} of acme's {} tools (no Google tool; a Google call unknown)",
+        seen.len(),
+        all.len()
+    );
+}

@@ -296,6 +296,10 @@ pub struct TrustArgs {
     /// The provider's key-set URL (default: discovered from the issuer's metadata).
     #[arg(long)]
     pub jwks_uri: Option<String>,
+    /// Let scopes name providers: with `provider:`, a token whose scopes hold
+    /// `provider:hubspot` sees only hubspot's tools of the tenant (and platform tools).
+    #[arg(long)]
+    pub provider_scope_prefix: Option<String>,
 }
 
 /// Tenant fields.

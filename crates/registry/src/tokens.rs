@@ -49,6 +49,11 @@ pub struct TokenIssuer {
     /// The role of a token holding none of the groups; `None` = such a token is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_role: Option<String>,
+    /// Scopes naming providers: `provider:hubspot` with the prefix `provider:` (ADR 0015,
+    /// phase 3). A token holding such scopes sees only those providers' tools (and platform
+    /// tools); `None` = scopes never narrow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_scope_prefix: Option<String>,
 }
 
 /// One entry of [`TokenIssuer::group_roles`].
@@ -106,7 +111,29 @@ impl TokenIssuer {
             role_claim: default_role_claim(),
             group_roles: Vec::new(),
             default_role: Some(default_role.into()),
+            provider_scope_prefix: None,
         }
+    }
+
+    /// The providers `claims`' scopes name under this trust's prefix (`scope`, a space-separated
+    /// string, or `scp`, an array); `None` when the trust has no prefix or the token names no
+    /// provider, and then nothing is narrowed.
+    pub fn scoped_providers(&self, claims: &Value) -> Option<Vec<String>> {
+        let prefix = self.provider_scope_prefix.as_deref()?;
+        let scope = claims
+            .get("scope")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut providers: Vec<String> = scope
+            .split_whitespace()
+            .chain(claim_values(claims, "scp"))
+            .filter_map(|s| s.strip_prefix(prefix))
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect();
+        providers.sort();
+        providers.dedup();
+        (!providers.is_empty()).then_some(providers)
     }
 
     /// Whether a token with `claims` belongs to this trust's tenant (the issuer already
@@ -173,6 +200,9 @@ impl TokenIssuer {
                 check_text(&entry.group, MAX_CLAIM_TEXT, true),
             );
         }
+        if let Some(prefix) = &self.provider_scope_prefix {
+            v.check(&format!("{at}.provider_scope_prefix"), check_prefix(prefix));
+        }
         if self.group_roles.is_empty() && self.default_role.is_none() {
             v.add(
                 format!("{at}.group_roles"),
@@ -187,6 +217,15 @@ impl TokenIssuer {
             .map(|entry| entry.role.as_str())
             .chain(self.default_role.as_deref())
     }
+}
+
+/// A scope prefix: 1 to [`MAX_CLAIM_TEXT`] characters without spaces.
+fn check_prefix(prefix: &str) -> Result<(), String> {
+    check_text(prefix, MAX_CLAIM_TEXT, true)?;
+    if prefix.chars().any(char::is_whitespace) {
+        return Err("a scope prefix has no spaces".into());
+    }
+    Ok(())
 }
 
 /// The string values of `claim` in `claims`: the value itself, or each string of an array.

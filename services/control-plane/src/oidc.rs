@@ -55,6 +55,9 @@ pub struct TokenCaller {
     pub expires_at: u64,
     /// The state revision the mapping was made at.
     pub revision: u64,
+    /// The providers the token's scopes narrow the caller to (the trust's
+    /// `provider_scope_prefix`); `None` = no narrowing.
+    pub providers: Option<Vec<String>>,
 }
 
 /// Why a token was refused (logged at debug; callers get one answer for all).
@@ -187,15 +190,12 @@ impl TokenVerifier {
                     .map_err(|refusal| TokenError::NotTrusted(refusal.to_string()))?;
                 // The verified claims must select the trust the token was verified with (the
                 // state may also have changed between the two reads).
-                let same = tenant
-                    .token_issuers
-                    .iter()
-                    .find(|t| t.issuer == issuer)
-                    .is_some_and(|trust| {
-                        trust.jwks_uri == selected.jwks_uri
-                            && trust.audience.clone().or_else(|| non_empty(resource))
-                                == Some(audience.clone())
-                    });
+                let trust = tenant.token_issuers.iter().find(|t| t.issuer == issuer);
+                let same = trust.is_some_and(|trust| {
+                    trust.jwks_uri == selected.jwks_uri
+                        && trust.audience.clone().or_else(|| non_empty(resource))
+                            == Some(audience.clone())
+                });
                 if !same {
                     return Err(TokenError::NotTrusted(
                         "the trust changed during verification".into(),
@@ -207,6 +207,7 @@ impl TokenVerifier {
                     subject: format!("{issuer}#{subject}"),
                     expires_at,
                     revision: state.revision,
+                    providers: trust.and_then(|trust| trust.scoped_providers(&claims)),
                 })
             })
             .await

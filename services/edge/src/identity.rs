@@ -19,6 +19,9 @@ pub struct Identity {
     /// Unix milliseconds at which the control plane last confirmed the key (0: never, e.g.
     /// the anonymous identity).
     pub confirmed_at_ms: u64,
+    /// The providers an access token's scopes narrow the caller to (ADR 0015, phase 3):
+    /// only their tools and platform tools are seen and callable. `None` = no narrowing.
+    pub providers: Option<Vec<String>>,
 }
 
 // === impl Identity ===
@@ -32,6 +35,7 @@ impl Identity {
             expires_at: identity.expires_at,
             revision: identity.revision,
             confirmed_at_ms: identity.confirmed_at_ms,
+            providers: identity.providers.map(|scopes| scopes.providers),
         }
     }
 
@@ -43,6 +47,23 @@ impl Identity {
             expires_at: self.expires_at,
             revision: self.revision,
             confirmed_at_ms: self.confirmed_at_ms,
+            providers: self
+                .providers
+                .clone()
+                .map(|providers| pb::ProviderScopes { providers }),
+        }
+    }
+
+    /// The identity of callers without credentials (`anonymous` in the edge's settings).
+    pub(crate) fn anonymous(tenant: &str, role: &str) -> Identity {
+        Identity {
+            tenant: tenant.to_owned(),
+            role: role.to_owned(),
+            key_id: String::new(),
+            expires_at: 0,
+            revision: u64::MAX,
+            confirmed_at_ms: 0,
+            providers: None,
         }
     }
 

@@ -42,6 +42,37 @@ pub struct Content {
 }
 
 impl Content {
+    /// This body with only `tools` (a subset of its own, for a caller narrowed to
+    /// `providers`): the same executors and disclosure settings.
+    fn narrowed(&self, tools: Vec<EdgeTool>, providers: &[String]) -> Content {
+        use sha2::Digest as _;
+        let index = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.resolved.name.clone(), i))
+            .collect();
+        let progressive = self.disclosure.is_progressive(tools.len());
+        let listing = crate::disclosure::listing(&tools, progressive, &self.disclosure.pinned);
+        let mut digest = sha2::Sha256::new();
+        digest.update(self.listing_digest);
+        for provider in providers {
+            digest.update((provider.len() as u64).to_le_bytes());
+            digest.update(provider.as_bytes());
+        }
+        Content {
+            tools,
+            index,
+            executors: self.executors.clone(),
+            disclosure: self.disclosure.clone(),
+            catalogue_size: self.catalogue_size,
+            progressive,
+            listing,
+            lists: Default::default(),
+            search: OnceLock::new(),
+            listing_digest: digest.finalize().into(),
+        }
+    }
+
     /// The serialised `tools/list` pages of this body for one protocol generation.
     pub fn pages(
         &self,
@@ -82,7 +113,13 @@ pub struct Registry {
     /// The providers the tenant connected (ADR 0015), without credentials.
     pub connections: Vec<pb::ConnectedProvider>,
     body: Arc<Content>,
+    /// This registry as seen by callers whose token scopes narrow them to some providers
+    /// (ADR 0015, phase 3), built on first use; at most [`MAX_NARROWED`] variants.
+    narrowed: std::sync::Mutex<Vec<(Vec<String>, Arc<Registry>)>>,
 }
+
+/// Most narrowed variants one registry keeps (more distinct scope sets are built per call).
+const MAX_NARROWED: usize = 16;
 
 impl std::ops::Deref for Registry {
     type Target = Content;
@@ -240,7 +277,49 @@ impl Registry {
             approvals: registry.approvals,
             connections: registry.connections,
             body,
+            narrowed: std::sync::Mutex::default(),
         }
+    }
+
+    /// This registry as a caller narrowed to `providers` sees it: the tools of those
+    /// providers and the platform tools (no provider); itself when nothing is hidden.
+    pub fn narrowed_to(self: &Arc<Self>, providers: &[String]) -> Arc<Registry> {
+        let keeps = |tool: &EdgeTool| {
+            tool.resolved
+                .provider
+                .as_deref()
+                .is_none_or(|p| providers.iter().any(|q| q == p))
+        };
+        if self.tools.iter().all(keeps) {
+            return Arc::clone(self);
+        }
+        let mut memo = self.narrowed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, registry)) = memo.iter().find(|(key, _)| key == providers) {
+            return Arc::clone(registry);
+        }
+        let tools: Vec<EdgeTool> = self
+            .tools
+            .iter()
+            .filter(|tool| keeps(tool))
+            .map(|tool| EdgeTool::new(tool.resolved.clone()))
+            .collect();
+        let body = Arc::new(self.body.narrowed(tools, providers));
+        let narrowed = Arc::new(Registry {
+            tenant: self.tenant.clone(),
+            role: self.role.clone(),
+            revision: self.revision,
+            rate_limit_per_minute: self.rate_limit_per_minute,
+            lint_webhook: self.lint_webhook.clone(),
+            tenant_uid: self.tenant_uid.clone(),
+            approvals: self.approvals.clone(),
+            connections: self.connections.clone(),
+            body,
+            narrowed: std::sync::Mutex::default(),
+        });
+        if memo.len() < MAX_NARROWED {
+            memo.push((providers.to_vec(), Arc::clone(&narrowed)));
+        }
+        narrowed
     }
 
     /// Whether two registries share one body.

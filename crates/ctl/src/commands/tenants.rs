@@ -380,5 +380,6 @@ fn token_issuer(args: &TrustArgs) -> anyhow::Result<pb::TokenIssuer> {
         role_claim: args.role_claim.clone(),
         group_roles,
         default_role: args.default_role.clone().unwrap_or_default(),
+        provider_scope_prefix: args.provider_scope_prefix.clone().unwrap_or_default(),
     })
 }

@@ -393,6 +393,7 @@ fn token_issuer(t: &pb::TokenIssuer) -> domain::TokenIssuer {
             })
             .collect(),
         default_role: non_empty(&t.default_role),
+        provider_scope_prefix: non_empty(&t.provider_scope_prefix),
     }
 }
 
@@ -414,6 +415,7 @@ impl From<&domain::TokenIssuer> for pb::TokenIssuer {
                 })
                 .collect(),
             default_role: t.default_role.clone().unwrap_or_default(),
+            provider_scope_prefix: t.provider_scope_prefix.clone().unwrap_or_default(),
         }
     }
 }

@@ -102,6 +102,9 @@ impl Registry for RegistryService {
                     expires_at: caller.expires_at,
                     revision: caller.revision,
                     confirmed_at_ms: 0,
+                    providers: caller
+                        .providers
+                        .map(|providers| pb::ProviderScopes { providers }),
                 })),
                 Err(crate::oidc::TokenError::Keys(error)) => {
                     // The provider is down or misconfigured: not the caller's fault, and not
@@ -133,6 +136,7 @@ impl Registry for RegistryService {
                     key_id: record.id.clone(),
                     expires_at: record.expires_at.unwrap_or(0),
                     revision: state.revision,
+                    providers: None,
                 })
             })
             .await;

@@ -57,14 +57,7 @@ pub(super) async fn authenticate(
         .map(|v| v.to_str().map(str::to_owned));
     let identity = match header {
         None => match &state.config.anonymous {
-            Some((tenant, role)) => Arc::new(Identity {
-                tenant: tenant.clone(),
-                role: role.clone(),
-                key_id: String::new(),
-                expires_at: 0,
-                revision: u64::MAX,
-                confirmed_at_ms: 0,
-            }),
+            Some((tenant, role)) => Arc::new(Identity::anonymous(tenant, role)),
             None => {
                 return Err(refused(state, "missing", missing_credentials(state)));
             }

@@ -140,6 +140,11 @@ impl McpHandler {
             .instrument(span)
             .await
             .map_err(lookup_error)
+            .map(|registry| match &identity.providers {
+                // A token whose scopes name providers sees only theirs (ADR 0015, phase 3).
+                Some(providers) => registry.narrowed_to(providers),
+                None => registry,
+            })
     }
 }
 

@@ -130,6 +130,7 @@ mod tests {
             expires_at: 0,
             revision: 1,
             confirmed_at_ms: 0,
+            providers: None,
         }
     }
 

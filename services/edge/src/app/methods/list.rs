@@ -40,6 +40,10 @@ pub(super) async fn precomputed(
             .await
             .ok()?,
     };
+    let registry = match &caller.providers {
+        Some(providers) => registry.narrowed_to(providers),
+        None => registry,
+    };
     let pages = registry.pages(generation, state.config.mcp.paging);
     let response = crate::transport::pages::answer(pages, cursor.as_deref(), id)?;
     crate::mcp::count_request("tools/list", &caller.tenant, "ok", None);
