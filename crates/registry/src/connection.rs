@@ -122,7 +122,7 @@ impl Connection {
     }
 
     /// Whether a refreshable credential is due for renewal at `now`: when half its lifetime
-    /// or five minutes are left, whichever comes first (a token living an hour is renewed at
+    /// or five minutes are left, whichever comes later (a token living an hour is renewed at
     /// 55 minutes, one living a minute at 30 seconds). Expired ones are due too.
     pub fn refresh_due_at(&self, now: u64) -> bool {
         let Some(expires_at) = self.expires_at.filter(|_| self.refreshable()) else {

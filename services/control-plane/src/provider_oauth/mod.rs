@@ -13,8 +13,8 @@
 //! never spend one refresh token twice (a provider that rotates refresh tokens may revoke
 //! the whole grant when one is replayed). A provider that answers `invalid_grant` has revoked
 //! the grant: the connection is disconnected under `system:connection-refresh-failed` and its
-//! tools vanish. Any other failure is retried at the next check; calls are refused once the
-//! access token has expired.
+//! tools vanish. Any other failure is retried with back-off (doubling from the check period,
+//! at most five minutes); calls are refused once the access token has expired.
 
 pub mod callback;
 pub mod config;
