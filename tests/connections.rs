@@ -454,6 +454,10 @@ async fn provider_ready(process: &Process) {
 
 const CLIENT_SECRET: &str = "secret-of-toolplane-at-the-provider";
 
+/// The connections' key-encryption keys the OAuth test gives in an environment variable.
+const KEK_NEW: &str = "bmV3LWtlay1vZi10aGUtb2F1dGgtdGVzdC0zMmJ5dGU=";
+const KEK_OLD: &str = "b2xkLWtlay1vZi10aGUtb2F1dGgtdGVzdC0zMmJ5dGU=";
+
 /// The tokens the provider issued (from its log): access and refresh tokens.
 fn issued(process: &Process) -> Vec<String> {
     process
@@ -576,6 +580,12 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
             ),
             ("TOOLPLANE_CP_CONNECTIONS__REFRESH_CHECK_SECS", "1".into()),
             ("TOOLPLANE_CP_CONNECTIONS__OAUTH", oauth),
+            // The key-encryption keys from a variable (a new first key, an old second).
+            (
+                "TOOLPLANE_CP_AUTH__CONNECTIONS_KEYS_ENV",
+                "TP_TEST_CONNECTION_KEYS".into(),
+            ),
+            ("TP_TEST_CONNECTION_KEYS", format!("{KEK_NEW},\n{KEK_OLD}")),
         ],
     )
     .await;
@@ -611,13 +621,22 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
     assert_ne!(code, 0);
     assert!(err.contains("not found"), "{err}");
     let http = reqwest::Client::new();
-    for (query, status, says) in [
-        ("", 400, "needs the provider"),
-        ("?code=x&state=garbage", 400, "bad state"),
+    // A page anyone can send a browser to repeats no words of theirs: neither a description
+    // without a state of ours nor an error that is not an OAuth error code.
+    for (query, status, says, never) in [
+        ("", 400, "needs the provider", ""),
+        ("?code=x&state=garbage", 400, "bad state", ""),
         (
-            "?error=access_denied&error_description=%3Cscript%3E",
+            "?error=access_denied&error_description=Call+0800+to+restore+access",
             400,
-            "&lt;script&gt;",
+            "access_denied",
+            "0800",
+        ),
+        (
+            "?error=Visit+evil.example&error_description=x",
+            400,
+            "an unnamed error",
+            "evil",
         ),
     ] {
         let answer = http.get(format!("{callback}{query}")).send().await.unwrap();
@@ -625,6 +644,7 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
         assert_eq!(answer.headers()["cache-control"], "no-store");
         let body = answer.text().await.unwrap();
         assert!(body.contains(says), "{query}: {body}");
+        assert!(never.is_empty() || !body.contains(never), "{query}: {body}");
     }
 
     // Connect: acme with alice's account, initech with carol's.
@@ -730,16 +750,59 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
         "the log says why"
     );
 
-    // Connected again after the revocation; a callback replayed (its code spent: the provider
-    // refuses, and revokes that grant) or tampered with connects nothing.
+    // Connected again after the revocation. Its callback link replayed — as is, or with a
+    // fresh code of another user's (the link is a capability until its deadline) — connects
+    // nothing; nor does one tampered with. A link naming a tenant that does not exist gets
+    // the same page as one for a tenant that does: the pages tell nobody which tenants exist.
     let finished = connect_by_oauth(&fleet, "acme", "alice").await;
     let before = status(&fleet, "acme").await.1;
     assert_eq!(before["connected"], true, "{before}");
     let replayed = http.get(&finished).send().await.unwrap();
-    assert_eq!(replayed.status().as_u16(), 502);
+    assert_eq!(replayed.status().as_u16(), 400);
+    let page = replayed.text().await.unwrap();
+    assert!(page.contains("already used"), "{page}");
+    let state = finished
+        .split(['?', '&'])
+        .find_map(|pair| pair.strip_prefix("state="))
+        .unwrap();
+    let other_code = finished.replace(
+        finished
+            .split(['?', '&'])
+            .find(|pair| pair.starts_with("code="))
+            .unwrap(),
+        "code=another-users-code",
+    );
+    let answer = http.get(&other_code).send().await.unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
     let tampered = finished.replace("state=", "state=A");
     let answer = http.get(&tampered).send().await.unwrap();
     assert_eq!(answer.status().as_u16(), 400);
+    let decoded: Value = serde_json::from_slice(
+        &base64::Engine::decode(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            state, // base64url: nothing in it is percent-encoded
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut pages = Vec::new();
+    for tenant in ["initech", "no-such-tenant"] {
+        let mut moved = decoded.clone();
+        moved["t"] = json!(tenant);
+        let moved = base64::Engine::encode(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            serde_json::to_vec(&moved).unwrap(),
+        );
+        let answer = http
+            .get(format!("{callback}?code=x&state={moved}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 400);
+        pages.push(answer.text().await.unwrap());
+    }
+    assert_eq!(pages[0], pages[1], "the pages tell tenants apart");
+    assert!(!pages[1].contains("no-such-tenant"), "{}", pages[1]);
     assert_eq!(
         status(&fleet, "acme").await.1["fingerprint"],
         before["fingerprint"]
@@ -781,6 +844,13 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
         assert!(!logs.contains(token.as_str()), "a token in a log");
     }
     assert!(!logs.contains(CLIENT_SECRET), "the client secret in a log");
+    for key in [KEK_NEW, KEK_OLD] {
+        assert!(!logs.contains(key), "a key-encryption key in a log");
+        assert!(
+            !contains(&database, key),
+            "a key-encryption key in the database"
+        );
+    }
     println!(
         "connections by OAuth: two tenants connected through the provider's authorization-code flow; each call carried its user's token; renewed {} s before expiry; kept while the provider was down; removed on invalid_grant; {} issued tokens absent from the database, export, Redis and logs",
         expires_at.saturating_sub(renewed_at),

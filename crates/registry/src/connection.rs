@@ -102,6 +102,13 @@ pub struct Connection {
     /// credential: others leave it alone, so one refresh token is never spent twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewing_until: Option<u64>,
+    /// Which replica holds the claim of `renewing_until` (only it releases the claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewing_by: Option<String>,
+    /// OAuth connections: the nonce of the authorization flow that made it, so the callback
+    /// link of that flow cannot connect twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<String>,
 }
 
 impl Connection {
@@ -156,6 +163,12 @@ impl Connection {
         }
         for scope in &self.scopes {
             v.check("connection.scopes", check_text(scope, 256, false));
+        }
+        if let Some(flow) = &self.flow {
+            v.check("connection.flow", check_text(flow, 64, true));
+        }
+        if let Some(by) = &self.renewing_by {
+            v.check("connection.renewing_by", check_text(by, 64, true));
         }
     }
 }

@@ -162,6 +162,10 @@ pub struct RawAuth {
     /// first start with SQLite; with PostgreSQL connections are refused until it is set (every
     /// replica must read the same keys).
     pub connections_keys_file: String,
+    /// The name of an environment variable holding the connections' key-encryption keys
+    /// instead of a file (base64 keys separated by commas, spaces or newlines; the first
+    /// seals). Set at most one of the two.
+    pub connections_keys_env: String,
 }
 
 /// `[bootstrap]`.
@@ -215,9 +219,9 @@ pub struct ControlPlaneConfig {
     pub private_issuers: bool,
     /// Edge token (None = generate/read from the data dir).
     pub edge_token: Option<String>,
-    /// The connections' key file, and whether to generate it when missing (`None`:
-    /// connections are refused).
-    pub connections_keys: Option<(PathBuf, bool)>,
+    /// Where the connections' key-encryption keys come from (`None`: connections are
+    /// refused).
+    pub connections_keys: Option<KeySource>,
     /// Executor key (None = derived from the edge token).
     pub executor_key: Option<tp_proto::invoke_auth::ExecutorKey>,
     /// Bootstrap ceiling.
@@ -318,7 +322,7 @@ impl RawConfig {
         let executor_key = self.auth.check()?;
         let connections_keys = self
             .auth
-            .connections_keys(&self.data_dir, postgres_url.is_some());
+            .connections_keys(&self.data_dir, postgres_url.is_some())?;
         self.bootstrap.check()?;
         self.watch.check()?;
         self.grpc.limits().validate("grpc").map_err(|e| {
@@ -413,19 +417,37 @@ fn store(store_url: &str, data_dir: &std::path::Path) -> anyhow::Result<(PathBuf
     )
 }
 
+/// Where the connections' key-encryption keys come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// A file, and whether to generate it when missing.
+    File(PathBuf, bool),
+    /// An environment variable, by name.
+    Env(String),
+}
+
 impl RawAuth {
-    /// The connections' key file and whether to generate it: given, or in the data directory
-    /// with SQLite; `None` on PostgreSQL without one (replicas must share the keys).
+    /// Where the connections' keys come from: the variable or the file given, or a file in
+    /// the data directory with SQLite; `None` on PostgreSQL without either (replicas must
+    /// share the keys).
     fn connections_keys(
         &self,
         data_dir: &std::path::Path,
         postgres: bool,
-    ) -> Option<(PathBuf, bool)> {
-        match (self.connections_keys_file.as_str(), postgres) {
-            ("", true) => None,
-            ("", false) => Some((data_dir.join("connections-keys"), true)),
-            (path, _) => Some((PathBuf::from(path), false)),
-        }
+    ) -> anyhow::Result<Option<KeySource>> {
+        let (file, env) = (
+            self.connections_keys_file.as_str(),
+            self.connections_keys_env.as_str(),
+        );
+        Ok(match (file, env, postgres) {
+            ("", "", true) => None,
+            ("", "", false) => Some(KeySource::File(data_dir.join("connections-keys"), true)),
+            (path, "", _) => Some(KeySource::File(PathBuf::from(path), false)),
+            ("", name, _) => Some(KeySource::Env(name.to_owned())),
+            _ => bail!(
+                "auth.connections_keys_file and auth.connections_keys_env are both set: keep one"
+            ),
+        })
     }
 
     /// Tokens of at least 16 characters without whitespace; the executor key, parsed.

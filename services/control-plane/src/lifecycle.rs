@@ -119,6 +119,8 @@ mod tests {
             scopes: Vec::new(),
             issued_at: None,
             renewing_until: None,
+            renewing_by: None,
+            flow: None,
         }
     }
 

@@ -195,8 +195,11 @@ async fn start_connections(
     Option<SocketAddr>,
 )> {
     let vault = match &config.connections_keys {
-        Some((path, generate)) => Some(crate::vault::Vault::new(Arc::new(
-            crate::vault::KeyFile::open(path, *generate)?,
+        Some(crate::config::KeySource::File(path, generate)) => Some(crate::vault::Vault::new(
+            Arc::new(crate::vault::KeyFile::open(path, *generate)?),
+        )),
+        Some(crate::config::KeySource::Env(name)) => Some(crate::vault::Vault::new(Arc::new(
+            crate::vault::KeyFile::from_env(name)?,
         ))),
         None => None,
     };
@@ -205,7 +208,7 @@ async fn start_connections(
     };
     let Some(sealer) = vault.clone() else {
         anyhow::bail!(
-            "[[connections.oauth]] needs the connections' keys to seal tokens: set auth.connections_keys_file (every replica on PostgreSQL reads the same file)"
+            "[[connections.oauth]] needs the connections' keys to seal tokens: set auth.connections_keys_file or auth.connections_keys_env (every replica on PostgreSQL reads the same keys)"
         );
     };
     let connector = crate::provider_oauth::Connector::new(settings, sealer, Arc::clone(engine))?;

@@ -11,7 +11,8 @@
 //! bytes, `#` comments), the first sealing new secrets and every one opening old ones — so a
 //! key is rotated by putting a new first line, restarting the control planes one by one, and
 //! removing the old line once `toolplanectl tenants connections` shows no secret sealed
-//! under it.
+//! under it. The same keys may come from an environment variable instead
+//! ([`KeyFile::from_env`]: comma- or space-separated, the first sealing).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -72,6 +73,26 @@ impl KeyFile {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading connections' keys from {}", path.display()))?;
         Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    /// Reads the keys from environment variable `name`: base64 keys separated by commas,
+    /// spaces or newlines, the first sealing (rotated like the file's lines).
+    pub fn from_env(name: &str) -> anyhow::Result<KeyFile> {
+        let text = std::env::var(name).with_context(|| {
+            format!("auth.connections_keys_env names {name:?}, which is not set (or not UTF-8)")
+        })?;
+        Self::parse_list(&text).with_context(|| format!("in ${name}"))
+    }
+
+    /// Keys separated by commas, spaces or newlines.
+    fn parse_list(text: &str) -> anyhow::Result<KeyFile> {
+        let lines = text
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|key| !key.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        Self::parse(&lines)
+            .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace("line ", "key ")))
     }
 
     /// Keys from a file's text.
@@ -279,6 +300,28 @@ mod tests {
         let sealed_new = rotated.seal("token", "acme", "u1", "google").unwrap();
         assert_ne!(sealed_new.kek_id, sealed_old.kek_id);
         assert!(old.open(&sealed_new, "acme", "u1", "google").is_err());
+    }
+
+    #[test]
+    fn keys_from_a_variable_are_separated_by_commas_or_spaces_and_the_first_seals() {
+        let sealed = vault(K1).seal("token", "acme", "u1", "google").unwrap();
+        let listed = KeyFile::parse_list(&format!(" {K2}, {K1}\n")).unwrap();
+        let listed = Vault::new(Arc::new(listed));
+        assert_eq!(
+            listed.open(&sealed, "acme", "u1", "google").unwrap(),
+            "token"
+        );
+        let resealed = listed.seal("token", "acme", "u1", "google").unwrap();
+        assert_eq!(
+            resealed.kek_id,
+            vault(K2).seal("t", "a", "u", "p").unwrap().kek_id
+        );
+        let error = KeyFile::parse_list(&format!("{K1},c2hvcnQ="))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("key 2"), "{error}");
+        assert!(KeyFile::parse_list(" , ").is_err());
     }
 
     #[test]

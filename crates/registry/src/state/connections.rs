@@ -46,6 +46,38 @@ impl State {
         Ok(changes)
     }
 
+    /// Records `connection`, made by the OAuth flow `connection.flow` that began at
+    /// `started_at` (Unix seconds), as [`State::connect`] does; refused when that flow already
+    /// connected (its callback link replayed) or a connection made after the flow began holds
+    /// the provider (an older link must not replace a newer credential).
+    pub fn connect_by_flow(
+        &self,
+        connection: Connection,
+        started_at: u64,
+    ) -> DomainResult<Vec<Change>> {
+        let Some(flow) = connection.flow.as_deref() else {
+            return Err(DomainError::new(
+                ErrorCode::InvalidArgument,
+                "an OAuth connection names the flow that made it",
+            ));
+        };
+        if let Some(current) = self.connections.get(&connection.id) {
+            if current.flow.as_deref() == Some(flow) {
+                return Err(DomainError::new(
+                    ErrorCode::FailedPrecondition,
+                    "this link was already used: it connects once",
+                ));
+            }
+            if current.created_at > started_at {
+                return Err(DomainError::new(
+                    ErrorCode::FailedPrecondition,
+                    "the provider was connected again after this link was made: the newer connection stays",
+                ));
+            }
+        }
+        self.connect(connection)
+    }
+
     /// Removes `tenant`'s connection to `provider` and the provider from its `connected_apis`.
     pub fn disconnect(&self, tenant: &str, provider: &str) -> DomainResult<Vec<Change>> {
         let record = self.tenant(tenant)?;
@@ -105,6 +137,7 @@ impl State {
         &self,
         key: &str,
         was: &str,
+        by: &str,
         now: u64,
         until: u64,
     ) -> DomainResult<(Vec<Change>, bool)> {
@@ -116,16 +149,27 @@ impl State {
         }
         let mut claimed = current.clone();
         claimed.renewing_until = Some(until);
+        claimed.renewing_by = Some(by.to_owned());
         Ok((vec![Change::put(Object::Connection(claimed))], true))
     }
 
-    /// Releases a claim on the renewal of connection `key` (the renewal failed and will be
-    /// retried): no change when the connection no longer holds credential `was` or no claim.
-    pub fn release_renewal(&self, key: &str, was: &str) -> Vec<Change> {
+    /// Releases replica `by`'s claim on the renewal of connection `key` (the renewal failed
+    /// and will be retried): no change when the connection no longer holds credential `was`,
+    /// holds no claim, or another replica's (the first claim lapsed and another replica
+    /// claimed it since).
+    pub fn release_renewal(&self, key: &str, was: &str, by: &str) -> Vec<Change> {
         match self.connections.get(key) {
-            Some(current) if current.fingerprint == was && current.renewing_until.is_some() => {
+            Some(current)
+                if current.fingerprint == was
+                    && current.renewing_until.is_some()
+                    && current
+                        .renewing_by
+                        .as_deref()
+                        .is_none_or(|holder| holder == by) =>
+            {
                 let mut released = current.clone();
                 released.renewing_until = None;
+                released.renewing_by = None;
                 vec![Change::put(Object::Connection(released))]
             }
             _ => Vec::new(),

@@ -548,6 +548,8 @@ fn connection(state: &State, tenant: &str, provider: &str) -> crate::Connection 
         scopes: Vec::new(),
         issued_at: None,
         renewing_until: None,
+        renewing_by: None,
+        flow: None,
     }
 }
 
@@ -619,4 +621,82 @@ fn a_connection_is_refused_for_unknown_things_and_a_past_incarnation() {
     assert!(state.delete_provider("aws").is_err());
     commit(&mut state, |s| s.delete_tenant("globex"));
     assert_eq!(state.connections.len(), 0);
+}
+
+#[test]
+fn an_oauth_flow_connects_once_and_never_over_a_newer_connection() {
+    let mut state = demo();
+    let by_flow = |state: &State, flow: &str, created_at: u64| crate::Connection {
+        kind: crate::ConnectionKind::OAuth,
+        flow: Some(flow.into()),
+        created_at,
+        ..connection(state, "initech", "aws")
+    };
+    commit(&mut state, |s| s.connect_by_flow(by_flow(s, "f1", 100), 90));
+    // The same flow's link again (a replayed callback): refused, nothing changes.
+    let replay = state
+        .connect_by_flow(by_flow(&state, "f1", 130), 90)
+        .unwrap_err();
+    assert_eq!(replay.code, ErrorCode::FailedPrecondition);
+    assert!(replay.message.contains("already used"), "{replay}");
+    // An older flow's link after a newer connection: refused.
+    let older = state
+        .connect_by_flow(by_flow(&state, "f0", 140), 80)
+        .unwrap_err();
+    assert!(older.message.contains("connected again"), "{older}");
+    // A flow begun after the connection replaces it.
+    commit(&mut state, |s| {
+        s.connect_by_flow(by_flow(s, "f2", 150), 120)
+    });
+    assert_eq!(state.connections["initech/aws"].flow.as_deref(), Some("f2"));
+    // A connection without its flow is refused.
+    let mut anonymous = by_flow(&state, "f3", 160);
+    anonymous.flow = None;
+    assert_eq!(
+        state.connect_by_flow(anonymous, 155).unwrap_err().code,
+        ErrorCode::InvalidArgument
+    );
+}
+
+#[test]
+fn only_the_replica_holding_a_renewal_claim_releases_it() {
+    let mut state = demo();
+    commit(&mut state, |s| s.connect(connection(s, "initech", "aws")));
+    let was = "0123456789ab";
+    commit(&mut state, |s| {
+        s.claim_renewal("initech/aws", was, "replica-a", 10, 70)
+            .map(|(changes, claimed)| {
+                assert!(claimed);
+                changes
+            })
+    });
+    // While the claim holds, nobody else claims it.
+    let (changes, claimed) = state
+        .claim_renewal("initech/aws", was, "replica-b", 20, 80)
+        .unwrap();
+    assert!(!claimed && changes.is_empty());
+    // Another replica cannot release it; the holder can.
+    assert!(
+        state
+            .release_renewal("initech/aws", was, "replica-b")
+            .is_empty()
+    );
+    assert_eq!(
+        state.release_renewal("initech/aws", was, "replica-a").len(),
+        1
+    );
+    // Once it lapses, another replica claims it, and the first one's late release is a no-op.
+    commit(&mut state, |s| {
+        s.claim_renewal("initech/aws", was, "replica-b", 71, 131)
+            .map(|(changes, _)| changes)
+    });
+    assert!(
+        state
+            .release_renewal("initech/aws", was, "replica-a")
+            .is_empty()
+    );
+    assert_eq!(
+        state.connections["initech/aws"].renewing_by.as_deref(),
+        Some("replica-b")
+    );
 }

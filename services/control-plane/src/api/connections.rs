@@ -82,7 +82,7 @@ fn vault(vault: Option<&Vault>) -> Result<&Vault, Status> {
     vault.ok_or_else(|| {
         domain(DomainError::new(
             ErrorCode::FailedPrecondition,
-            "connections need the connections' keys: set auth.connections_keys_file (every replica on PostgreSQL reads the same file)",
+            "connections need the connections' keys: set auth.connections_keys_file or auth.connections_keys_env (every replica on PostgreSQL reads the same keys)",
         ))
     })
 }
@@ -142,6 +142,8 @@ pub async fn connect(
         scopes: Vec::new(),
         issued_at: None,
         renewing_until: None,
+        renewing_by: None,
+        flow: None,
     };
     engine
         .write(author, |state| Ok((state.connect(connection.clone())?, ())))

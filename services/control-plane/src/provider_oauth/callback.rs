@@ -18,6 +18,25 @@ use super::{CallbackError, Connector};
 /// Longest query string taken (a code and a state are far shorter).
 const MAX_QUERY: usize = 8 * 1024;
 
+/// Most characters of a provider's `error_description` a page repeats.
+const MAX_DESCRIPTION: usize = 200;
+
+/// How long a callback may take (the code exchange's own timeout is shorter).
+const COMPLETE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// An OAuth error code (RFC 6749 4.1.2.1: `access_denied`, …): short, lower-case words.
+fn is_error_code(text: &str) -> bool {
+    (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+}
+
+/// `text` cut to `max` characters (an ellipsis says so).
+fn shortened(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 /// Serves the callback on `connector`'s listener until `stopping`; its address.
 pub async fn serve(
     connector: Arc<Connector>,
@@ -61,17 +80,7 @@ async fn callback(
         );
     }
     if let Some(error) = params.get("error") {
-        let description = params
-            .get("error_description")
-            .map(|d| format!(" ({d})"))
-            .unwrap_or_default();
-        let message =
-            format!("The provider did not authorize the connection: {error}{description}.");
-        return page(
-            CallbackError::bad(&message).status(),
-            "Not connected",
-            &message,
-        );
+        return refused_by_provider(&connector, error, &params).await;
     }
     let (Some(code), Some(state)) = (params.get("code"), params.get("state")) else {
         let message = "This address is where a provider sends you back after you authorize Toolplane; it needs the provider's code and state.";
@@ -81,7 +90,16 @@ async fn callback(
             message,
         );
     };
-    match connector.complete(code, state).await {
+    let completed = tokio::time::timeout(COMPLETE_WITHIN, connector.complete(code, state)).await;
+    let Ok(completed) = completed else {
+        let message = "The provider took too long to answer: start again in a moment.";
+        return page(
+            CallbackError::provider(message).status(),
+            "Not connected",
+            message,
+        );
+    };
+    match completed {
         Ok(connection) => page(
             http::StatusCode::OK,
             "Connected",
@@ -92,6 +110,36 @@ async fn callback(
         ),
         Err(error) => page(error.status(), "Not connected", &error.message),
     }
+}
+
+/// The page for a provider's refusal (`?error=…`). Anyone can send a browser here with words
+/// of their choosing: the provider's own description is shown only beside a state this
+/// control plane made, and shortened.
+async fn refused_by_provider(
+    connector: &Connector,
+    error: &str,
+    params: &HashMap<String, String>,
+) -> Response {
+    let error = if is_error_code(error) {
+        error
+    } else {
+        "an unnamed error"
+    };
+    let ours = match params.get("state") {
+        Some(state) => connector.open_state(state).await.is_ok(),
+        None => false,
+    };
+    let description = params
+        .get("error_description")
+        .filter(|_| ours)
+        .map(|d| format!(" ({})", shortened(d, MAX_DESCRIPTION)))
+        .unwrap_or_default();
+    let message = format!("The provider did not authorize the connection: {error}{description}.");
+    page(
+        CallbackError::bad(&message).status(),
+        "Not connected",
+        &message,
+    )
 }
 
 /// A small HTML page, escaped, uncached, without referrer.
@@ -135,6 +183,16 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_error_codes_and_short_descriptions_are_repeated() {
+        assert!(is_error_code("access_denied"));
+        assert!(!is_error_code("Visit evil.example to continue"));
+        assert!(!is_error_code(""));
+        assert_eq!(shortened("abcdef", 3), "abc…");
+        assert_eq!(shortened("abc", 3), "abc");
+        assert_eq!(shortened("ééé", 2), "éé…");
+    }
 
     #[test]
     fn pages_escape_what_they_repeat() {

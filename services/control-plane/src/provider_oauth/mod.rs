@@ -11,10 +11,16 @@
 //! [`run`] renews access tokens before they expire (see [`Connection::refresh_due_at`]). A
 //! replica first claims the renewal in a write of its own (`renewing_until`), so two replicas
 //! never spend one refresh token twice (a provider that rotates refresh tokens may revoke
-//! the whole grant when one is replayed). A provider that answers `invalid_grant` has revoked
-//! the grant: the connection is disconnected under `system:connection-refresh-failed` and its
-//! tools vanish. Any other failure is retried with back-off (doubling from the check period,
-//! at most five minutes); calls are refused once the access token has expired.
+//! the whole grant when one is replayed); the claim names the replica, and only it releases
+//! the claim. A renewed credential that the store fails to take is written again a few times
+//! (the provider may have retired the refresh token just spent). A provider that answers
+//! `invalid_grant` twice in a row has revoked the grant: the connection is disconnected under
+//! `system:connection-refresh-failed` and its tools vanish. Any other failure is retried with
+//! back-off (doubling from the check period, at most five minutes); calls are refused once the
+//! access token has expired.
+//!
+//! Each flow's `state` carries a nonce that the connection it makes records, and the time it
+//! began: its link connects once, and never replaces a connection made after it began.
 
 pub mod callback;
 pub mod config;
@@ -34,7 +40,7 @@ pub use config::{OAuthConnections, OAuthProvider, RawConnections, TokenAuth};
 pub use error::CallbackError;
 use token::{TokenAnswer, TokenError};
 
-use crate::engine::{Engine, now_secs};
+use crate::engine::{Engine, EngineError, now_secs};
 use crate::vault::{MAX_CREDENTIAL, Vault, fingerprint};
 
 /// How long a replica's claim on a renewal holds.
@@ -55,6 +61,11 @@ pub struct Connector {
     http: reqwest::Client,
     /// Connections whose renewal failed: (failures in a row, Unix seconds of the next try).
     backoff: std::sync::Mutex<std::collections::HashMap<String, (u32, u64)>>,
+    /// Connections whose last renewal the provider refused with `invalid_grant` (a second
+    /// refusal in a row disconnects).
+    refused: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// This replica's name in renewal claims.
+    replica: String,
 }
 
 /// What `BeginConnect` hands out.
@@ -72,6 +83,18 @@ struct Pending {
     verifier: String,
     expires_at: u64,
     author: String,
+    /// Names the flow: the connection it makes records it, so the link connects once.
+    nonce: String,
+    /// Unix seconds the flow began: a connection made after it is never replaced by it.
+    started_at: u64,
+}
+
+/// What a renewal keeps from the credential it replaces when the provider's answer does not
+/// say: the refresh token (resealed under the current key) and the token's lifetime.
+#[derive(Clone, Copy)]
+struct Kept<'a> {
+    refresh_token: &'a str,
+    lifetime: Option<u64>,
 }
 
 /// The `state` parameter: the tenant and provider in clear (they name the binding), the rest
@@ -111,6 +134,8 @@ impl Connector {
             engine,
             http,
             backoff: std::sync::Mutex::default(),
+            refused: std::sync::Mutex::default(),
+            replica: format!("cp-{}", hex::encode(rand::random::<[u8; 6]>())),
         }))
     }
 
@@ -154,11 +179,14 @@ impl Connector {
             .await?;
         let verifier = B64URL.encode(rand::random::<[u8; 32]>());
         let challenge = B64URL.encode(Sha256::digest(verifier.as_bytes()));
-        let expires_at = now_secs() + self.config.authorization_ttl.as_secs();
+        let started_at = now_secs();
+        let expires_at = started_at + self.config.authorization_ttl.as_secs();
         let pending = Pending {
             verifier,
             expires_at,
             author: author.to_owned(),
+            nonce: B64URL.encode(rand::random::<[u8; 16]>()),
+            started_at,
         };
         let state = self.seal_state(tenant, &uid, provider, &pending)?;
         let url = self.authorization_url(settings, &state, &challenge);
@@ -222,6 +250,10 @@ impl Connector {
         let settings = self
             .provider(&param.p)
             .map_err(|e| CallbackError::bad(e.message))?;
+        // A link that already connected is refused before the code is spent (the write in
+        // `record` refuses it again, for two callbacks racing).
+        self.refuse_used(&Connection::key_of(&param.t, &param.p), &pending.nonce)
+            .await?;
         let mut form = vec![
             ("grant_type", "authorization_code".to_owned()),
             ("code", code.to_owned()),
@@ -239,19 +271,14 @@ impl Connector {
         let connection = self
             .connection(&param.t, &uid, &param.p, settings, answer, None, now)
             .map_err(CallbackError::provider)?;
+        let started_at = pending.started_at;
         let connection = Connection {
             created_at: now,
             created_by: pending.author,
+            flow: Some(pending.nonce),
             ..connection
         };
-        self.engine
-            .write(&connection.created_by, |state| {
-                Ok((state.connect(connection.clone())?, ()))
-            })
-            .await
-            .map_err(|error| {
-                CallbackError::store(format!("the connection could not be recorded: {error}"))
-            })?;
+        self.record(&connection, started_at).await?;
         tracing::info!(
             tenant = %connection.tenant,
             provider = %connection.provider,
@@ -261,6 +288,48 @@ impl Connector {
             "provider connected by OAuth"
         );
         Ok(connection)
+    }
+
+    /// Refuses a flow (`nonce`) that already made connection `key`.
+    async fn refuse_used(&self, key: &str, nonce: &str) -> Result<(), CallbackError> {
+        let used = self
+            .engine
+            .read(|state| {
+                state
+                    .connections
+                    .get(key)
+                    .is_some_and(|current| current.flow.as_deref() == Some(nonce))
+            })
+            .await;
+        if used {
+            tracing::warn!(connection = %key, "an OAuth callback link was used again; refused");
+            return Err(CallbackError::bad(
+                "this link was already used: it connects once",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes the connection a flow begun at `started_at` made.
+    async fn record(&self, connection: &Connection, started_at: u64) -> Result<(), CallbackError> {
+        self.engine
+            .write(&connection.created_by, |state| {
+                Ok((state.connect_by_flow(connection.clone(), started_at)?, ()))
+            })
+            .await
+            .map(|_| ())
+            .map_err(|error| match error {
+                EngineError::Domain(refused) if refused.code == ErrorCode::FailedPrecondition => {
+                    tracing::warn!(connection = %connection.id, reason = %refused.message, "an OAuth callback was refused");
+                    CallbackError::bad(refused.message)
+                }
+                error => {
+                    tracing::error!(connection = %connection.id, %error, "recording an OAuth connection failed");
+                    CallbackError::store(
+                        "the connection could not be recorded: start again in a moment",
+                    )
+                }
+            })
     }
 
     /// The flow a callback's `state` holds, if it is one of ours, for a tenant that still
@@ -274,21 +343,30 @@ impl Connector {
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .ok_or_else(|| CallbackError::bad("this is not a link Toolplane made (bad state)"))?;
-        let uid = self
+        // One answer for every link that does not open (unknown tenant, a past incarnation,
+        // tampered with, another deployment's keys): the page tells nobody which tenants exist.
+        let invalid = || {
+            CallbackError::bad(
+                "this link is not valid here (altered, or made for something that no longer exists): start again with `toolplanectl connections connect`",
+            )
+        };
+        let Ok(uid) = self
             .engine
             .read(|state| state.tenant(&param.t).map(|t| t.uid.clone()))
             .await
-            .map_err(|_| CallbackError::bad(format!("tenant {:?} no longer exists", param.t)))?;
-        let pending: Pending = self
+        else {
+            tracing::info!(tenant = %param.t, "an OAuth callback named a tenant that does not exist");
+            return Err(invalid());
+        };
+        let Some(pending) = self
             .vault
             .open(&param.s, &param.t, &uid, &state_binding(&param.p))
             .ok()
-            .and_then(|json| serde_json::from_str(&json).ok())
-            .ok_or_else(|| {
-                CallbackError::bad(
-                    "this link does not open with the connections' keys in force (made for another incarnation of the tenant, or tampered with)",
-                )
-            })?;
+            .and_then(|json| serde_json::from_str::<Pending>(&json).ok())
+        else {
+            tracing::info!(tenant = %param.t, provider = %param.p, "an OAuth callback's state does not open (tampered with, another incarnation of the tenant, or keys no longer in force)");
+            return Err(invalid());
+        };
         if now_secs() >= pending.expires_at {
             return Err(CallbackError::bad(
                 "this link has expired: start again with `toolplanectl connections connect`",
@@ -297,8 +375,9 @@ impl Connector {
         Ok((param, uid, pending))
     }
 
-    /// A connection holding `answer`'s tokens (sealed); `previous_refresh` is kept when the
-    /// provider did not rotate the refresh token.
+    /// A connection holding `answer`'s tokens (sealed); when renewing, what the answer does
+    /// not say is `kept` from the credential it replaces (every token is sealed again, under
+    /// the key in force).
     #[allow(clippy::too_many_arguments)]
     fn connection(
         &self,
@@ -307,7 +386,7 @@ impl Connector {
         provider: &str,
         settings: &OAuthProvider,
         answer: TokenAnswer,
-        previous_refresh: Option<Sealed>,
+        kept: Option<Kept<'_>>,
         now: u64,
     ) -> Result<Connection, String> {
         answer.check()?;
@@ -320,14 +399,19 @@ impl Connector {
             .vault
             .seal(access, tenant, uid, provider)
             .map_err(seal_failed)?;
-        let refresh = match answer.refresh_token.as_deref() {
-            Some(token) if !token.is_empty() && token.len() <= MAX_CREDENTIAL => Some(
+        let refresh = answer
+            .refresh_token
+            .as_deref()
+            .filter(|token| !token.is_empty())
+            .or(kept.map(|kept| kept.refresh_token))
+            .filter(|token| token.len() <= MAX_CREDENTIAL)
+            .map(|token| {
                 self.vault
                     .seal(token, tenant, uid, &refresh_binding(provider))
-                    .map_err(seal_failed)?,
-            ),
-            _ => previous_refresh,
-        };
+                    .map_err(seal_failed)
+            })
+            .transpose()?;
+        let lifetime = answer.expires_in.or(kept.and_then(|kept| kept.lifetime));
         let scopes = match answer.scope.as_deref() {
             Some(granted) => granted.split_whitespace().map(str::to_owned).collect(),
             None => settings.scopes.clone(),
@@ -342,11 +426,13 @@ impl Connector {
             fingerprint: fingerprint(access),
             created_at: now,
             created_by: String::new(),
-            expires_at: answer.expires_in.map(|secs| now.saturating_add(secs)),
+            expires_at: lifetime.map(|secs| now.saturating_add(secs)),
             refresh,
             scopes,
             issued_at: Some(now),
             renewing_until: None,
+            renewing_by: None,
+            flow: None,
         })
     }
 
@@ -386,7 +472,7 @@ impl Connector {
                     let released = self
                         .engine
                         .write("system:connection-refresh", |state| {
-                            Ok((state.release_renewal(&key, &was), ()))
+                            Ok((state.release_renewal(&key, &was, &self.replica), ()))
                         })
                         .await;
                     if let Err(error) = released {
@@ -428,22 +514,24 @@ impl Connector {
         let claimed = self
             .engine
             .write("system:connection-refresh", |state| {
-                state.claim_renewal(&key, &was, now, now + CLAIM_SECS)
+                state.claim_renewal(&key, &was, &self.replica, now, now + CLAIM_SECS)
             })
             .await?;
         if !claimed.value {
             return Ok(false);
         }
         let settings = self.provider(&connection.provider)?;
-        let answer = match self.spend_refresh_token(&connection, settings).await? {
-            Ok(answer) => answer,
-            Err(TokenError::Refused { error, description }) if error == "invalid_grant" => {
-                self.disconnect_revoked(&connection, &description).await?;
-                return Ok(false);
-            }
-            Err(error) => anyhow::bail!("{key}: {error}"),
+        let (refresh_token, answer) = self.spend_refresh_token(&connection, settings).await?;
+        let Some(answer) = self.judge(&connection, answer).await? else {
+            return Ok(false);
         };
         let now = now_secs();
+        let kept = Kept {
+            refresh_token: &refresh_token,
+            lifetime: connection
+                .expires_at
+                .map(|at| at.saturating_sub(connection.issued_at.unwrap_or(connection.created_at))),
+        };
         let renewed = self
             .connection(
                 &connection.tenant,
@@ -451,21 +539,17 @@ impl Connector {
                 &connection.provider,
                 settings,
                 answer,
-                connection.refresh.clone(),
+                Some(kept),
                 now,
             )
             .map_err(|why| anyhow::anyhow!("{key}: {why}"))?;
         let renewed = Connection {
             created_at: connection.created_at,
             created_by: connection.created_by.clone(),
+            flow: connection.flow.clone(),
             ..renewed
         };
-        let written = self
-            .engine
-            .write("system:connection-refresh", |state| {
-                Ok((state.refresh_connection(renewed.clone(), &was)?, ()))
-            })
-            .await?;
+        let written = self.record_renewal(&renewed, &was).await?;
         tracing::info!(
             connection = %key,
             fingerprint = %renewed.fingerprint,
@@ -476,13 +560,79 @@ impl Connector {
         Ok(true)
     }
 
-    /// The token endpoint's answer to `connection`'s refresh token (the outer error: the
-    /// token could not be opened).
+    /// The token endpoint's answer to a renewal of `connection`: the tokens, `None` when the
+    /// provider revoked the grant (refused twice in a row: the connection is removed), or the
+    /// failure to retry.
+    async fn judge(
+        &self,
+        connection: &Connection,
+        answer: Result<TokenAnswer, TokenError>,
+    ) -> anyhow::Result<Option<TokenAnswer>> {
+        let key = &connection.id;
+        match answer {
+            Ok(answer) => {
+                self.refused().remove(key);
+                Ok(Some(answer))
+            }
+            // One refusal may be the provider's hiccup; a second in a row is a revoked grant.
+            Err(TokenError::Refused { error, description }) if error == "invalid_grant" => {
+                if self.refused().insert(key.clone()) {
+                    anyhow::bail!(
+                        "{key}: the provider refused the refresh token once (invalid_grant: {description}); a second refusal disconnects"
+                    );
+                }
+                self.refused().remove(key);
+                self.disconnect_revoked(connection, &description).await?;
+                Ok(None)
+            }
+            Err(error) => anyhow::bail!("{key}: {error}"),
+        }
+    }
+
+    fn refused(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes a renewed credential. The provider may already have retired the refresh token
+    /// just spent, so a failing store is tried again (four times over about 15 s) before the
+    /// new tokens are given up; a connection changed meanwhile is not (that write wins).
+    async fn record_renewal(
+        &self,
+        renewed: &Connection,
+        was: &str,
+    ) -> anyhow::Result<crate::engine::Written<()>> {
+        let mut wait = Duration::from_secs(1);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self
+                .engine
+                .write("system:connection-refresh", |state| {
+                    Ok((state.refresh_connection(renewed.clone(), was)?, ()))
+                })
+                .await
+            {
+                Ok(written) => return Ok(written),
+                Err(EngineError::Store(error)) if attempt < 4 => {
+                    tracing::warn!(connection = %renewed.id, %error, attempt, "storing a renewed token failed; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                Err(error) => {
+                    tracing::error!(connection = %renewed.id, %error, "a renewed token could not be stored; if the provider rotates refresh tokens the tenant must connect again");
+                    return Err(error.into());
+                }
+            }
+        }
+    }
+
+    /// The refresh token of `connection`, opened, and the token endpoint's answer to it (the
+    /// outer error: the token could not be opened).
     async fn spend_refresh_token(
         &self,
         connection: &Connection,
         settings: &OAuthProvider,
-    ) -> anyhow::Result<Result<TokenAnswer, TokenError>> {
+    ) -> anyhow::Result<(String, Result<TokenAnswer, TokenError>)> {
         let Some(sealed) = &connection.refresh else {
             anyhow::bail!("{}: no refresh token", connection.id);
         };
@@ -494,12 +644,15 @@ impl Connector {
         )?;
         let mut form = vec![
             ("grant_type", "refresh_token".to_owned()),
-            ("refresh_token", refresh_token),
+            ("refresh_token", refresh_token.clone()),
         ];
         if let Some(resource) = &settings.resource {
             form.push(("resource", resource.clone()));
         }
-        Ok(token::request(&self.http, settings, form).await)
+        Ok((
+            refresh_token,
+            token::request(&self.http, settings, form).await,
+        ))
     }
 
     /// The provider revoked the grant: the connection goes (unless it changed meanwhile).

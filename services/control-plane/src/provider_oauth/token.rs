@@ -40,7 +40,8 @@ pub(super) struct TokenAnswer {
     pub(super) access_token: String,
     #[serde(default)]
     pub(super) token_type: String,
-    #[serde(default)]
+    /// Seconds; some providers send it as a string (`"3600"`).
+    #[serde(default, deserialize_with = "seconds")]
     pub(super) expires_in: Option<u64>,
     #[serde(default)]
     pub(super) refresh_token: Option<String>,
@@ -48,9 +49,37 @@ pub(super) struct TokenAnswer {
     pub(super) scope: Option<String>,
 }
 
+/// `expires_in` as a number or a string of digits (`null` = not said).
+fn seconds<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Seconds {
+        Number(u64),
+        Text(String),
+    }
+    match Option::<Seconds>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(Seconds::Number(secs)) => Ok(Some(secs)),
+        Some(Seconds::Text(text)) => text.trim().parse().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!("expires_in {text:?} is not a number of seconds"))
+        }),
+    }
+}
+
 impl TokenAnswer {
-    /// A bearer token Toolplane can inject: 1 to [`MAX_CREDENTIAL`] bytes of printable ASCII.
+    /// A bearer token Toolplane can inject: 1 to [`MAX_CREDENTIAL`] bytes of printable ASCII;
+    /// a refresh token, when given, at most [`MAX_CREDENTIAL`] bytes (one dropped would end
+    /// the renewals without a word).
     pub(super) fn check(&self) -> Result<(), String> {
+        if self
+            .refresh_token
+            .as_ref()
+            .is_some_and(|token| token.len() > MAX_CREDENTIAL)
+        {
+            return Err(format!(
+                "the provider's refresh token exceeds {MAX_CREDENTIAL} bytes"
+            ));
+        }
         if !self.token_type.is_empty() && !self.token_type.eq_ignore_ascii_case("bearer") {
             return Err(format!(
                 "the provider issued a {:?} token; only bearer tokens can be injected",
@@ -161,4 +190,39 @@ async fn read_bounded(response: &mut reqwest::Response) -> Result<Vec<u8>, Token
         }
     }
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(json: &str) -> Result<TokenAnswer, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn expires_in_is_read_as_a_number_or_a_string() {
+        let number = answer(r#"{"access_token":"a","expires_in":3600}"#).unwrap();
+        assert_eq!(number.expires_in, Some(3600));
+        let text = answer(r#"{"access_token":"a","expires_in":"60"}"#).unwrap();
+        assert_eq!(text.expires_in, Some(60));
+        let absent = answer(r#"{"access_token":"a","expires_in":null}"#).unwrap();
+        assert_eq!(absent.expires_in, None);
+        assert!(answer(r#"{"access_token":"a","expires_in":"soon"}"#).is_err());
+        assert!(answer(r#"{"access_token":"a","expires_in":-5}"#).is_err());
+    }
+
+    #[test]
+    fn an_oversized_refresh_token_is_refused_not_dropped() {
+        let long = "r".repeat(MAX_CREDENTIAL + 1);
+        let json = format!(r#"{{"access_token":"a","refresh_token":"{long}"}}"#);
+        let error = answer(&json).unwrap().check().unwrap_err();
+        assert!(error.contains("refresh token exceeds"), "{error}");
+        assert!(
+            answer(r#"{"access_token":"a","refresh_token":"r"}"#)
+                .unwrap()
+                .check()
+                .is_ok()
+        );
+    }
 }
