@@ -203,6 +203,7 @@ async fn a_connected_tenants_calls_carry_its_own_credential_and_no_secret_is_sto
     let ask = || pb::GetCredentialRequest {
         tenant: "acme".into(),
         provider: "crm".into(),
+        user: String::new(),
     };
     let mut admin = fleet.cp.admin().await;
     let refused = admin.registry.get_credential(ask()).await.unwrap_err();
@@ -380,6 +381,192 @@ async fn a_connected_tenants_calls_carry_its_own_credential_and_no_secret_is_sto
 
 /// A gRPC executor receives the tenant's credential sealed to its key, bound to the one call:
 /// the demo executor opens it and names its fingerprint in `echo`.
+/// The text of a call's answer.
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `toolplanectl connections VERB acme --provider crm [--user USER]`.
+async fn on_acme_crm(fleet: &Fleet, verb: &str, user: Option<&str>) -> (i32, String, String) {
+    let mut args = vec!["connections", verb, "acme", "--provider", "crm"];
+    if let Some(user) = user {
+        args.extend(["--user", user]);
+    }
+    ctl(fleet, &args, &[]).await
+}
+
+/// Connections of one user (issue 35): alice connects the provider for herself; her calls, on
+/// both edges, carry her credential; bob — same tenant, same role, no connection of his own and
+/// none of the tenant's — is refused with how to connect, never given hers; once the tenant
+/// connects, bob's calls carry the tenant's and alice's still hers; alice disconnecting falls
+/// back to the tenant's; the provider leaves connected_apis with its last connection. Bad
+/// requests change nothing; the control plane never hands a user's request the tenant's
+/// credential (nor another user's).
+#[tokio::test]
+async fn a_users_own_connection_serves_their_calls_and_no_one_elses() {
+    let fleet = Fleet::start(2, "").await;
+    world(&fleet, &format!("http://{}/mcp", fleet.edges[0].addr)).await;
+    // Credentials: upstream keys, so its echo names whose credential a call carried.
+    let alices_credential = fleet.key("qa", "collector").to_owned();
+    let tenants_credential = fleet.key("globex", "collector").to_owned();
+    let mut admin = fleet.cp.admin().await;
+    let mut callers = Vec::new();
+    for label in ["alice", "bob"] {
+        let issued = admin
+            .tenants
+            .issue_api_key(pb::IssueApiKeyRequest {
+                tenant: "acme".into(),
+                role: "collector".into(),
+                label: label.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        callers.push((issued.info.unwrap().id, issued.key));
+    }
+    let [(alice_id, alice_key), (bob_id, bob_key)] =
+        <[(String, String); 2]>::try_from(callers).unwrap();
+    let alice = [0, 1].map(|edge| McpHttp::new(&fleet.edges[edge].addr, Some(&alice_key), LEGACY));
+    let bob = McpHttp::new(&fleet.edges[1].addr, Some(&bob_key), LEGACY);
+    let fleet_ref = &fleet;
+    let connect = move |user: Option<&str>, credential: &str| {
+        let mut args = vec!["connections", "connect", "acme", "--provider", "crm"];
+        if let Some(user) = user {
+            args.extend(["--user", user]);
+        }
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        let credential = credential.to_owned();
+        let fleet = fleet_ref;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            ctl(
+                fleet,
+                &args,
+                &[("TOOLPLANE_PROVIDER_CREDENTIAL", &credential)],
+            )
+            .await
+        }
+    };
+
+    // Bad requests change nothing.
+    for user in ["has space", &"x".repeat(301)] {
+        let (code, _, err) = connect(Some(user), &alices_credential).await;
+        assert_ne!(code, 0, "{user:?}");
+        assert!(err.contains("user"), "{err}");
+    }
+    let (code, _, err) = on_acme_crm(&fleet, "disconnect", Some(&alice_id)).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("not found"), "{err}");
+    let (_, out, _) = ctl(&fleet, &["--json", "connections", "list", "acme"], &[]).await;
+    assert_eq!(out.trim(), "[]");
+
+    // Alice connects for herself: the tool appears to acme; her calls carry her credential.
+    let (code, out, err) = connect(Some(&alice_id), &alices_credential).await;
+    assert_eq!(code, 0, "{out}{err}");
+    for client in alice.iter().chain([&bob]) {
+        tp_test_support::eventually(
+            "the provider's tool for acme's callers",
+            Duration::from_secs(10),
+            || async { sees(client, "crm_echo").await.then_some(()) },
+        )
+        .await;
+    }
+    for client in &alice {
+        assert_eq!(
+            text_of(&echo(client, "alice").await),
+            "[qa/collector] alice"
+        );
+    }
+    // Bob has no credential to act with: refused, told how to connect, never given alice's.
+    let refused = echo(&bob, "bob").await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    let said = text_of(&refused);
+    assert!(
+        said.contains("--user") && said.contains(&bob_id) && !said.contains("[qa/"),
+        "{said}"
+    );
+    // The control plane hands a user's request only that user's credential.
+    let mut edge = tp_client::Admin::connect(&fleet.cp.url(), &fleet.cp.edge_token())
+        .await
+        .unwrap();
+    let ask = |user: &str| pb::GetCredentialRequest {
+        tenant: "acme".into(),
+        provider: "crm".into(),
+        user: user.into(),
+    };
+    let handed = edge.registry.get_credential(ask(&alice_id)).await.unwrap();
+    assert_eq!(handed.get_ref().credential, alices_credential);
+    for other in [bob_id.as_str(), ""] {
+        let refused = edge.registry.get_credential(ask(other)).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            tonic::Code::NotFound,
+            "{other:?}: {refused:?}"
+        );
+    }
+
+    // The tenant connects too: bob's calls carry the tenant's credential, alice's still hers.
+    let (code, out, err) = connect(None, &tenants_credential).await;
+    assert_eq!(code, 0, "{out}{err}");
+    tp_test_support::eventually(
+        "bob's calls with the tenant's credential",
+        Duration::from_secs(10),
+        || async { (text_of(&echo(&bob, "bob").await) == "[globex/collector] bob").then_some(()) },
+    )
+    .await;
+    for client in &alice {
+        assert_eq!(
+            text_of(&echo(client, "alice").await),
+            "[qa/collector] alice"
+        );
+    }
+    let (code, out, _) = ctl(&fleet, &["--json", "connections", "list", "acme"], &[]).await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let users: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["user"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, ["", alice_id.as_str()], "{listed}");
+    assert!(!out.contains(&alices_credential) && !out.contains(&tenants_credential));
+    let (code, out, err) = on_acme_crm(&fleet, "status", Some(&alice_id)).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("{alice_id} of acme")), "{out}");
+
+    // Alice disconnects: her calls fall back to the tenant's; the provider stays connected.
+    let (code, out, err) = on_acme_crm(&fleet, "disconnect", Some(&alice_id)).await;
+    assert_eq!(code, 0, "{out}{err}");
+    for client in &alice {
+        tp_test_support::eventually(
+            "alice's calls with the tenant's credential",
+            Duration::from_secs(10),
+            || async {
+                (text_of(&echo(client, "alice").await) == "[globex/collector] alice").then_some(())
+            },
+        )
+        .await;
+    }
+    // The last connection goes: so does the provider, for everyone.
+    let (code, out, err) = on_acme_crm(&fleet, "disconnect", None).await;
+    assert_eq!(code, 0, "{out}{err}");
+    for client in alice.iter().chain([&bob]) {
+        tp_test_support::eventually(
+            "the provider's tool gone",
+            Duration::from_secs(10),
+            || async { (!sees(client, "crm_echo").await).then_some(()) },
+        )
+        .await;
+    }
+    let (_, tenant, _) = ctl(&fleet, &["--json", "tenants", "get", "acme"], &[]).await;
+    assert!(!tenant.contains("\"crm\""), "{tenant}");
+}
+
 #[tokio::test]
 async fn a_grpc_executor_opens_the_tenants_credential_sealed_to_its_key() {
     let fleet = Fleet::start(1, "").await;
@@ -496,20 +683,19 @@ async fn browse(url: &str, login: &str) -> (i32, String) {
 
 /// `connections connect TENANT --provider crm` by OAuth, completed by `login`: the URL the
 /// browser was sent back to (the callback, with its code and state).
-async fn connect_by_oauth(fleet: &Fleet, tenant: &str, login: &str) -> String {
-    let (code, out, err) = ctl(
-        fleet,
-        &[
-            "--json",
-            "connections",
-            "connect",
-            tenant,
-            "--provider",
-            "crm",
-        ],
-        &[],
-    )
-    .await;
+async fn connect_by_oauth(fleet: &Fleet, tenant: &str, login: &str, user: Option<&str>) -> String {
+    let mut args = vec![
+        "--json",
+        "connections",
+        "connect",
+        tenant,
+        "--provider",
+        "crm",
+    ];
+    if let Some(user) = user {
+        args.extend(["--user", user]);
+    }
+    let (code, out, err) = ctl(fleet, &args, &[]).await;
     assert_eq!(code, 0, "{out}{err}");
     let begun: Value = serde_json::from_str(&out).unwrap();
     let url = begun["authorization_url"].as_str().unwrap();
@@ -580,6 +766,8 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
             ),
             ("TOOLPLANE_CP_CONNECTIONS__REFRESH_CHECK_SECS", "1".into()),
             ("TOOLPLANE_CP_CONNECTIONS__OAUTH", oauth),
+            // The upstream takes the restarted provider's new signing keys at once.
+            ("TOOLPLANE_CP_AUTH__TOKEN_KEY_REFETCH_SECS", "1".into()),
             // The key-encryption keys from a variable (a new first key, an old second).
             (
                 "TOOLPLANE_CP_AUTH__CONNECTIONS_KEYS_ENV",
@@ -648,8 +836,8 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
     }
 
     // Connect: acme with alice's account, initech with carol's.
-    connect_by_oauth(&fleet, "acme", "alice").await;
-    connect_by_oauth(&fleet, "initech", "carol").await;
+    connect_by_oauth(&fleet, "acme", "alice", None).await;
+    connect_by_oauth(&fleet, "initech", "carol", None).await;
     tools_appear_and_calls_carry_their_own(&acme, &initech).await;
     // What reads show: an OAuth connection, renewed by the control plane, never a token.
     let (code, first) = status(&fleet, "acme").await;
@@ -754,7 +942,7 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
     // fresh code of another user's (the link is a capability until its deadline) — connects
     // nothing; nor does one tampered with. A link naming a tenant that does not exist gets
     // the same page as one for a tenant that does: the pages tell nobody which tenants exist.
-    let finished = connect_by_oauth(&fleet, "acme", "alice").await;
+    let finished = connect_by_oauth(&fleet, "acme", "alice", None).await;
     let before = status(&fleet, "acme").await.1;
     assert_eq!(before["connected"], true, "{before}");
     let replayed = http.get(&finished).send().await.unwrap();
@@ -785,10 +973,12 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
         .unwrap(),
     )
     .unwrap();
+    // The link moved to another tenant, to one that does not exist, or to a user (a tenant's
+    // link to a user, or a user's to another): none opens, and all get the same page.
     let mut pages = Vec::new();
-    for tenant in ["initech", "no-such-tenant"] {
+    for (field, value) in [("t", "initech"), ("t", "no-such-tenant"), ("u", "someone")] {
         let mut moved = decoded.clone();
-        moved["t"] = json!(tenant);
+        moved[field] = json!(value);
         let moved = base64::Engine::encode(
             &base64::engine::general_purpose::URL_SAFE_NO_PAD,
             serde_json::to_vec(&moved).unwrap(),
@@ -798,15 +988,51 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
             .send()
             .await
             .unwrap();
-        assert_eq!(answer.status().as_u16(), 400);
+        assert_eq!(answer.status().as_u16(), 400, "{field}={value}");
         pages.push(answer.text().await.unwrap());
     }
-    assert_eq!(pages[0], pages[1], "the pages tell tenants apart");
+    assert!(
+        pages.iter().all(|page| *page == pages[0]),
+        "the pages differ: {pages:?}"
+    );
     assert!(!pages[1].contains("no-such-tenant"), "{}", pages[1]);
     assert_eq!(
         status(&fleet, "acme").await.1["fingerprint"],
         before["fingerprint"]
     );
+
+    // One user of initech connects their own account (alice's; the tenant's own connection
+    // went with the provider's grants): that caller's calls carry alice's token, and the
+    // connection is listed as that user's.
+    let mut admin = fleet.cp.admin().await;
+    let keys = admin
+        .tenants
+        .list_api_keys(pb::ListApiKeysRequest {
+            tenant: "initech".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .keys;
+    let caller = keys
+        .iter()
+        .find(|key| key.role == "collector")
+        .map(|key| key.id.clone())
+        .unwrap();
+    connect_by_oauth(&fleet, "initech", "alice", Some(&caller)).await;
+    tp_test_support::eventually(
+        "initech's caller acting with their own account",
+        Duration::from_secs(20),
+        || async {
+            let result = echo(&initech, "mine").await;
+            (result["content"][0]["text"] == "[qa/collector] mine").then_some(())
+        },
+    )
+    .await;
+    let (_, listed, _) = ctl(&fleet, &["--json", "connections", "list", "initech"], &[]).await;
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["user"], caller.as_str(), "{listed}");
+    assert_eq!(listed[0]["kind"], "oauth", "{listed}");
     let tokens = [tokens, issued(&idp2)].concat();
 
     // No token the provider issued is anywhere in clear.

@@ -34,8 +34,9 @@ function signingKey(type, options, alg, kid) {
 const provider = new Provider(issuer, {
   jwks: {
     keys: [
-      signingKey('rsa', { modulusLength: 2048 }, 'RS256', 'rsa-1'),
-      signingKey('ec', { namedCurve: 'P-256' }, 'ES256', 'ec-1'),
+      // Key ids of this process's own: a restarted provider has new keys under new ids.
+      signingKey('rsa', { modulusLength: 2048 }, 'RS256', `rsa-${process.pid}`),
+      signingKey('ec', { namedCurve: 'P-256' }, 'ES256', `ec-${process.pid}`),
     ],
   },
   findAccount: (_ctx, id) =>

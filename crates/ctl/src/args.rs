@@ -221,14 +221,23 @@ pub enum ConnectionsCmd {
         /// With a credential: Unix seconds after which it is not used.
         #[arg(long)]
         expires_at: Option<u64>,
+        /// One user of the tenant (as edges name callers: `ISSUER#SUBJECT` for an access
+        /// token, the key id for an API key) instead of the whole tenant.
+        #[arg(long)]
+        user: Option<String>,
     },
-    /// Remove the tenant's connection to a provider, and the provider from connected_apis.
+    /// Remove the tenant's (or a user's) connection to a provider; the provider leaves
+    /// connected_apis with its last connection.
     Disconnect {
         /// Tenant id.
         id: String,
         /// The provider.
         #[arg(long)]
         provider: String,
+        /// One user of the tenant (as edges name callers: `ISSUER#SUBJECT` for an access
+        /// token, the key id for an API key) instead of the whole tenant.
+        #[arg(long)]
+        user: Option<String>,
     },
     /// One connection's state: kind, fingerprint, scopes, when its token expires and whether
     /// the control plane renews it. Exits 1 when the tenant has no usable connection to the
@@ -239,6 +248,10 @@ pub enum ConnectionsCmd {
         /// The provider.
         #[arg(long)]
         provider: String,
+        /// One user of the tenant (as edges name callers: `ISSUER#SUBJECT` for an access
+        /// token, the key id for an API key) instead of the whole tenant.
+        #[arg(long)]
+        user: Option<String>,
     },
 }
 
@@ -266,6 +279,7 @@ impl From<ConnectArgs> for tp_proto::pb::ConnectProviderRequest {
             provider: args.provider,
             credential: args.credential,
             expires_at: args.expires_at.unwrap_or(0),
+            user: String::new(),
         }
     }
 }

@@ -425,6 +425,7 @@ async fn demo_connection(admin: &mut Admin) -> anyhow::Result<()> {
         provider: "hubspot".into(),
         credential: format!("demo-hubspot-{}", hex::encode(token)),
         expires_at: 0,
+        user: String::new(),
     };
     match admin.tenants.connect_provider(request).await {
         Ok(_) => Ok(()),

@@ -2,8 +2,10 @@
 //!
 //! The domain only knows a connection's shape and its rules; the secret arrives here already
 //! sealed (envelope encryption in the control plane), so nothing in this crate ever holds it
-//! in clear. A connection's key is `{tenant}/{provider}`: one credential per tenant and
-//! provider.
+//! in clear. A connection's key is `{tenant}/{provider}` for the tenant's own credential, and
+//! `{tenant}/{provider}/{user}` for one user's (the caller as edges name it: `issuer#subject`
+//! for an access token, the key id for an API key): a user's calls carry their own credential
+//! when they have one, the tenant's otherwise.
 
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +71,10 @@ pub struct Connection {
     pub tenant: String,
     /// The provider it connects (a provider of the catalogue).
     pub provider: String,
+    /// The one user of the tenant whose credential it is (`None`: the tenant's, used by every
+    /// caller without one of their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// The tenant's incarnation the secret is bound to (a tenant deleted and created again
     /// under the same id cannot read its predecessor's secrets).
     #[serde(default)]
@@ -111,10 +117,36 @@ pub struct Connection {
     pub flow: Option<String>,
 }
 
+/// Longest user name a connection takes.
+pub const MAX_USER: usize = 300;
+
 impl Connection {
     /// The object key of `tenant`'s connection to `provider`.
     pub fn key_of(tenant: &str, provider: &str) -> String {
         format!("{tenant}/{provider}")
+    }
+
+    /// The object key of the connection of `tenant` (or of its `user`) to `provider`.
+    pub fn key_for(tenant: &str, provider: &str, user: Option<&str>) -> String {
+        match user {
+            Some(user) => format!("{tenant}/{provider}/{user}"),
+            None => Self::key_of(tenant, provider),
+        }
+    }
+
+    /// What the connection's secrets are bound to besides the tenant: the provider, and the
+    /// user for a user's connection (a user's credential copied onto another user's or the
+    /// tenant's connection does not open).
+    pub fn binding(&self) -> String {
+        Self::binding_of(&self.provider, self.user.as_deref())
+    }
+
+    /// [`Connection::binding`] of a connection to `provider` (of `user`).
+    pub fn binding_of(provider: &str, user: Option<&str>) -> String {
+        match user {
+            Some(user) => format!("{provider}\0user\0{user}"),
+            None => provider.to_owned(),
+        }
     }
 
     /// Whether the credential may be used at `now` (Unix seconds).
@@ -144,8 +176,11 @@ impl Connection {
     pub(crate) fn check_fields(&self, v: &mut Violations) {
         v.check("connection.tenant", check_slug(&self.tenant));
         v.check("connection.provider", check_slug(&self.provider));
-        if self.id != Self::key_of(&self.tenant, &self.provider) {
-            v.add("connection.id", "must be {tenant}/{provider}");
+        if let Some(user) = &self.user {
+            v.check("connection.user", check_user(user));
+        }
+        if self.id != Self::key_for(&self.tenant, &self.provider, self.user.as_deref()) {
+            v.add("connection.id", "must be {tenant}/{provider}[/{user}]");
         }
         v.check(
             "connection.fingerprint",
@@ -171,6 +206,18 @@ impl Connection {
             v.check("connection.renewing_by", check_text(by, 64, true));
         }
     }
+}
+
+/// A user as connections name them: 1 to [`MAX_USER`] characters, no whitespace or control
+/// characters.
+pub fn check_user(user: &str) -> Result<(), String> {
+    if user.is_empty() || user.chars().count() > MAX_USER {
+        return Err(format!("must hold 1 to {MAX_USER} characters"));
+    }
+    if user.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("must not contain whitespace or control characters".into());
+    }
+    Ok(())
 }
 
 impl Sealed {

@@ -25,7 +25,7 @@ pub mod tool;
 
 pub use admin::{Access, AdminCaller, AdminScope, AdminToken};
 pub use adr::{Adr, AdrStatus};
-pub use connection::{Connection, ConnectionKind, Sealed};
+pub use connection::{Connection, ConnectionKind, MAX_USER, Sealed, check_user};
 pub use error::{
     DomainError, DomainResult, ErrorCode, FieldViolation, HasErrorCode, PreconditionViolation,
 };

@@ -47,24 +47,27 @@ pub async fn disconnect_expired(
         .read(|state| state.expired_connections(now, |provider| renewed.contains(provider)))
         .await;
     let mut disconnected = 0;
-    for (tenant, provider) in expired {
-        let key = tp_registry::Connection::key_of(&tenant, &provider);
+    for expired in expired {
+        let (key, tenant, provider) = (&expired.id, &expired.tenant, &expired.provider);
         let written = engine
             .write("system:connection-expired", |state| {
                 // Another replica may have got there first, or the tenant may have connected
                 // again since the list was read: only a connection still expired goes.
-                if state.connections.get(&key).is_none_or(|connection| {
+                if state.connections.get(key).is_none_or(|connection| {
                     connection.usable_at(now)
                         || (connection.refreshable() && renewed.contains(&connection.provider))
                 }) {
                     return Ok((Vec::new(), false));
                 }
-                Ok((state.disconnect(&tenant, &provider)?, true))
+                Ok((
+                    state.disconnect_user(tenant, provider, expired.user.as_deref())?,
+                    true,
+                ))
             })
             .await?;
         if written.value {
             disconnected += 1;
-            tracing::info!(%tenant, %provider, revision = written.revision, "connection disconnected: its credential expired");
+            tracing::info!(%tenant, %provider, user = expired.user.as_deref().unwrap_or(""), revision = written.revision, "connection disconnected: its credential expired");
         }
     }
     Ok(disconnected)
@@ -120,6 +123,7 @@ mod tests {
             issued_at: None,
             renewing_until: None,
             renewing_by: None,
+            user: None,
             flow: None,
         }
     }

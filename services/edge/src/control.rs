@@ -41,13 +41,15 @@ pub trait Directory: Send + Sync + std::fmt::Debug {
         role: &'a str,
     ) -> BoxFuture<'a, Result<pb::ResolvedRegistry, Status>>;
 
-    /// The tenant's credential for a provider (NOT_FOUND: no usable connection).
+    /// The credential of the tenant (or of its `user`, when not empty) for a provider
+    /// (NOT_FOUND: no usable connection).
     fn credential<'a>(
         &'a self,
         tenant: &'a str,
         provider: &'a str,
+        user: &'a str,
     ) -> BoxFuture<'a, Result<pb::Credential, Status>> {
-        let _ = (tenant, provider);
+        let _ = (tenant, provider, user);
         Box::pin(async {
             Err(tp_proto::status::error(
                 tp_registry::ErrorCode::NotFound,
@@ -82,8 +84,9 @@ impl Directory for ControlPlane {
         &'a self,
         tenant: &'a str,
         provider: &'a str,
+        user: &'a str,
     ) -> BoxFuture<'a, Result<pb::Credential, Status>> {
-        Box::pin(ControlPlane::credential(self, tenant, provider))
+        Box::pin(ControlPlane::credential(self, tenant, provider, user))
     }
 }
 
@@ -232,11 +235,17 @@ impl ControlPlane {
         .await
     }
 
-    /// The tenant's credential for `provider`.
-    pub async fn credential(&self, tenant: &str, provider: &str) -> Result<pb::Credential, Status> {
+    /// The credential of the tenant (or of its `user`, when not empty) for `provider`.
+    pub async fn credential(
+        &self,
+        tenant: &str,
+        provider: &str,
+        user: &str,
+    ) -> Result<pb::Credential, Status> {
         let request = pb::GetCredentialRequest {
             tenant: tenant.to_owned(),
             provider: provider.to_owned(),
+            user: user.to_owned(),
         };
         self.call(|mut client| {
             let request = request.clone();

@@ -20,12 +20,14 @@ pub(super) async fn run(
             provider,
             credential: Some(credential),
             expires_at,
+            user,
         } => {
             let request = pb::ConnectProviderRequest {
                 tenant: id,
                 provider,
                 credential,
                 expires_at: expires_at.unwrap_or(0),
+                user: user.unwrap_or_default(),
             };
             connect(&mut admin, request, json_out).await
         }
@@ -34,31 +36,45 @@ pub(super) async fn run(
             provider,
             credential: None,
             expires_at,
+            user,
         } => {
             if expires_at.is_some() {
                 anyhow::bail!(
                     "--expires-at goes with a credential; an OAuth connection expires when the provider's tokens do"
                 );
             }
-            begin(&mut admin, id, provider, json_out).await
+            let request = pb::BeginConnectRequest {
+                tenant: id,
+                provider,
+                user: user.unwrap_or_default(),
+            };
+            begin(&mut admin, request, json_out).await
         }
-        ConnectionsCmd::Disconnect { id, provider } => {
-            disconnect(&mut admin, id, provider, json_out).await
+        ConnectionsCmd::Disconnect { id, provider, user } => {
+            let request = pb::DisconnectProviderRequest {
+                tenant: id,
+                provider,
+                user: user.unwrap_or_default(),
+            };
+            disconnect(&mut admin, request, json_out).await
         }
-        ConnectionsCmd::Status { id, provider } => status(&mut admin, id, provider, json_out).await,
+        ConnectionsCmd::Status { id, provider, user } => {
+            status(&mut admin, id, provider, user.unwrap_or_default(), json_out).await
+        }
     }
 }
 
 /// `connections connect` without a credential: the provider's authorization URL.
 async fn begin(
     admin: &mut Admin,
-    tenant: String,
-    provider: String,
+    request: pb::BeginConnectRequest,
     json_out: bool,
 ) -> anyhow::Result<i32> {
-    let request = pb::BeginConnectRequest {
-        tenant: tenant.clone(),
-        provider: provider.clone(),
+    let (tenant, provider) = (request.tenant.clone(), request.provider.clone());
+    let whose = if request.user.is_empty() {
+        format!("tenant {tenant}")
+    } else {
+        format!("{} of tenant {tenant} (their calls only)", request.user)
     };
     let answer = admin.tenants.begin_connect(request).await?.into_inner();
     if json_out {
@@ -71,7 +87,7 @@ async fn begin(
         );
     } else {
         println!(
-            "Open this URL in a browser and authorize Toolplane at {provider}; the account that consents is connected to tenant {tenant}.\nIt works until {} (Unix seconds); share it only with who should connect that account.\n\n{}",
+            "Open this URL in a browser and authorize Toolplane at {provider}; the account that consents is connected to {whose}.\nIt connects once, until {} (Unix seconds); share it only with who should connect that account.\n\n{}",
             answer.expires_at, answer.authorization_url
         );
     }
@@ -83,6 +99,7 @@ async fn status(
     admin: &mut Admin,
     tenant: String,
     provider: String,
+    user: String,
     json_out: bool,
 ) -> anyhow::Result<i32> {
     let request = pb::ListConnectionsRequest {
@@ -95,12 +112,17 @@ async fn status(
     let found = answer
         .connections
         .into_iter()
-        .find(|c| c.provider == provider);
+        .find(|c| c.provider == provider && c.user == user);
+    let whose = if user.is_empty() {
+        tenant.clone()
+    } else {
+        format!("{user} of {tenant}")
+    };
     let Some(connection) = found else {
         if json_out {
             println!("{}", serde_json::json!({"connected": false}));
         } else {
-            println!("{tenant} is not connected to {provider}");
+            println!("{whose} is not connected to {provider}");
         }
         return Ok(1);
     };
@@ -111,29 +133,34 @@ async fn status(
         row["usable"] = serde_json::json!(usable);
         println!("{row}");
     } else {
-        let expiry = match connection.expires_at {
-            0 => "never expires".to_owned(),
-            at if at > now => format!("expires in {} s", at - now),
-            at => format!("EXPIRED {} s ago: calls to its tools are refused", now - at),
-        };
-        let renewal = if connection.refreshable {
-            "renewed by the control plane before it expires"
-        } else {
-            "not renewed (connect again before it expires)"
-        };
-        println!(
-            "{tenant} → {provider}: {} connection, credential {}, {expiry}, {renewal}",
-            connection.kind, connection.fingerprint
-        );
-        if !connection.scopes.is_empty() {
-            println!("scopes: {}", connection.scopes.join(" "));
-        }
-        println!(
-            "connected at {} by {}; credential obtained at {}; sealed under key {}",
-            connection.created_at, connection.created_by, connection.issued_at, connection.kek_id
-        );
+        print_status(&whose, &provider, &connection, now);
     }
     Ok(if usable { 0 } else { 1 })
+}
+
+/// `connections status` in words.
+fn print_status(whose: &str, provider: &str, connection: &pb::Connection, now: u64) {
+    let expiry = match connection.expires_at {
+        0 => "never expires".to_owned(),
+        at if at > now => format!("expires in {} s", at - now),
+        at => format!("EXPIRED {} s ago: calls to its tools are refused", now - at),
+    };
+    let renewal = if connection.refreshable {
+        "renewed by the control plane before it expires"
+    } else {
+        "not renewed (connect again before it expires)"
+    };
+    println!(
+        "{whose} → {provider}: {} connection, credential {}, {expiry}, {renewal}",
+        connection.kind, connection.fingerprint
+    );
+    if !connection.scopes.is_empty() {
+        println!("scopes: {}", connection.scopes.join(" "));
+    }
+    println!(
+        "connected at {} by {}; credential obtained at {}; sealed under key {}",
+        connection.created_at, connection.created_by, connection.issued_at, connection.kek_id
+    );
 }
 
 /// `tenants connect`.
@@ -147,16 +174,32 @@ pub(super) async fn connect(
     Ok(0)
 }
 
-/// `tenants disconnect`.
-pub(super) async fn disconnect(
+/// `tenants disconnect`: the tenant's own connection.
+pub(super) async fn disconnect_tenant(
     admin: &mut Admin,
     tenant: String,
     provider: String,
     json_out: bool,
 ) -> anyhow::Result<i32> {
     let request = pb::DisconnectProviderRequest {
-        tenant: tenant.clone(),
-        provider: provider.clone(),
+        tenant,
+        provider,
+        user: String::new(),
+    };
+    disconnect(admin, request, json_out).await
+}
+
+/// `connections disconnect`.
+pub(super) async fn disconnect(
+    admin: &mut Admin,
+    request: pb::DisconnectProviderRequest,
+    json_out: bool,
+) -> anyhow::Result<i32> {
+    let (tenant, provider) = (request.tenant.clone(), request.provider.clone());
+    let whose = if request.user.is_empty() {
+        tenant.clone()
+    } else {
+        format!("{} of {tenant}", request.user)
     };
     let answer = admin
         .tenants
@@ -167,7 +210,7 @@ pub(super) async fn disconnect(
         println!("{}", serde_json::json!({"revision": answer.revision}));
     } else {
         println!(
-            "disconnected {provider} from {tenant} (revision {})",
+            "disconnected {provider} from {whose} (revision {})",
             answer.revision
         );
     }
@@ -194,8 +237,8 @@ pub(super) fn print(connections: &[pb::Connection], json_out: bool) {
         return;
     }
     println!(
-        "{:<16} {:<16} {:<15} {:<13} {:<12} {:<17} CREATED BY",
-        "TENANT", "PROVIDER", "KIND", "FINGERPRINT", "EXPIRES", "KEY"
+        "{:<16} {:<16} {:<15} {:<13} {:<12} {:<17} {:<16} USER",
+        "TENANT", "PROVIDER", "KIND", "FINGERPRINT", "EXPIRES", "KEY", "CREATED BY"
     );
     for c in connections {
         let expires = if c.expires_at == 0 {
@@ -203,8 +246,13 @@ pub(super) fn print(connections: &[pb::Connection], json_out: bool) {
         } else {
             c.expires_at.to_string()
         };
+        let user = if c.user.is_empty() {
+            "(tenant)"
+        } else {
+            &c.user
+        };
         println!(
-            "{:<16} {:<16} {:<15} {:<13} {:<12} {:<17} {}",
+            "{:<16} {:<16} {:<15} {:<13} {:<12} {:<17} {:<16} {user}",
             c.tenant, c.provider, c.kind, c.fingerprint, expires, c.kek_id, c.created_by
         );
     }
@@ -224,5 +272,6 @@ fn row(c: &pb::Connection) -> serde_json::Value {
         "scopes": c.scopes,
         "refreshable": c.refreshable,
         "issued_at": c.issued_at,
+        "user": c.user,
     })
 }

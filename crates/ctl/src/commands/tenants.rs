@@ -224,7 +224,7 @@ pub(super) async fn tenants(
             return super::connections::connect(&mut admin, args.into(), json_out).await;
         }
         TenantsCmd::Disconnect { id, provider } => {
-            return super::connections::disconnect(&mut admin, id, provider, json_out).await;
+            return super::connections::disconnect_tenant(&mut admin, id, provider, json_out).await;
         }
         TenantsCmd::Connections { id } => {
             return super::connections::list(&mut admin, id, json_out).await;

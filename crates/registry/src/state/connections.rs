@@ -80,13 +80,29 @@ impl State {
 
     /// Removes `tenant`'s connection to `provider` and the provider from its `connected_apis`.
     pub fn disconnect(&self, tenant: &str, provider: &str) -> DomainResult<Vec<Change>> {
+        self.disconnect_user(tenant, provider, None)
+    }
+
+    /// Removes the connection of `tenant` (or of its `user`) to `provider`; the provider
+    /// leaves the tenant's `connected_apis` with the last of its connections (the tenant's and
+    /// its users').
+    pub fn disconnect_user(
+        &self,
+        tenant: &str,
+        provider: &str,
+        user: Option<&str>,
+    ) -> DomainResult<Vec<Change>> {
         let record = self.tenant(tenant)?;
-        let key = Connection::key_of(tenant, provider);
+        let key = Connection::key_for(tenant, provider, user);
         if !self.connections.contains_key(&key) {
             return Err(DomainError::not_found("connection", &key));
         }
+        let others = self
+            .connections_of(tenant)
+            .any(|other| other.provider == provider && other.id != key);
         let mut changes = Vec::with_capacity(2);
         if let Some(apis) = &record.connected_apis
+            && !others
             && apis.iter().any(|api| api == provider)
         {
             let mut record = record.clone();
@@ -176,20 +192,20 @@ impl State {
         }
     }
 
-    /// The (tenant, provider) of every connection whose credential has expired at `now` (Unix
-    /// seconds) and that the control plane cannot renew (`renewable` says which providers it
-    /// renews: an OAuth connection with a refresh token for a configured provider is left to
-    /// the renewal, which disconnects it when the provider refuses for good).
+    /// Every connection whose credential has expired at `now` (Unix seconds) and that the
+    /// control plane cannot renew (`renewable` says which providers it renews: an OAuth
+    /// connection with a refresh token for a configured provider is left to the renewal,
+    /// which disconnects it when the provider refuses for good).
     pub fn expired_connections(
         &self,
         now: u64,
         renewable: impl Fn(&str) -> bool,
-    ) -> Vec<(String, String)> {
+    ) -> Vec<Connection> {
         self.connections
             .values()
             .filter(|connection| !connection.usable_at(now))
             .filter(|connection| !(connection.refreshable() && renewable(&connection.provider)))
-            .map(|connection| (connection.tenant.clone(), connection.provider.clone()))
+            .cloned()
             .collect()
     }
 

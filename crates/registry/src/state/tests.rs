@@ -549,6 +549,7 @@ fn connection(state: &State, tenant: &str, provider: &str) -> crate::Connection 
         issued_at: None,
         renewing_until: None,
         renewing_by: None,
+        user: None,
         flow: None,
     }
 }
@@ -698,5 +699,57 @@ fn only_the_replica_holding_a_renewal_claim_releases_it() {
     assert_eq!(
         state.connections["initech/aws"].renewing_by.as_deref(),
         Some("replica-b")
+    );
+}
+
+#[test]
+fn a_users_connection_keeps_the_provider_until_the_last_connection_goes() {
+    let mut state = demo();
+    let of_user = |state: &State, user: &str| crate::Connection {
+        id: crate::Connection::key_for("initech", "aws", Some(user)),
+        user: Some(user.into()),
+        ..connection(state, "initech", "aws")
+    };
+    commit(&mut state, |s| s.connect(of_user(s, "https://idp#alice")));
+    commit(&mut state, |s| s.connect(connection(s, "initech", "aws")));
+    assert_eq!(state.connections_of("initech").count(), 2);
+    assert_eq!(
+        state.tenants["initech"].connected_apis,
+        Some(vec!["aws".to_owned()])
+    );
+    // The tenant's goes: alice's keeps the provider connected.
+    commit(&mut state, |s| s.disconnect("initech", "aws"));
+    assert_eq!(
+        state.tenants["initech"].connected_apis,
+        Some(vec!["aws".to_owned()])
+    );
+    // A user without a connection: not found, nothing changes.
+    assert_eq!(
+        state
+            .disconnect_user("initech", "aws", Some("bob"))
+            .unwrap_err()
+            .code,
+        ErrorCode::NotFound
+    );
+    // The last one goes: so does the provider.
+    commit(&mut state, |s| {
+        s.disconnect_user("initech", "aws", Some("https://idp#alice"))
+    });
+    assert_eq!(state.tenants["initech"].connected_apis, Some(vec![]));
+    // A user's connection under the tenant's key, or with whitespace in the user: refused.
+    let mut misfiled = of_user(&state, "alice");
+    misfiled.id = crate::Connection::key_of("initech", "aws");
+    assert_eq!(
+        state.connect(misfiled).unwrap_err().code,
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        state.connect(of_user(&state, "al ice")).unwrap_err().code,
+        ErrorCode::InvalidArgument
+    );
+    // Secrets are bound to the user: a user's and the tenant's bindings differ.
+    assert_ne!(
+        crate::Connection::binding_of("aws", Some("alice")),
+        crate::Connection::binding_of("aws", None)
     );
 }

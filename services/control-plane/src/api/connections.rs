@@ -27,7 +27,51 @@ pub fn connection_pb(connection: &Connection) -> pb::Connection {
         scopes: connection.scopes.clone(),
         refreshable: connection.refreshable(),
         issued_at: connection.issued_at.unwrap_or(connection.created_at),
+        user: connection.user.clone().unwrap_or_default(),
     }
+}
+
+/// What a tenant's registry says of its connections, by provider: the tenant's credential's
+/// fingerprint and expiry, and each user's who has one of their own (no secret).
+pub fn connected_providers(
+    state: &tp_registry::State,
+    tenant: &tp_registry::Tenant,
+) -> Vec<pb::ConnectedProvider> {
+    let mut by_provider = std::collections::BTreeMap::<&str, pb::ConnectedProvider>::new();
+    for connection in state
+        .connections_of(&tenant.id)
+        .filter(|c| c.tenant_uid == tenant.uid)
+    {
+        let entry =
+            by_provider
+                .entry(&connection.provider)
+                .or_insert_with(|| pb::ConnectedProvider {
+                    provider: connection.provider.clone(),
+                    ..pb::ConnectedProvider::default()
+                });
+        let expires_at = connection.expires_at.unwrap_or(0);
+        match &connection.user {
+            Some(user) => entry.users.push(pb::UserConnection {
+                user: user.clone(),
+                fingerprint: connection.fingerprint.clone(),
+                expires_at,
+            }),
+            None => {
+                entry.fingerprint.clone_from(&connection.fingerprint);
+                entry.expires_at = expires_at;
+            }
+        }
+    }
+    by_provider.into_values().collect()
+}
+
+/// The user a request names (empty: the tenant), checked.
+fn user_of(user: &str) -> Result<Option<&str>, Status> {
+    if user.is_empty() {
+        return Ok(None);
+    }
+    tp_registry::check_user(user).map_err(|why| domain(DomainError::invalid("user", why)))?;
+    Ok(Some(user))
 }
 
 /// `Tenants/BeginConnect`: the provider's authorization URL for the tenant.
@@ -49,11 +93,12 @@ pub async fn begin(
             ),
         ))
     })?;
+    let user = user_of(&request.user)?;
     let authorization = connector
-        .begin(&request.tenant, &request.provider, author)
+        .begin(&request.tenant, &request.provider, user, author)
         .await
         .map_err(domain)?;
-    tracing::info!(tenant = %request.tenant, provider = %request.provider, %author, "OAuth connection started");
+    tracing::info!(tenant = %request.tenant, provider = %request.provider, user = user.unwrap_or(""), %author, "OAuth connection started");
     Ok(pb::BeginConnectResponse {
         authorization_url: authorization.url,
         expires_at: authorization.expires_at,
@@ -108,27 +153,14 @@ pub async fn connect(
     check_tenant(who, &request.tenant)?;
     required("provider", &request.provider)?;
     check_credential(&request.credential)?;
+    let user = user_of(&request.user)?.map(str::to_owned);
     let now = now_secs();
     if request.expires_at != 0 && request.expires_at <= now {
         return Err(domain(DomainError::invalid("expires_at", "is in the past")));
     }
-    let sealer = vault(sealer)?;
-    let uid = engine
-        .read(|state| state.tenant(&request.tenant).map(|t| t.uid.clone()))
-        .await
-        .map_err(domain)?;
-    // Sealed outside the write: the write may run again after a conflict, and each seal draws
-    // fresh keys.
-    let secret = sealer
-        .seal(
-            &request.credential,
-            &request.tenant,
-            &uid,
-            &request.provider,
-        )
-        .map_err(seal_failed)?;
+    let (uid, secret) = seal(engine, vault(sealer)?, &request, user.as_deref()).await?;
     let connection = Connection {
-        id: Connection::key_of(&request.tenant, &request.provider),
+        id: Connection::key_for(&request.tenant, &request.provider, user.as_deref()),
         tenant: request.tenant,
         provider: request.provider,
         tenant_uid: uid,
@@ -143,6 +175,7 @@ pub async fn connect(
         issued_at: None,
         renewing_until: None,
         renewing_by: None,
+        user,
         flow: None,
     };
     engine
@@ -152,10 +185,34 @@ pub async fn connect(
     tracing::info!(
         tenant = %connection.tenant,
         provider = %connection.provider,
+        user = connection.user.as_deref().unwrap_or(""),
         fingerprint = %connection.fingerprint,
         "provider connected"
     );
     Ok(connection_pb(&connection))
+}
+
+/// The tenant's incarnation, and `request`'s credential sealed for its connection (outside
+/// the write: the write may run again after a conflict, and each seal draws fresh keys).
+async fn seal(
+    engine: &Engine,
+    sealer: &Vault,
+    request: &pb::ConnectProviderRequest,
+    user: Option<&str>,
+) -> Result<(String, tp_registry::Sealed), Status> {
+    let uid = engine
+        .read(|state| state.tenant(&request.tenant).map(|t| t.uid.clone()))
+        .await
+        .map_err(domain)?;
+    let secret = sealer
+        .seal(
+            &request.credential,
+            &request.tenant,
+            &uid,
+            &Connection::binding_of(&request.provider, user),
+        )
+        .map_err(seal_failed)?;
+    Ok((uid, secret))
 }
 
 /// `Tenants/DisconnectProvider`.
@@ -168,13 +225,17 @@ pub async fn disconnect(
     required("tenant", &request.tenant)?;
     check_tenant(who, &request.tenant)?;
     required("provider", &request.provider)?;
+    let user = user_of(&request.user)?;
     let written = engine
         .write(author, |state| {
-            Ok((state.disconnect(&request.tenant, &request.provider)?, ()))
+            Ok((
+                state.disconnect_user(&request.tenant, &request.provider, user)?,
+                (),
+            ))
         })
         .await
         .map_err(status)?;
-    tracing::info!(tenant = %request.tenant, provider = %request.provider, "provider disconnected");
+    tracing::info!(tenant = %request.tenant, provider = %request.provider, user = user.unwrap_or(""), "provider disconnected");
     Ok(pb::DisconnectProviderResponse {
         revision: written.revision,
     })
@@ -202,7 +263,10 @@ pub async fn list(
         .map_err(domain)
 }
 
-/// `Registry/GetCredential`: the tenant's usable credential for `provider`, opened.
+/// `Registry/GetCredential`: the usable credential of the tenant's user (when the request
+/// names one) or of the tenant for `provider`, opened. A user's request never falls back to
+/// the tenant's credential here: the edge asks for the tenant's when the registry lists no
+/// connection of the user's, so a user's credential revoked meanwhile is refused, not swapped.
 pub async fn credential(
     engine: &Engine,
     opener: Option<&Vault>,
@@ -210,7 +274,8 @@ pub async fn credential(
 ) -> Result<pb::Credential, Status> {
     required("tenant", &request.tenant)?;
     required("provider", &request.provider)?;
-    let key = Connection::key_of(&request.tenant, &request.provider);
+    let user = user_of(&request.user)?;
+    let key = Connection::key_for(&request.tenant, &request.provider, user);
     let (connection, revision) = engine
         .read(|state| {
             let connection = state
@@ -242,7 +307,7 @@ pub async fn credential(
             &connection.secret,
             &connection.tenant,
             &connection.tenant_uid,
-            &connection.provider,
+            &connection.binding(),
         )
         .map_err(|error| {
             tracing::error!(%error, connection = %key, "a connection's secret does not open");

@@ -184,15 +184,7 @@ impl Registry for RegistryService {
                         })
                         .map(pb::ApprovalRule::from)
                         .collect(),
-                    connections: state
-                        .connections_of(&tenant.id)
-                        .filter(|c| c.tenant_uid == tenant.uid)
-                        .map(|c| pb::ConnectedProvider {
-                            provider: c.provider.clone(),
-                            fingerprint: c.fingerprint.clone(),
-                            expires_at: c.expires_at.unwrap_or(0),
-                        })
-                        .collect(),
+                    connections: super::connections::connected_providers(state, tenant),
                 })
             })
             .await

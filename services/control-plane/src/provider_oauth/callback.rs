@@ -103,10 +103,16 @@ async fn callback(
         Ok(connection) => page(
             http::StatusCode::OK,
             "Connected",
-            &format!(
-                "Tenant {} is connected to {}. Its tools appear to the tenant's agents within seconds. You can close this window.",
-                connection.tenant, connection.provider
-            ),
+            &match &connection.user {
+                None => format!(
+                    "Tenant {} is connected to {}. Its tools appear to the tenant's agents within seconds. You can close this window.",
+                    connection.tenant, connection.provider
+                ),
+                Some(user) => format!(
+                    "{user} of tenant {} is connected to {}: their calls to its tools now act as this account. You can close this window.",
+                    connection.tenant, connection.provider
+                ),
+            },
         ),
         Err(error) => page(error.status(), "Not connected", &error.message),
     }

@@ -103,17 +103,21 @@ struct Kept<'a> {
 struct StateParam {
     t: String,
     p: String,
+    /// The user connecting (absent: the tenant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    u: Option<String>,
     s: Sealed,
 }
 
-/// The refresh token's binding: a sealed refresh token never opens as an access credential.
-fn refresh_binding(provider: &str) -> String {
-    format!("{provider}\0refresh")
+/// The refresh token's binding (`binding`: the connection's, [`Connection::binding`]): a
+/// sealed refresh token never opens as an access credential.
+fn refresh_binding(binding: &str) -> String {
+    format!("{binding}\0refresh")
 }
 
 /// The pending flow's binding.
-fn state_binding(provider: &str) -> String {
-    format!("{provider}\0oauth-state")
+fn state_binding(binding: &str) -> String {
+    format!("{binding}\0oauth-state")
 }
 
 impl Connector {
@@ -160,11 +164,13 @@ impl Connector {
         })
     }
 
-    /// `BeginConnect`: the authorization URL for `tenant` to connect `provider`.
+    /// `BeginConnect`: the authorization URL for `tenant` (or its `user`) to connect
+    /// `provider`.
     pub async fn begin(
         &self,
         tenant: &str,
         provider: &str,
+        user: Option<&str>,
         author: &str,
     ) -> Result<Authorization, DomainError> {
         let settings = self.provider(provider)?;
@@ -188,7 +194,7 @@ impl Connector {
             nonce: B64URL.encode(rand::random::<[u8; 16]>()),
             started_at,
         };
-        let state = self.seal_state(tenant, &uid, provider, &pending)?;
+        let state = self.seal_state(tenant, &uid, provider, user, &pending)?;
         let url = self.authorization_url(settings, &state, &challenge);
         Ok(Authorization { url, expires_at })
     }
@@ -199,13 +205,18 @@ impl Connector {
         tenant: &str,
         uid: &str,
         provider: &str,
+        user: Option<&str>,
         pending: &Pending,
     ) -> Result<String, DomainError> {
         let sealed = serde_json::to_string(pending)
             .map_err(anyhow::Error::from)
             .and_then(|json| {
-                self.vault
-                    .seal(&json, tenant, uid, &state_binding(provider))
+                self.vault.seal(
+                    &json,
+                    tenant,
+                    uid,
+                    &state_binding(&Connection::binding_of(provider, user)),
+                )
             })
             .map_err(|error| {
                 tracing::error!(%error, "sealing an OAuth state failed");
@@ -214,6 +225,7 @@ impl Connector {
         let param = StateParam {
             t: tenant.to_owned(),
             p: provider.to_owned(),
+            u: user.map(str::to_owned),
             s: sealed,
         };
         Ok(B64URL.encode(serde_json::to_vec(&param).unwrap_or_default()))
@@ -252,8 +264,11 @@ impl Connector {
             .map_err(|e| CallbackError::bad(e.message))?;
         // A link that already connected is refused before the code is spent (the write in
         // `record` refuses it again, for two callbacks racing).
-        self.refuse_used(&Connection::key_of(&param.t, &param.p), &pending.nonce)
-            .await?;
+        self.refuse_used(
+            &Connection::key_for(&param.t, &param.p, param.u.as_deref()),
+            &pending.nonce,
+        )
+        .await?;
         let mut form = vec![
             ("grant_type", "authorization_code".to_owned()),
             ("code", code.to_owned()),
@@ -269,7 +284,16 @@ impl Connector {
         })?;
         let now = now_secs();
         let connection = self
-            .connection(&param.t, &uid, &param.p, settings, answer, None, now)
+            .connection(
+                &param.t,
+                &uid,
+                &param.p,
+                param.u.as_deref(),
+                settings,
+                answer,
+                None,
+                now,
+            )
             .map_err(CallbackError::provider)?;
         let started_at = pending.started_at;
         let connection = Connection {
@@ -360,7 +384,12 @@ impl Connector {
         };
         let Some(pending) = self
             .vault
-            .open(&param.s, &param.t, &uid, &state_binding(&param.p))
+            .open(
+                &param.s,
+                &param.t,
+                &uid,
+                &state_binding(&Connection::binding_of(&param.p, param.u.as_deref())),
+            )
             .ok()
             .and_then(|json| serde_json::from_str::<Pending>(&json).ok())
         else {
@@ -384,6 +413,7 @@ impl Connector {
         tenant: &str,
         uid: &str,
         provider: &str,
+        user: Option<&str>,
         settings: &OAuthProvider,
         answer: TokenAnswer,
         kept: Option<Kept<'_>>,
@@ -395,9 +425,10 @@ impl Connector {
             tracing::error!(%error, "sealing a token failed");
             "the tokens could not be sealed".to_owned()
         };
+        let binding = Connection::binding_of(provider, user);
         let secret = self
             .vault
-            .seal(access, tenant, uid, provider)
+            .seal(access, tenant, uid, &binding)
             .map_err(seal_failed)?;
         let refresh = answer
             .refresh_token
@@ -407,7 +438,7 @@ impl Connector {
             .filter(|token| token.len() <= MAX_CREDENTIAL)
             .map(|token| {
                 self.vault
-                    .seal(token, tenant, uid, &refresh_binding(provider))
+                    .seal(token, tenant, uid, &refresh_binding(&binding))
                     .map_err(seal_failed)
             })
             .transpose()?;
@@ -417,7 +448,7 @@ impl Connector {
             None => settings.scopes.clone(),
         };
         Ok(Connection {
-            id: Connection::key_of(tenant, provider),
+            id: Connection::key_for(tenant, provider, user),
             tenant: tenant.to_owned(),
             provider: provider.to_owned(),
             tenant_uid: uid.to_owned(),
@@ -432,6 +463,7 @@ impl Connector {
             issued_at: Some(now),
             renewing_until: None,
             renewing_by: None,
+            user: user.map(str::to_owned),
             flow: None,
         })
     }
@@ -537,6 +569,7 @@ impl Connector {
                 &connection.tenant,
                 &connection.tenant_uid,
                 &connection.provider,
+                connection.user.as_deref(),
                 settings,
                 answer,
                 Some(kept),
@@ -640,7 +673,7 @@ impl Connector {
             sealed,
             &connection.tenant,
             &connection.tenant_uid,
-            &refresh_binding(&connection.provider),
+            &refresh_binding(&connection.binding()),
         )?;
         let mut form = vec![
             ("grant_type", "refresh_token".to_owned()),
@@ -673,7 +706,11 @@ impl Connector {
                     return Ok((Vec::new(), false));
                 }
                 Ok((
-                    state.disconnect(&connection.tenant, &connection.provider)?,
+                    state.disconnect_user(
+                        &connection.tenant,
+                        &connection.provider,
+                        connection.user.as_deref(),
+                    )?,
                     true,
                 ))
             })

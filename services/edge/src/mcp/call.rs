@@ -7,6 +7,7 @@ use super::validate::{
     check_action, declared_capabilities, missing_client_capabilities, validate_schema,
 };
 use super::*;
+use crate::credentials::Chosen;
 use crate::transport::request_state;
 use tracing::Instrument as _;
 
@@ -586,8 +587,11 @@ impl McpHandler {
             return Ok(None);
         };
         let name = &tool.resolved.name;
-        let expired = |now: u64| connected.expires_at != 0 && now >= connected.expires_at;
-        let fetched = if expired(now_ms() / 1000) {
+        // Only other users connected the provider: this caller has no credential to act with.
+        let Some(chosen) = Chosen::for_caller(connected, &identity.key_id) else {
+            return Err(not_connected(identity, name, provider, request_id));
+        };
+        let fetched = if chosen.expired_at(now_ms() / 1000) {
             Err(tp_proto::status::error(
                 tp_registry::ErrorCode::FailedPrecondition,
                 "expired",
@@ -596,7 +600,7 @@ impl McpHandler {
             let state = &self.state;
             state
                 .credentials
-                .get(&*state.directory, &identity.tenant, connected)
+                .get(&*state.directory, &identity.tenant, chosen)
                 .await
         };
         fetched.map(Some).map_err(|status| {
@@ -855,4 +859,18 @@ fn deprecation_notice(result: &mut CallToolResult, name: &str, sunset: &str) {
             "message": format!("{name} is deprecated and will be removed after {sunset}"),
         }),
     );
+}
+
+/// The refusal of a call whose provider only other users of the tenant connected: the caller
+/// has no credential to act with, and is told how to connect one.
+fn not_connected(identity: &Identity, name: &str, provider: &str, request_id: &str) -> Outcome {
+    tracing::info!(tenant = %identity.tenant, provider, request_id, "a call needs the caller's own connection to the provider");
+    Outcome::error(
+        format!(
+            "{name} cannot be called: it acts with each user's own {provider} account and you have not connected yours; ask an operator to run `toolplanectl connections connect {} --provider {provider} --user {}` (reference {request_id})",
+            identity.tenant, identity.key_id
+        ),
+        pb::CallOutcome::ExecutorError,
+        "credential_missing",
+    )
 }
