@@ -1083,3 +1083,224 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
         tokens.len()
     );
 }
+
+/// What the token-exchange server (clients/token_exchange.py) answered, by subject: the
+/// SHA-256 prefix of each subject token with the statuses it got.
+fn exchanges(server: &Process) -> Vec<(String, u64)> {
+    server
+        .log_text()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|line| {
+            (
+                line["subject"].as_str().unwrap_or_default().to_owned(),
+                line["status"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn digest(token: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(token.as_bytes()))[..12].to_owned()
+}
+
+/// RFC 8693 token exchange towards an MCP upstream (issue 35): an executor naming a token
+/// exchange never sends a tenant's connection token to the upstream; the edge exchanges it at
+/// the upstream's authorization server (client authentication, the upstream as `resource`)
+/// and sends the token issued for the upstream, per tenant, kept while it lives. A subject the
+/// server refuses fails the call — no fallback to the tenant's token or the executor's. Bad
+/// settings are refused and change nothing.
+#[tokio::test]
+async fn an_upstream_gets_a_token_exchanged_for_it_never_the_tenants_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(1, "").await;
+    let upstream = format!("http://{}/mcp", fleet.edges[0].addr);
+    world(&fleet, &upstream).await;
+    // The subject tokens tenants connect with mean nothing to the upstream; the exchange turns
+    // them into upstream keys, so the upstream's echo names which one it received.
+    let (acme_subject, initech_subject) = (
+        "acme-connection-token-7f3a",
+        "initech-connection-token-91c2",
+    );
+    let tokens = json!({
+        acme_subject: fleet.key("qa", "collector"),
+        initech_subject: fleet.key("globex", "collector"),
+    });
+    let secret = "secret-of-the-edges-at-the-upstreams-server";
+    let port = free_port();
+    let server = Process::spawn(
+        &tp_test_support::python(),
+        &[std::fs::canonicalize("clients/token_exchange.py")
+            .unwrap()
+            .display()
+            .to_string()],
+        &dir.path().join("token-exchange.log"),
+        &[
+            ("TX_PORT", port.to_string()),
+            ("TX_CLIENT_ID", "toolplane edges".to_owned()),
+            ("TX_CLIENT_SECRET", secret.to_owned()),
+            ("TX_RESOURCE", upstream.clone()),
+            ("TX_TOKENS", tokens.to_string()),
+        ],
+    );
+    tp_test_support::eventually(
+        "the token exchange server",
+        Duration::from_secs(20),
+        || async { server.log_text().contains("ready ").then_some(()) },
+    )
+    .await;
+    let exchange = |endpoint: &str, secret_env: &str| pb::TokenExchange {
+        token_endpoint: endpoint.to_owned(),
+        client_id: "toolplane edges".into(),
+        client_secret_env: secret_env.to_owned(),
+        ..Default::default()
+    };
+    let upsert = |name: &str, exchange: pb::TokenExchange| pb::UpsertExecutorRequest {
+        executor: Some(pb::ExecutorInfo {
+            name: name.to_owned(),
+            token_exchange: Some(exchange),
+            ..Default::default()
+        }),
+        update_mask: Some(prost_types::FieldMask {
+            paths: vec!["token_exchange".into()],
+        }),
+    };
+    let mut admin = fleet.cp.admin().await;
+    let endpoint = format!("http://127.0.0.1:{port}/token");
+    // Bad settings: refused, nothing changes.
+    for (name, bad) in [
+        (
+            "crm",
+            exchange("http://exchange.example/token", "TOOLPLANE_CRED_TX"),
+        ),
+        ("crm", exchange(&endpoint, "lower_case")),
+        ("crm", exchange("", "")),
+        ("demo", exchange(&endpoint, "")),
+    ] {
+        let refused = admin
+            .executors
+            .upsert_executor(upsert(name, bad))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+        assert!(
+            refused.message().contains("token_exchange"),
+            "{}",
+            refused.message()
+        );
+    }
+    let (_, listed, _) = ctl(&fleet, &["--json", "executors", "list"], &[]).await;
+    assert!(!listed.contains("token_exchange"), "{listed}");
+    // Set with the CLI (a typo in a field is refused there), read back with the secret's name.
+    let (code, _, err) = ctl(
+        &fleet,
+        &[
+            "executors",
+            "upsert",
+            "crm",
+            "--token-exchange",
+            r#"{"token_endpont": "x"}"#,
+        ],
+        &[],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown field"), "{err}");
+    let settings = json!({
+        "token_endpoint": endpoint,
+        "client_id": "toolplane edges",
+        "client_secret_env": "TOOLPLANE_CRED_TX_SECRET",
+    });
+    let (code, out, err) = ctl(
+        &fleet,
+        &[
+            "executors",
+            "upsert",
+            "crm",
+            "--token-exchange",
+            &settings.to_string(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, listed, _) = ctl(&fleet, &["--json", "executors", "list"], &[]).await;
+    assert!(
+        listed.contains("TOOLPLANE_CRED_TX_SECRET") && !listed.contains(secret),
+        "{listed}"
+    );
+
+    // An edge holding the client secret; acme and initech connect with their subject tokens.
+    let edge = tp_test_support::services::EdgeProcess::start_with_env(
+        &fleet.cp,
+        &[fleet.cp.url()],
+        Some(&fleet.redis.url()),
+        "",
+        &[("TOOLPLANE_CRED_TX_SECRET", secret.to_owned())],
+    )
+    .await;
+    for (tenant, subject) in [("acme", acme_subject), ("initech", initech_subject)] {
+        let (code, out, err) = ctl(
+            &fleet,
+            &["tenants", "connect", tenant, "--provider", "crm"],
+            &[("TOOLPLANE_PROVIDER_CREDENTIAL", subject)],
+        )
+        .await;
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let acme = McpHttp::new(&edge.addr, Some(fleet.key("acme", "collector")), LEGACY);
+    let initech = McpHttp::new(&edge.addr, Some(fleet.key("initech", "collector")), LEGACY);
+    for (client, says) in [
+        (&acme, "[qa/collector] hi"),
+        (&initech, "[globex/collector] hi"),
+    ] {
+        tp_test_support::eventually(
+            "a call with the token exchanged for the upstream",
+            Duration::from_secs(10),
+            || async { (text_of(&echo(client, "hi").await) == says).then_some(()) },
+        )
+        .await;
+    }
+    // Kept while it lives: more calls, no more exchanges.
+    let before = exchanges(&server);
+    for _ in 0..3 {
+        assert_eq!(text_of(&echo(&acme, "again").await), "[qa/collector] again");
+    }
+    assert_eq!(exchanges(&server), before, "an exchange per call");
+    for subject in [acme_subject, initech_subject] {
+        assert!(
+            before.contains(&(digest(subject), 200)),
+            "{subject}: {before:?}"
+        );
+    }
+
+    // A subject the server refuses (a revoked connection token): the call fails, and neither
+    // the tenant's token nor anything else goes to the upstream in its place.
+    let revoked = "acme-connection-token-revoked";
+    let (code, out, err) = ctl(
+        &fleet,
+        &["tenants", "connect", "acme", "--provider", "crm"],
+        &[("TOOLPLANE_PROVIDER_CREDENTIAL", revoked)],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    tp_test_support::eventually(
+        "the refused exchange fails the call",
+        Duration::from_secs(10),
+        || async {
+            let result = echo(&acme, "refused").await;
+            (result["isError"] == true && exchanges(&server).contains(&(digest(revoked), 400)))
+                .then_some(result)
+        },
+    )
+    .await;
+    // The upstream refused nothing: no request ever reached it with a token it did not issue
+    // (a subject token sent as is would have been answered 401).
+    let upstream_log = fleet.edges[0].log();
+    assert!(
+        upstream_log.contains("status=200") && !upstream_log.contains("status=401"),
+        "the upstream was sent a token it refused:\n{upstream_log}"
+    );
+    assert!(!edge.log().contains(secret), "the client secret in a log");
+}

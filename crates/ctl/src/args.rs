@@ -435,6 +435,12 @@ pub enum ExecutorsCmd {
         /// Header carrying it (default `authorization`, where a bare token is sent as Bearer).
         #[arg(long)]
         credential_header: Option<String>,
+        /// MCP executors: exchange tenants' connection tokens (RFC 8693) at the upstream's
+        /// authorization server, as a JSON object: `{"token_endpoint": URL, "client_id": ID,
+        /// "client_secret_env": VAR, "audience": A, "scope": S}` (the last three optional);
+        /// an empty string removes it.
+        #[arg(long)]
+        token_exchange: Option<String>,
     },
     /// Read an MCP executor's live `tools/list` and print catalogue entries for its tools
     /// (names prefixed with the executor's `tool_prefix`), ready for `tools register`; with

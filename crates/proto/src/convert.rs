@@ -380,6 +380,15 @@ pub fn try_executor(executor: Option<pb::ExecutorInfo>) -> DomainResult<domain::
         tool_prefix: executor.tool_prefix,
         credential_env: executor.credential_env,
         credential_header: executor.credential_header,
+        token_exchange: executor
+            .token_exchange
+            .map(|exchange| domain::TokenExchange {
+                token_endpoint: exchange.token_endpoint,
+                client_id: exchange.client_id,
+                client_secret_env: exchange.client_secret_env,
+                audience: exchange.audience,
+                scope: exchange.scope,
+            }),
     })
 }
 
@@ -393,6 +402,7 @@ pub const EXECUTOR_FIELDS: &[&str] = &[
     "tool_prefix",
     "credential_env",
     "credential_header",
+    "token_exchange",
 ];
 
 /// An upsert of `submitted` over `existing` (see `UpsertExecutorRequest`): a new executor is
@@ -432,6 +442,7 @@ pub fn patch_executor(
                 ("tool_prefix", !submitted.tool_prefix.is_empty()),
                 ("credential_env", !submitted.credential_env.is_empty()),
                 ("credential_header", !submitted.credential_header.is_empty()),
+                ("token_exchange", submitted.token_exchange.is_some()),
             ];
             set.iter()
                 .filter(|(_, on)| *on)
@@ -465,6 +476,9 @@ pub fn patch_executor(
     if name("credential_header") {
         merged.credential_header = submitted.credential_header;
     }
+    if name("token_exchange") {
+        merged.token_exchange = submitted.token_exchange;
+    }
     try_executor(Some(merged))
 }
 
@@ -484,6 +498,13 @@ impl From<&domain::Executor> for pb::ExecutorInfo {
             tool_prefix: e.tool_prefix.clone(),
             credential_env: e.credential_env.clone(),
             credential_header: e.credential_header.clone(),
+            token_exchange: e.token_exchange.as_ref().map(|exchange| pb::TokenExchange {
+                token_endpoint: exchange.token_endpoint.clone(),
+                client_id: exchange.client_id.clone(),
+                client_secret_env: exchange.client_secret_env.clone(),
+                audience: exchange.audience.clone(),
+                scope: exchange.scope.clone(),
+            }),
         }
     }
 }
@@ -500,6 +521,7 @@ impl From<&pb::ExecutorInfo> for domain::Executor {
             tool_prefix: String::new(),
             credential_env: String::new(),
             credential_header: String::new(),
+            token_exchange: None,
         })
     }
 }

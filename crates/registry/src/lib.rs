@@ -31,7 +31,7 @@ pub use error::{
 };
 pub use model::{
     ApiKey, ApprovalCondition, ApprovalRule, CeilingChange, Disclosure, DisclosureMode, Executor,
-    ExecutorProtocol, Policy, Provider, Role, Tenant,
+    ExecutorProtocol, Policy, Provider, Role, Tenant, TokenExchange,
 };
 pub use policy::CeilingReport;
 pub use resolve::{ActionSet, ResolvedTool, project, resolve};

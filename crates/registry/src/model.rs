@@ -256,6 +256,67 @@ pub struct Executor {
     /// Header carrying the credential (empty = `authorization`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub credential_header: String,
+    /// MCP executors: a tenant's connection token is exchanged (RFC 8693) at the upstream's
+    /// authorization server for a token meant for the upstream, which is sent instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_exchange: Option<TokenExchange>,
+}
+
+/// RFC 8693 token exchange at an MCP upstream's authorization server: the edge sends a
+/// tenant's connection token as the subject token and sends the upstream the token it gets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenExchange {
+    /// The authorization server's token endpoint (https; http only on loopback).
+    pub token_endpoint: String,
+    /// The edge's client id there.
+    pub client_id: String,
+    /// The environment variable, on each edge, holding the client secret (named with the
+    /// edges' `executors.credential_env_prefix`); empty = a public client.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_secret_env: String,
+    /// The `audience` parameter; empty = none (the `resource` is always the upstream's URL).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub audience: String,
+    /// The `scope` parameter; empty = none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scope: String,
+}
+
+impl TokenExchange {
+    fn check(&self, v: &mut Violations) {
+        v.check(
+            "executor.token_exchange.token_endpoint",
+            crate::tokens::check_issuer_url(&self.token_endpoint),
+        );
+        v.check(
+            "executor.token_exchange.client_id",
+            check_text(&self.client_id, 256, true),
+        );
+        if !self.client_secret_env.is_empty() && !is_env_name(&self.client_secret_env) {
+            v.add(
+                "executor.token_exchange.client_secret_env",
+                "an environment variable name: [A-Z_][A-Z0-9_]*",
+            );
+        }
+        v.check(
+            "executor.token_exchange.audience",
+            check_text(&self.audience, 500, false),
+        );
+        v.check(
+            "executor.token_exchange.scope",
+            check_text(&self.scope, 500, false),
+        );
+    }
+}
+
+/// An environment variable name: `[A-Z_][A-Z0-9_]*`, at most 128 characters.
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// A provider (an external API connection, e.g. `google`).
@@ -479,15 +540,7 @@ impl Executor {
         if !self.credential_env.is_empty() {
             if mcp_only {
                 v.add("executor.credential_env", "only for MCP executors");
-            } else if self.credential_env.len() > 128
-                || self
-                    .credential_env
-                    .starts_with(|c: char| c.is_ascii_digit())
-                || !self
-                    .credential_env
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-            {
+            } else if !is_env_name(&self.credential_env) {
                 v.add(
                     "executor.credential_env",
                     "an environment variable name: [A-Z_][A-Z0-9_]*",
@@ -508,6 +561,12 @@ impl Executor {
                     "an HTTP header name: [A-Za-z0-9-]",
                 );
             }
+        }
+        if let Some(exchange) = &self.token_exchange {
+            if mcp_only {
+                v.add("executor.token_exchange", "only for MCP executors");
+            }
+            exchange.check(&mut v);
         }
         v.finish()?;
         Ok(self)

@@ -40,6 +40,7 @@ pub use rmcp::model::Tool as UpstreamTool;
 
 mod definition;
 mod events;
+mod exchange;
 mod traced;
 
 /// The prefix of the environment variables that hold executors' credentials when an executor
@@ -220,6 +221,9 @@ pub struct Upstream {
     /// Open sessions by whose credential they carry: `None` the executor's own, else a
     /// tenant's (ADR 0015), named by the credential's SHA-256 so the map does not hold it.
     sessions: tokio::sync::Mutex<HashMap<Option<[u8; 32]>, Arc<Session>>>,
+    /// The executor's token exchange (RFC 8693), when it names one: tenants' tokens are
+    /// exchanged for the upstream's before they are sent.
+    exchange: Option<exchange::Exchanger>,
 }
 
 /// Sessions an upstream keeps open at most; past it the tenants' sessions are closed (they
@@ -340,11 +344,13 @@ impl Upstream {
     /// variables named `prefix…`); nothing is opened yet.
     pub fn new(info: Executor, prefix: &str, http: reqwest::Client) -> Upstream {
         let credential = credential(&info, prefix);
+        let exchange = exchange::Exchanger::new(&info, prefix, http.clone());
         Upstream {
             info,
             credential,
             http,
             sessions: tokio::sync::Mutex::default(),
+            exchange,
         }
     }
 
@@ -355,6 +361,7 @@ impl Upstream {
             credential: Ok(credential),
             http: reqwest::Client::default(),
             sessions: tokio::sync::Mutex::default(),
+            exchange: None,
         }
     }
 
@@ -370,6 +377,18 @@ impl Upstream {
     /// The session that carries `tenant_token` (a tenant's credential for this upstream's
     /// provider) or, without one, the executor's own credential.
     async fn session_as(&self, tenant_token: Option<&str>) -> Result<Arc<Session>, UpstreamError> {
+        // With a token exchange, the upstream gets the token issued for it, never the
+        // tenant's own (a failed exchange fails the call).
+        let exchanged = match (&self.exchange, tenant_token) {
+            (Some(exchange), Some(token)) => Some(
+                exchange
+                    .exchange(token)
+                    .await
+                    .map_err(UpstreamError::Unreachable)?,
+            ),
+            _ => None,
+        };
+        let tenant_token = exchanged.as_deref().or(tenant_token);
         let key = tenant_token.map(|token| {
             let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
             digest
@@ -747,6 +766,7 @@ mod tests {
                 tool_prefix: "everything_".into(),
                 credential_env: String::new(),
                 credential_header: String::new(),
+                token_exchange: None,
             },
             "TOOLPLANE_CRED_",
             reqwest::Client::default(),
@@ -768,6 +788,7 @@ mod tests {
             tool_prefix: String::new(),
             credential_env: env.into(),
             credential_header: String::new(),
+            token_exchange: None,
         };
         // PATH exists in every environment: it must never be readable through an executor.
         let error = credential(&executor("PATH"), "TOOLPLANE_CRED_").unwrap_err();

@@ -50,6 +50,7 @@ async fn upsert_executor(
         tool_prefix,
         credential_env,
         credential_header,
+        token_exchange,
     } = cmd
     else {
         unreachable!("called with executors upsert only");
@@ -64,11 +65,7 @@ async fn upsert_executor(
         paths.push("endpoint");
     }
     if let Some(protocol) = protocol {
-        executor.protocol = match protocol.as_str() {
-            "grpc" => pb::ExecutorProtocol::Grpc,
-            "mcp" => pb::ExecutorProtocol::Mcp,
-            other => bail!("unknown protocol {other:?} (grpc, mcp)"),
-        } as i32;
+        executor.protocol = protocol_of(&protocol)? as i32;
         paths.push("protocol");
     }
     if let Some(timeout_ms) = timeout_ms {
@@ -95,6 +92,10 @@ async fn upsert_executor(
         executor.credential_header = credential_header;
         paths.push("credential_header");
     }
+    if let Some(token_exchange) = token_exchange {
+        executor.token_exchange = token_exchange_of(&token_exchange)?;
+        paths.push("token_exchange");
+    }
     if paths.is_empty() {
         bail!("nothing to change: give at least one of the flags (see --help)");
     }
@@ -110,6 +111,51 @@ async fn upsert_executor(
             .await?
             .into_inner(),
     ])
+}
+
+/// `--protocol`.
+fn protocol_of(protocol: &str) -> anyhow::Result<pb::ExecutorProtocol> {
+    Ok(match protocol {
+        "grpc" => pb::ExecutorProtocol::Grpc,
+        "mcp" => pb::ExecutorProtocol::Mcp,
+        other => bail!("unknown protocol {other:?} (grpc, mcp)"),
+    })
+}
+
+/// `--token-exchange`: a JSON object of the exchange's settings; empty = none.
+fn token_exchange_of(text: &str) -> anyhow::Result<Option<pb::TokenExchange>> {
+    const FIELDS: [&str; 5] = [
+        "token_endpoint",
+        "client_id",
+        "client_secret_env",
+        "audience",
+        "scope",
+    ];
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let given: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
+        .map_err(|e| anyhow::anyhow!("--token-exchange: not a JSON object ({e})"))?;
+    let field = |name: &str| -> anyhow::Result<String> {
+        match given.get(name) {
+            None => Ok(String::new()),
+            Some(serde_json::Value::String(value)) => Ok(value.clone()),
+            Some(_) => bail!("--token-exchange: {name} must be a string"),
+        }
+    };
+    if let Some(unknown) = given.keys().find(|key| !FIELDS.contains(&key.as_str())) {
+        bail!(
+            "--token-exchange: unknown field {unknown:?} (known: {})",
+            FIELDS.join(", ")
+        );
+    }
+    Ok(Some(pb::TokenExchange {
+        token_endpoint: field("token_endpoint")?,
+        client_id: field("client_id")?,
+        client_secret_env: field("client_secret_env")?,
+        audience: field("audience")?,
+        scope: field("scope")?,
+    }))
 }
 
 /// `executors import`: the upstream's tools as proposed definitions, or registered.

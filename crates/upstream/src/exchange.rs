@@ -1,0 +1,262 @@
+//! RFC 8693 token exchange at an MCP upstream's authorization server (ADR 0015): when an
+//! executor names one (`token_exchange`), a tenant's connection token is not sent to the
+//! upstream itself; it is the subject token of an exchange, and the token the authorization
+//! server issues for the upstream (`resource` = the executor's endpoint) is sent instead.
+//!
+//! Issued tokens are kept in this process's memory, by the SHA-256 of the subject token, until
+//! shortly before they expire. A refused or failed exchange fails the call: the subject token
+//! is never sent in its place.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use sha2::Digest as _;
+use tp_registry::{Executor, TokenExchange};
+
+/// The grant type of RFC 8693.
+const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// The token type of an access token (RFC 8693 section 3).
+const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
+/// Longest answer read from the token endpoint.
+const MAX_ANSWER: usize = 64 * 1024;
+/// Longest token taken (it becomes a header value).
+const MAX_TOKEN: usize = 8192;
+/// Issued tokens kept at most; past it the cache is emptied.
+const MAX_CACHED: usize = 1024;
+/// How long an issued token is kept when the answer does not say when it expires.
+const DEFAULT_LIFETIME: Duration = Duration::from_secs(60);
+/// How long one exchange may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Exchanges tenants' tokens for one executor.
+pub(crate) struct Exchanger {
+    settings: TokenExchange,
+    /// The client secret from this process's environment, or why it is missing.
+    secret: Result<Option<String>, String>,
+    /// The upstream's URL, sent as `resource`.
+    resource: String,
+    http: reqwest::Client,
+    issued: Mutex<HashMap<[u8; 32], (String, Instant)>>,
+}
+
+impl std::fmt::Debug for Exchanger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchanger")
+            .field("token_endpoint", &self.settings.token_endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Exchanger {
+    /// The exchanger of `info`, when it names a token exchange; the client secret is read
+    /// from the environment variable it names, which must start with `prefix` (as executors'
+    /// credentials).
+    pub(crate) fn new(info: &Executor, prefix: &str, http: reqwest::Client) -> Option<Self> {
+        let settings = info.token_exchange.clone()?;
+        let secret = match settings.client_secret_env.as_str() {
+            "" => Ok(None),
+            name if !name.starts_with(prefix) || name.len() == prefix.len() => Err(format!(
+                "MCP executor {:?} names token_exchange.client_secret_env {name:?}, but this edge only reads variables named {prefix}…",
+                info.name
+            )),
+            name => std::env::var(name).map(Some).map_err(|_| {
+                format!(
+                    "the token exchange secret for MCP executor {:?} is not set: environment variable {name} is missing on this edge",
+                    info.name
+                )
+            }),
+        };
+        Some(Exchanger {
+            settings,
+            secret,
+            resource: info.endpoint.clone(),
+            http,
+            issued: Mutex::default(),
+        })
+    }
+
+    fn issued(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (String, Instant)>> {
+        self.issued.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The upstream's token for `subject` (a tenant's connection token): the one kept while
+    /// it is fresh, else a new exchange's.
+    pub(crate) async fn exchange(&self, subject: &str) -> Result<String, String> {
+        let key: [u8; 32] = sha2::Sha256::digest(subject.as_bytes()).into();
+        if let Some((token, until)) = self.issued().get(&key)
+            && Instant::now() < *until
+        {
+            return Ok(token.clone());
+        }
+        let (token, lifetime) = self.request(subject).await?;
+        // Renewed a little before it expires: a tenth of its life, at most a minute.
+        let margin = (lifetime / 10).min(Duration::from_secs(60));
+        let mut issued = self.issued();
+        if issued.len() >= MAX_CACHED {
+            issued.clear();
+        }
+        issued.insert(key, (token.clone(), Instant::now() + lifetime - margin));
+        Ok(token)
+    }
+
+    /// One exchange: the issued token and its lifetime.
+    async fn request(&self, subject: &str) -> Result<(String, Duration), String> {
+        let secret = self.secret.clone()?;
+        let settings = &self.settings;
+        let body = self.form(subject, secret.is_none());
+        let mut request = self
+            .http
+            .post(&settings.token_endpoint)
+            .timeout(TIMEOUT)
+            .header(http::header::ACCEPT, "application/json")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            );
+        if let Some(secret) = secret {
+            // RFC 6749 2.3.1: both form-encoded before they are joined.
+            let encode =
+                |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+                "{}:{}",
+                encode(&settings.client_id),
+                encode(&secret)
+            ));
+            request = request.header(http::header::AUTHORIZATION, format!("Basic {basic}"));
+        }
+        let mut response = request
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("the upstream's token endpoint is unreachable: {e}"))?;
+        let status = response.status();
+        let answer = read_bounded(&mut response).await?;
+        if !status.is_success() {
+            return Err(refusal(status, &answer));
+        }
+        issued_token(&answer)
+    }
+
+    /// The request's form (`with_client_id`: a public client names itself in it).
+    fn form(&self, subject: &str, with_client_id: bool) -> String {
+        let settings = &self.settings;
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        form.append_pair("grant_type", GRANT_TYPE)
+            .append_pair("subject_token", subject)
+            .append_pair("subject_token_type", ACCESS_TOKEN)
+            .append_pair("requested_token_type", ACCESS_TOKEN)
+            .append_pair("resource", &self.resource);
+        if !settings.audience.is_empty() {
+            form.append_pair("audience", &settings.audience);
+        }
+        if !settings.scope.is_empty() {
+            form.append_pair("scope", &settings.scope);
+        }
+        if with_client_id {
+            form.append_pair("client_id", &settings.client_id);
+        }
+        form.finish()
+    }
+}
+
+/// The answer's JSON, at most [`MAX_ANSWER`] bytes read (`null` when it is not JSON).
+async fn read_bounded(response: &mut reqwest::Response) -> Result<serde_json::Value, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("reading the token exchange's answer: {e}"))?
+    {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_ANSWER {
+            return Err(format!(
+                "the token exchange's answer exceeds {MAX_ANSWER} bytes"
+            ));
+        }
+    }
+    Ok(serde_json::from_slice(&body).unwrap_or_default())
+}
+
+/// Why the authorization server did not issue a token.
+fn refusal(status: http::StatusCode, answer: &serde_json::Value) -> String {
+    match answer["error"].as_str() {
+        Some(error) => {
+            let description = answer["error_description"].as_str().unwrap_or_default();
+            let description: String = description.chars().take(200).collect();
+            format!(
+                "the upstream's authorization server refused the token exchange: {error} {description}"
+            )
+            .trim_end()
+            .to_owned()
+        }
+        None => format!("the upstream's token endpoint answered HTTP {status}"),
+    }
+}
+
+/// The token of a successful answer, and how long it lives: a bearer token of printable
+/// ASCII, at most [`MAX_TOKEN`] bytes.
+fn issued_token(answer: &serde_json::Value) -> Result<(String, Duration), String> {
+    let token = answer["access_token"].as_str().unwrap_or_default();
+    if token.is_empty()
+        || token.len() > MAX_TOKEN
+        || !token.bytes().all(|b| (0x21..0x7f).contains(&b))
+    {
+        return Err(
+            "the token exchange's answer holds no usable access_token (empty, too long or not printable ASCII)"
+                .into(),
+        );
+    }
+    let token_type = answer["token_type"].as_str().unwrap_or("bearer");
+    if !token_type.eq_ignore_ascii_case("bearer") {
+        return Err(format!(
+            "the token exchange issued a {token_type:?} token; only bearer tokens can be sent"
+        ));
+    }
+    let lifetime = match &answer["expires_in"] {
+        serde_json::Value::Number(secs) => secs.as_u64(),
+        serde_json::Value::String(secs) => secs.trim().parse().ok(),
+        _ => None,
+    }
+    .filter(|secs| *secs > 0)
+    .map_or(DEFAULT_LIFETIME, Duration::from_secs);
+    Ok((token.to_owned(), lifetime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_bearer_token_of_printable_ascii_is_taken() {
+        let (token, lifetime) = issued_token(
+            &json!({"access_token": "t", "token_type": "Bearer", "expires_in": "120"}),
+        )
+        .unwrap();
+        assert_eq!((token.as_str(), lifetime), ("t", Duration::from_secs(120)));
+        let (_, lifetime) = issued_token(&json!({"access_token": "t"})).unwrap();
+        assert_eq!(lifetime, DEFAULT_LIFETIME);
+        for bad in [
+            json!({}),
+            json!({"access_token": ""}),
+            json!({"access_token": "a b"}),
+            json!({"access_token": "t", "token_type": "DPoP"}),
+            json!({"access_token": "x".repeat(MAX_TOKEN + 1)}),
+        ] {
+            assert!(issued_token(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_error_and_a_short_description() {
+        let said = refusal(
+            http::StatusCode::BAD_REQUEST,
+            &json!({"error": "invalid_grant", "error_description": "d".repeat(500)}),
+        );
+        assert!(said.contains("invalid_grant") && said.len() < 320, "{said}");
+        let said = refusal(http::StatusCode::BAD_GATEWAY, &serde_json::Value::Null);
+        assert!(said.contains("502"), "{said}");
+    }
+}
