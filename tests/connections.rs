@@ -10,7 +10,7 @@ use tp_proto::pb;
 use tp_test_support::services::free_port;
 use tp_test_support::{McpHttp, Process};
 
-use crate::fleet::{Fleet, LEGACY, test_tool};
+use crate::fleet::{Fleet, LEGACY, STATELESS, test_tool};
 use crate::upstream::ctl;
 
 /// Every file of the control plane's SQLite database (the WAL included), as bytes.
@@ -464,9 +464,48 @@ async fn a_users_own_connection_serves_their_calls_and_no_one_elses() {
     let (_, out, _) = ctl(&fleet, &["--json", "connections", "list", "acme"], &[]).await;
     assert_eq!(out.trim(), "[]");
 
+    // Listeners (2026-07-28 `subscriptions/listen`): bob's, of acme, hears the change a
+    // connection makes; initech's hears nothing of acme's.
+    let listen = |key: String| async move {
+        let (status, mut stream) = McpHttp::new(&fleet_ref.edges[1].addr, Some(&key), STATELESS)
+            .stream(
+                1,
+                "subscriptions/listen",
+                json!({"notifications": {"toolsListChanged": true}}),
+            )
+            .await;
+        assert_eq!(status, 200);
+        let acknowledged = tokio::time::timeout(Duration::from_secs(5), stream.recv())
+            .await
+            .unwrap();
+        assert!(acknowledged.is_some(), "no acknowledgement");
+        stream
+    };
+    let mut acme_listener = listen(bob_key.clone()).await;
+    let mut initech_listener = listen(fleet.key("initech", "collector").to_owned()).await;
+
     // Alice connects for herself: the tool appears to acme; her calls carry her credential.
     let (code, out, err) = connect(Some(&alice_id), &alices_credential).await;
     assert_eq!(code, 0, "{out}{err}");
+    let is_list_changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(message) = acme_listener.recv().await {
+            if is_list_changed(&message) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(heard, Ok(true), "acme's listener heard no list_changed");
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(300), initech_listener.recv()).await
+    {
+        assert!(
+            !is_list_changed(&message),
+            "initech heard acme's change: {message}"
+        );
+    }
     for client in alice.iter().chain([&bob]) {
         tp_test_support::eventually(
             "the provider's tool for acme's callers",
