@@ -250,6 +250,46 @@ mod tests {
     }
 
     #[test]
+    fn the_client_secret_is_read_only_from_a_variable_of_the_prefix() {
+        let executor = |secret_env: &str| Executor {
+            name: "x".into(),
+            endpoint: "http://127.0.0.1:1/mcp".into(),
+            protocol: tp_registry::ExecutorProtocol::Mcp,
+            timeout_ms: 1000,
+            max_concurrency: 1,
+            description: String::new(),
+            tool_prefix: String::new(),
+            credential_env: String::new(),
+            credential_header: String::new(),
+            token_exchange: Some(TokenExchange {
+                token_endpoint: "http://127.0.0.1:1/token".into(),
+                client_id: "edge".into(),
+                client_secret_env: secret_env.into(),
+                audience: String::new(),
+                scope: String::new(),
+            }),
+        };
+        let http = reqwest::Client::new();
+        // PATH exists in every environment: it must never be sent as a client secret.
+        for name in ["PATH", "TOOLPLANE_CRED_"] {
+            let exchanger = Exchanger::new(&executor(name), "TOOLPLANE_CRED_", http.clone());
+            let error = exchanger.unwrap().secret.unwrap_err();
+            assert!(error.contains("only reads variables named"), "{error}");
+        }
+        let missing = Exchanger::new(
+            &executor("TOOLPLANE_CRED_NOT_SET_ANYWHERE"),
+            "TOOLPLANE_CRED_",
+            http.clone(),
+        );
+        assert!(missing.unwrap().secret.unwrap_err().contains("is missing"));
+        let public = Exchanger::new(&executor(""), "TOOLPLANE_CRED_", http.clone());
+        assert_eq!(public.unwrap().secret, Ok(None));
+        let mut plain = executor("");
+        plain.token_exchange = None;
+        assert!(Exchanger::new(&plain, "TOOLPLANE_CRED_", http).is_none());
+    }
+
+    #[test]
     fn a_refusal_names_the_error_and_a_short_description() {
         let said = refusal(
             http::StatusCode::BAD_REQUEST,

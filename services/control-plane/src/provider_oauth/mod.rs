@@ -49,6 +49,9 @@ const CLAIM_SECS: u64 = 60;
 /// The author of disconnections after the provider revoked the grant.
 pub const REFRESH_FAILED: &str = "system:connection-refresh-failed";
 
+/// Renewals in flight at once.
+const RENEWALS_AT_ONCE: usize = 8;
+
 /// Longest wait between renewals of one connection that keep failing.
 const MAX_BACKOFF_SECS: u64 = 300;
 
@@ -470,50 +473,57 @@ impl Connector {
 
     /// Renews every access token due; returns how many were renewed.
     pub async fn refresh_due(&self) -> usize {
+        use futures::StreamExt as _;
         let now = now_secs();
         let due = self
             .engine
             .read(|state| state.connections_due_for_refresh(now))
             .await;
-        let mut renewed = 0;
-        for connection in due {
-            if !self.renews(&connection.provider) {
-                continue;
-            }
-            if connection.renewing_until.is_some_and(|until| until > now) {
-                continue;
-            }
-            let key = connection.id.clone();
-            if self
-                .backoff()
-                .get(&key)
-                .is_some_and(|&(_, next)| next > now)
-            {
-                continue;
-            }
-            let was = connection.fingerprint.clone();
-            match self.refresh(connection).await {
-                Ok(true) => {
+        let due = due.into_iter().filter(|connection| {
+            self.renews(&connection.provider)
+                && connection.renewing_until.is_none_or(|until| until <= now)
+                && self
+                    .backoff()
+                    .get(&connection.id)
+                    .is_none_or(|&(_, next)| next <= now)
+        });
+        // A few at a time: one slow provider (10 s per request at most) does not hold back
+        // every other renewal, and no provider gets a burst.
+        futures::stream::iter(due)
+            .map(|connection| self.renew_one(connection, now))
+            .buffer_unordered(RENEWALS_AT_ONCE)
+            .filter(|renewed| std::future::ready(*renewed))
+            .count()
+            .await
+    }
+
+    /// Renews one connection; whether it was renewed. A failure is backed off and the claim
+    /// released.
+    async fn renew_one(&self, connection: Connection, now: u64) -> bool {
+        let key = connection.id.clone();
+        let was = connection.fingerprint.clone();
+        match self.refresh(connection).await {
+            Ok(renewed) => {
+                if renewed {
                     self.backoff().remove(&key);
-                    renewed += 1;
                 }
-                Ok(false) => {}
-                Err(error) => {
-                    let wait = self.failed(&key, now);
-                    tracing::warn!(connection = %key, %error, retry_in_secs = wait, "renewing a connection's token failed; will retry");
-                    let released = self
-                        .engine
-                        .write("system:connection-refresh", |state| {
-                            Ok((state.release_renewal(&key, &was, &self.replica), ()))
-                        })
-                        .await;
-                    if let Err(error) = released {
-                        tracing::warn!(connection = %key, %error, "releasing a renewal's claim failed; it lapses by itself");
-                    }
+                renewed
+            }
+            Err(error) => {
+                let wait = self.failed(&key, now);
+                tracing::warn!(connection = %key, %error, retry_in_secs = wait, "renewing a connection's token failed; will retry");
+                let released = self
+                    .engine
+                    .write("system:connection-refresh", |state| {
+                        Ok((state.release_renewal(&key, &was, &self.replica), ()))
+                    })
+                    .await;
+                if let Err(error) = released {
+                    tracing::warn!(connection = %key, %error, "releasing a renewal's claim failed; it lapses by itself");
                 }
+                false
             }
         }
-        renewed
     }
 
     fn backoff(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (u32, u64)>> {
