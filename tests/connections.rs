@@ -203,7 +203,7 @@ async fn a_connected_tenants_calls_carry_its_own_credential_and_no_secret_is_sto
     let ask = || pb::GetCredentialRequest {
         tenant: "acme".into(),
         provider: "crm".into(),
-        user: String::new(),
+        ..Default::default()
     };
     let mut admin = fleet.cp.admin().await;
     let refused = admin.registry.get_credential(ask()).await.unwrap_err();
@@ -536,9 +536,28 @@ async fn a_users_own_connection_serves_their_calls_and_no_one_elses() {
         tenant: "acme".into(),
         provider: "crm".into(),
         user: user.into(),
+        features: vec!["user_connections".into()],
     };
     let handed = edge.registry.get_credential(ask(&alice_id)).await.unwrap();
     assert_eq!(handed.get_ref().credential, alices_credential);
+    assert_eq!(handed.get_ref().user, alice_id);
+    // An edge predating users' connections (it would hand the tenant's credential to every
+    // caller) gets none for this provider.
+    let older = pb::GetCredentialRequest {
+        features: Vec::new(),
+        ..ask(&alice_id)
+    };
+    let refused = edge.registry.get_credential(older).await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().contains("upgrade the edge"),
+        "{}",
+        refused.message()
+    );
     for other in [bob_id.as_str(), ""] {
         let refused = edge.registry.get_credential(ask(other)).await.unwrap_err();
         assert_eq!(
@@ -1301,6 +1320,38 @@ async fn an_upstream_gets_a_token_exchanged_for_it_never_the_tenants_own() {
         )
         .await;
     }
+    // An edge predating token exchange (it would send the tenant's token as is) gets no
+    // credential of this provider.
+    let mut edge_client = tp_client::Admin::connect(&fleet.cp.url(), &fleet.cp.edge_token())
+        .await
+        .unwrap();
+    let ask = |features: Vec<String>| pb::GetCredentialRequest {
+        tenant: "acme".into(),
+        provider: "crm".into(),
+        user: String::new(),
+        features,
+    };
+    let refused = edge_client
+        .registry
+        .get_credential(ask(Vec::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().contains("token_exchange"),
+        "{}",
+        refused.message()
+    );
+    let handed = edge_client
+        .registry
+        .get_credential(ask(vec!["token_exchange".into()]))
+        .await
+        .unwrap();
+    assert_eq!(handed.get_ref().credential, acme_subject);
     // Kept while it lives: more calls, no more exchanges.
     let before = exchanges(&server);
     for _ in 0..3 {
@@ -1334,6 +1385,19 @@ async fn an_upstream_gets_a_token_exchanged_for_it_never_the_tenants_own() {
         },
     )
     .await;
+    // The refusal is acme's to fix, told as such, and trips no breaker: acme's next calls get
+    // the same answer, and initech's calls on the same executor still go through.
+    for _ in 0..6 {
+        let again = text_of(&echo(&acme, "refused").await);
+        assert!(
+            again.contains("invalid_grant") && again.contains("must be made again"),
+            "{again}"
+        );
+    }
+    assert_eq!(
+        text_of(&echo(&initech, "still").await),
+        "[globex/collector] still"
+    );
     // The upstream refused nothing: no request ever reached it with a token it did not issue
     // (a subject token sent as is would have been answered 401).
     let upstream_log = fleet.edges[0].log();

@@ -15,6 +15,8 @@ use base64::Engine as _;
 use sha2::Digest as _;
 use tp_registry::{Executor, TokenExchange};
 
+use crate::UpstreamError;
+
 /// The grant type of RFC 8693.
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 /// The token type of an access token (RFC 8693 section 3).
@@ -27,6 +29,8 @@ const MAX_TOKEN: usize = 8192;
 const MAX_CACHED: usize = 1024;
 /// How long an issued token is kept when the answer does not say when it expires.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(60);
+/// Longest an issued token is kept, whatever the answer says.
+const MAX_LIFETIME: Duration = Duration::from_secs(3600);
 /// How long one exchange may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -83,7 +87,7 @@ impl Exchanger {
 
     /// The upstream's token for `subject` (a tenant's connection token): the one kept while
     /// it is fresh, else a new exchange's.
-    pub(crate) async fn exchange(&self, subject: &str) -> Result<String, String> {
+    pub(crate) async fn exchange(&self, subject: &str) -> Result<String, UpstreamError> {
         let key: [u8; 32] = sha2::Sha256::digest(subject.as_bytes()).into();
         if let Some((token, until)) = self.issued().get(&key)
             && Instant::now() < *until
@@ -91,6 +95,7 @@ impl Exchanger {
             return Ok(token.clone());
         }
         let (token, lifetime) = self.request(subject).await?;
+        let lifetime = lifetime.min(MAX_LIFETIME);
         // Renewed a little before it expires: a tenth of its life, at most a minute.
         let margin = (lifetime / 10).min(Duration::from_secs(60));
         let mut issued = self.issued();
@@ -102,8 +107,8 @@ impl Exchanger {
     }
 
     /// One exchange: the issued token and its lifetime.
-    async fn request(&self, subject: &str) -> Result<(String, Duration), String> {
-        let secret = self.secret.clone()?;
+    async fn request(&self, subject: &str) -> Result<(String, Duration), UpstreamError> {
+        let secret = self.secret.clone().map_err(UpstreamError::Unreachable)?;
         let settings = &self.settings;
         let body = self.form(subject, secret.is_none());
         let mut request = self
@@ -126,17 +131,22 @@ impl Exchanger {
             ));
             request = request.header(http::header::AUTHORIZATION, format!("Basic {basic}"));
         }
-        let mut response = request
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("the upstream's token endpoint is unreachable: {e}"))?;
+        let mut response = request.body(body).send().await.map_err(|e| {
+            UpstreamError::Unreachable(format!("the upstream's token endpoint is unreachable: {e}"))
+        })?;
         let status = response.status();
-        let answer = read_bounded(&mut response).await?;
-        if !status.is_success() {
-            return Err(refusal(status, &answer));
+        let answer = read_bounded(&mut response)
+            .await
+            .map_err(UpstreamError::Unreachable)?;
+        if status.is_client_error() && answer["error"].is_string() {
+            // The server refused this subject (revoked, expired, not allowed): the caller's
+            // connection, not the upstream, is at fault.
+            return Err(UpstreamError::CredentialRefused(refusal(status, &answer)));
         }
-        issued_token(&answer)
+        if !status.is_success() {
+            return Err(UpstreamError::Unreachable(refusal(status, &answer)));
+        }
+        issued_token(&answer).map_err(UpstreamError::Unreachable)
     }
 
     /// The request's form (`with_client_id`: a public client names itself in it).

@@ -56,6 +56,10 @@ pub enum UpstreamError {
     /// The upstream answered the call with a JSON-RPC error, or the session broke mid-call.
     #[error("{0}")]
     Failed(String),
+    /// The upstream's authorization server refused the tenant's (or user's) connection token
+    /// in a token exchange: the connection must be made again; the upstream is not at fault.
+    #[error("{0}")]
+    CredentialRefused(String),
 }
 
 /// How long a finished call waits for progress its server sent before the result, while the
@@ -203,6 +207,9 @@ impl Drop for Pending {
 pub struct Session {
     service: RunningService<RoleClient, Relay>,
     relay: Relay,
+    /// The SHA-256 of the credential it carries (a token exchanged for the upstream changes
+    /// while the tenant's stays: the session is then replaced, not kept beside).
+    carries: Option<[u8; 32]>,
 }
 
 impl std::fmt::Debug for Session {
@@ -336,7 +343,11 @@ async fn open(
     let service = serve_client_with_lifecycle(relay.clone(), transport, lifecycle)
         .await
         .map_err(|e| UpstreamError::Unreachable(format!("cannot open an MCP session: {e}")))?;
-    Ok(Session { service, relay })
+    Ok(Session {
+        service,
+        relay,
+        carries: None,
+    })
 }
 
 impl Upstream {
@@ -380,22 +391,19 @@ impl Upstream {
         // With a token exchange, the upstream gets the token issued for it, never the
         // tenant's own (a failed exchange fails the call).
         let exchanged = match (&self.exchange, tenant_token) {
-            (Some(exchange), Some(token)) => Some(
-                exchange
-                    .exchange(token)
-                    .await
-                    .map_err(UpstreamError::Unreachable)?,
-            ),
+            (Some(exchange), Some(token)) => Some(exchange.exchange(token).await?),
             _ => None,
         };
+        let digest = |token: &str| -> [u8; 32] { sha2::Sha256::digest(token.as_bytes()).into() };
+        // Sessions by the tenant's token; each carries the token sent (the same, or the one
+        // exchanged for it).
+        let key = tenant_token.map(digest);
         let tenant_token = exchanged.as_deref().or(tenant_token);
-        let key = tenant_token.map(|token| {
-            let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-            digest
-        });
+        let carries = tenant_token.map(digest);
         let mut sessions = self.sessions.lock().await;
         if let Some(session) = sessions.get(&key)
             && !session.service.is_transport_closed()
+            && session.carries == carries
         {
             return Ok(Arc::clone(session));
         }
@@ -421,7 +429,7 @@ impl Upstream {
         let session = tokio::spawn(async move { open(&info, credential, http).await })
             .await
             .map_err(|e| UpstreamError::Unreachable(format!("opening the MCP session: {e}")))??;
-        let session = Arc::new(session);
+        let session = Arc::new(Session { carries, ..session });
         sessions.insert(key, Arc::clone(&session));
         Ok(session)
     }
@@ -706,6 +714,7 @@ impl tp_registry::HasErrorCode for UpstreamError {
             UpstreamError::Unreachable(_) => tp_registry::ErrorCode::Unavailable,
             // The upstream's own answer to the call.
             UpstreamError::Failed(_) => tp_registry::ErrorCode::InvalidArgument,
+            UpstreamError::CredentialRefused(_) => tp_registry::ErrorCode::FailedPrecondition,
         }
     }
 }

@@ -246,6 +246,7 @@ impl ControlPlane {
             tenant: tenant.to_owned(),
             provider: provider.to_owned(),
             user: user.to_owned(),
+            features: vec!["user_connections".into(), "token_exchange".into()],
         };
         self.call(|mut client| {
             let request = request.clone();

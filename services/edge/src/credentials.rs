@@ -106,6 +106,14 @@ impl Credentials {
         let answer = directory
             .credential(tenant, chosen.provider, chosen.user)
             .await?;
+        // Only the connection asked for (a control plane predating users' connections would
+        // answer the tenant's to a user's request).
+        if answer.user != chosen.user {
+            return Err(tp_proto::status::error(
+                tp_registry::ErrorCode::Unavailable,
+                "the control plane answered another connection's credential (an older version?)",
+            ));
+        }
         let credential = pb::ProviderCredential {
             provider: chosen.provider.to_owned(),
             token: answer.credential,

@@ -424,6 +424,34 @@ async fn retry_pause(deadline: Instant) {
     tokio::time::sleep_until(pause.min(deadline).into()).await;
 }
 
+/// What an MCP upstream's failure means to the forwarding layer.
+fn upstream_error(error: tp_upstream::UpstreamError, tool: &str, name: &str) -> ForwardError {
+    match error {
+        tp_upstream::UpstreamError::Unreachable(message) => ForwardError::Unreachable {
+            tool: tool.to_owned(),
+            executor: name.to_owned(),
+            message,
+        },
+        // The connection's token refused in the exchange: the caller's to fix (never
+        // counted against the executor, never retried).
+        tp_upstream::UpstreamError::CredentialRefused(message) => ForwardError::Failed {
+            tool: tool.to_owned(),
+            executor: name.to_owned(),
+            code: Code::FailedPrecondition,
+            message: format!(
+                "{message}; the connection to this tool's provider must be made again"
+            ),
+        },
+        // The upstream's JSON-RPC error for the call: its own answer to the caller.
+        tp_upstream::UpstreamError::Failed(message) => ForwardError::Failed {
+            tool: tool.to_owned(),
+            executor: name.to_owned(),
+            code: Code::InvalidArgument,
+            message,
+        },
+    }
+}
+
 async fn call(
     handle: &Handle,
     key: &ExecutorKey,
@@ -446,20 +474,7 @@ async fn call(
             .call_as(&request.tool, arguments, tenant_token, on_event)
             .await
             .map(Reply::Done)
-            .map_err(|error| match error {
-                tp_upstream::UpstreamError::Unreachable(message) => ForwardError::Unreachable {
-                    tool: tool.clone(),
-                    executor: name.clone(),
-                    message,
-                },
-                // The upstream's JSON-RPC error for the call: its own answer to the caller.
-                tp_upstream::UpstreamError::Failed(message) => ForwardError::Failed {
-                    tool: tool.clone(),
-                    executor: name.clone(),
-                    code: Code::InvalidArgument,
-                    message,
-                },
-            });
+            .map_err(|error| upstream_error(error, &tool, name));
     }
     let Some(mut client) = handle.client.clone() else {
         return Err(ForwardError::Unsupported {

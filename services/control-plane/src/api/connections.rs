@@ -41,6 +41,8 @@ pub fn connected_providers(
     for connection in state
         .connections_of(&tenant.id)
         .filter(|c| c.tenant_uid == tenant.uid)
+        // An object whose user does not match its key (an older replica's write) is left out.
+        .filter(|c| c.id == Connection::key_for(&c.tenant, &c.provider, c.user.as_deref()))
     {
         let entry =
             by_provider
@@ -275,22 +277,9 @@ pub async fn credential(
     required("tenant", &request.tenant)?;
     required("provider", &request.provider)?;
     let user = user_of(&request.user)?;
+    refuse_older_edges(engine, &request).await?;
     let key = Connection::key_for(&request.tenant, &request.provider, user);
-    let (connection, revision) = engine
-        .read(|state| {
-            let connection = state
-                .connections
-                .get(&key)
-                .filter(|c| {
-                    state
-                        .tenants
-                        .get(&c.tenant)
-                        .is_some_and(|t| t.uid == c.tenant_uid)
-                })
-                .cloned();
-            (connection, state.revision)
-        })
-        .await;
+    let (connection, revision) = current(engine, &key, user).await;
     let Some(connection) = connection else {
         return Err(domain(DomainError::not_found("connection", &key)));
     };
@@ -324,5 +313,69 @@ pub async fn credential(
         expires_at: connection.expires_at.unwrap_or(0),
         revision,
         fingerprint: connection.fingerprint,
+        user: connection.user.unwrap_or_default(),
     })
+}
+
+/// The connection at `key`, when it belongs to the tenant's current incarnation and to `user`
+/// (an object whose user does not match its key — written by an older replica that did not
+/// know users — is never handed out); the revision read.
+async fn current(engine: &Engine, key: &str, user: Option<&str>) -> (Option<Connection>, u64) {
+    engine
+        .read(|state| {
+            let connection = state
+                .connections
+                .get(key)
+                .filter(|c| c.user.as_deref() == user)
+                .filter(|c| {
+                    state
+                        .tenants
+                        .get(&c.tenant)
+                        .is_some_and(|t| t.uid == c.tenant_uid)
+                })
+                .cloned();
+            (connection, state.revision)
+        })
+        .await
+}
+
+/// An edge that does not know a feature the credential depends on gets none (it would send
+/// the tenant's token where a user's or an exchanged one belongs): during a rolling upgrade,
+/// such calls fail until the edges are upgraded.
+async fn refuse_older_edges(
+    engine: &Engine,
+    request: &pb::GetCredentialRequest,
+) -> Result<(), Status> {
+    let knows = |feature: &str| request.features.iter().any(|f| f == feature);
+    let (personal, exchanged) = engine
+        .read(|state| {
+            let personal = state
+                .connections_of(&request.tenant)
+                .any(|c| c.provider == request.provider && c.user.is_some());
+            let exchanged = state.tools.values().any(|tool| {
+                tool.def.provider.as_deref() == Some(request.provider.as_str())
+                    && state
+                        .executors
+                        .get(&tool.def.executor)
+                        .is_some_and(|e| e.token_exchange.is_some())
+            });
+            (personal, exchanged)
+        })
+        .await;
+    let missing = match (
+        personal && !knows("user_connections"),
+        exchanged && !knows("token_exchange"),
+    ) {
+        (true, _) => "user_connections",
+        (_, true) => "token_exchange",
+        _ => return Ok(()),
+    };
+    tracing::warn!(tenant = %request.tenant, provider = %request.provider, feature = missing, "a credential refused to an edge that predates a feature it needs; upgrade the edges");
+    Err(domain(DomainError::new(
+        ErrorCode::FailedPrecondition,
+        format!(
+            "this edge does not handle {missing}, which the credential of {}/{} needs: upgrade the edge",
+            request.tenant, request.provider
+        ),
+    )))
 }

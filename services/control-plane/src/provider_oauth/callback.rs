@@ -18,14 +18,14 @@ use super::{CallbackError, Connector};
 /// Longest query string taken (a code and a state are far shorter).
 const MAX_QUERY: usize = 8 * 1024;
 
-/// Most characters of a provider's `error_description` a page repeats.
+/// Most characters of a provider's `error_description` logged.
 const MAX_DESCRIPTION: usize = 200;
 
 /// How long a callback may take (the code exchange's own timeout is shorter).
 const COMPLETE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// An OAuth error code (RFC 6749 4.1.2.1: `access_denied`, …): short, lower-case words.
-fn is_error_code(text: &str) -> bool {
+pub(super) fn is_error_code(text: &str) -> bool {
     (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
 }
 
@@ -119,8 +119,8 @@ async fn callback(
 }
 
 /// The page for a provider's refusal (`?error=…`). Anyone can send a browser here with words
-/// of their choosing: the provider's own description is shown only beside a state this
-/// control plane made, and shortened.
+/// of their choosing, so the page repeats only a well-formed OAuth error code; the provider's
+/// description goes to the log.
 async fn refused_by_provider(
     connector: &Connector,
     error: &str,
@@ -135,12 +135,11 @@ async fn refused_by_provider(
         Some(state) => connector.open_state(state).await.is_ok(),
         None => false,
     };
-    let description = params
-        .get("error_description")
-        .filter(|_| ours)
-        .map(|d| format!(" ({})", shortened(d, MAX_DESCRIPTION)))
-        .unwrap_or_default();
-    let message = format!("The provider did not authorize the connection: {error}{description}.");
+    if ours {
+        let description = params.get("error_description").map_or("", String::as_str);
+        tracing::info!(error, description = %shortened(description, MAX_DESCRIPTION), "a provider refused an OAuth connection");
+    }
+    let message = format!("The provider did not authorize the connection: {error}.");
     page(
         CallbackError::bad(&message).status(),
         "Not connected",

@@ -283,7 +283,7 @@ impl Connector {
         }
         let answer = token::request(&self.http, settings, form).await.map_err(|error| {
             tracing::warn!(tenant = %param.t, provider = %param.p, %error, "an OAuth code exchange failed");
-            CallbackError::provider(format!("the provider did not give tokens: {error}"))
+            CallbackError::provider(exchange_failed(&error))
         })?;
         let now = now_secs();
         let connection = self
@@ -490,7 +490,7 @@ impl Connector {
         // A few at a time: one slow provider (10 s per request at most) does not hold back
         // every other renewal, and no provider gets a burst.
         futures::stream::iter(due)
-            .map(|connection| self.renew_one(connection, now))
+            .map(|connection| self.renew_one(connection))
             .buffer_unordered(RENEWALS_AT_ONCE)
             .filter(|renewed| std::future::ready(*renewed))
             .count()
@@ -499,7 +499,7 @@ impl Connector {
 
     /// Renews one connection; whether it was renewed. A failure is backed off and the claim
     /// released.
-    async fn renew_one(&self, connection: Connection, now: u64) -> bool {
+    async fn renew_one(&self, connection: Connection) -> bool {
         let key = connection.id.clone();
         let was = connection.fingerprint.clone();
         match self.refresh(connection).await {
@@ -510,7 +510,7 @@ impl Connector {
                 renewed
             }
             Err(error) => {
-                let wait = self.failed(&key, now);
+                let wait = self.failed(&key, now_secs());
                 tracing::warn!(connection = %key, %error, retry_in_secs = wait, "renewing a connection's token failed; will retry");
                 let released = self
                     .engine
@@ -612,19 +612,22 @@ impl Connector {
         answer: Result<TokenAnswer, TokenError>,
     ) -> anyhow::Result<Option<TokenAnswer>> {
         let key = &connection.id;
+        // Per credential: a refusal of an older credential (before a reconnection, or seen by
+        // this replica before another renewed it) does not count towards this one's.
+        let strike = format!("{key}\0{}", connection.fingerprint);
         match answer {
             Ok(answer) => {
-                self.refused().remove(key);
+                self.refused().remove(&strike);
                 Ok(Some(answer))
             }
             // One refusal may be the provider's hiccup; a second in a row is a revoked grant.
             Err(TokenError::Refused { error, description }) if error == "invalid_grant" => {
-                if self.refused().insert(key.clone()) {
+                if self.refused().insert(strike.clone()) {
                     anyhow::bail!(
                         "{key}: the provider refused the refresh token once (invalid_grant: {description}); a second refusal disconnects"
                     );
                 }
-                self.refused().remove(key);
+                self.refused().remove(&strike);
                 self.disconnect_revoked(connection, &description).await?;
                 Ok(None)
             }
@@ -734,6 +737,17 @@ impl Connector {
             );
         }
         Ok(())
+    }
+}
+
+/// What the person at the browser is told of a failed code exchange: the OAuth error code,
+/// never the provider's words (the log has them).
+fn exchange_failed(error: &TokenError) -> String {
+    match error {
+        TokenError::Refused { error, .. } if callback::is_error_code(error) => {
+            format!("the provider refused to give tokens ({error}): start again")
+        }
+        _ => "the provider did not give tokens: start again in a moment".to_owned(),
     }
 }
 

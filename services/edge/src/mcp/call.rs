@@ -614,7 +614,10 @@ impl McpHandler {
             // Never the executor's credential instead: the tenant would act as someone else.
             let (text, code) = if status.code() == tonic::Code::FailedPrecondition {
                 (
-                    format!("{name} cannot be called: this tenant's connection to {provider} has expired or cannot be used, and must be connected again (reference {request_id})"),
+                    format!(
+                        "{name} cannot be called: {} connection to {provider} has expired or cannot be used, and must be connected again (reference {request_id})",
+                        if chosen.user.is_empty() { "this tenant's" } else { "your own" }
+                    ),
                     "credential_expired",
                 )
             } else {
@@ -865,10 +868,18 @@ fn deprecation_notice(result: &mut CallToolResult, name: &str, sunset: &str) {
 /// has no credential to act with, and is told how to connect one.
 fn not_connected(identity: &Identity, name: &str, provider: &str, request_id: &str) -> Outcome {
     tracing::info!(tenant = %identity.tenant, provider, request_id, "a call needs the caller's own connection to the provider");
+    let how = if identity.key_id.is_empty() {
+        "sign in with a key or token of your own, then ask an operator to connect your account"
+            .to_owned()
+    } else {
+        format!(
+            "ask an operator to run `toolplanectl connections connect {} --provider {provider} --user {}`",
+            identity.tenant, identity.key_id
+        )
+    };
     Outcome::error(
         format!(
-            "{name} cannot be called: it acts with each user's own {provider} account and you have not connected yours; ask an operator to run `toolplanectl connections connect {} --provider {provider} --user {}` (reference {request_id})",
-            identity.tenant, identity.key_id
+            "{name} cannot be called: it acts with each user's own {provider} account and you have not connected yours; {how} (reference {request_id})"
         ),
         pb::CallOutcome::ExecutorError,
         "credential_missing",
