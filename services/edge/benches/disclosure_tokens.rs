@@ -215,14 +215,12 @@ fn main() {
         "client_wiki tool_schema: collector {collector} tokens, executor {executor} tokens ({:.0}% of the collector's)",
         executor as f64 * 100.0 / collector.max(1) as f64
     );
-    // Goal 400 (issue 36), printed met or not; the check fails only on a regression past 480.
-    println!(
-        "client_wiki whole schema: {collector} tokens (goal 400: {})",
-        if collector <= 400 { "met" } else { "NOT met" }
-    );
-    if collector > 480 {
+    // Target 400 (issue 36): a polymorphic tool's description is cut to its first sentence
+    // when each action has its own description.
+    println!("client_wiki whole schema: {collector} tokens (target 400)");
+    if collector > 400 {
         failed.push(format!(
-            "client_wiki: the whole schema is {collector} tokens > 480"
+            "client_wiki: the whole schema is {collector} tokens > 400"
         ));
     }
     if executor >= collector {
@@ -241,7 +239,7 @@ fn main() {
         "ask the wiki what changed in the brief",
     ] {
         let answer =
-            disclosure::search_answer(&globex, &index, query, 5, None).unwrap_or(Value::Null);
+            disclosure::search_answer(&globex, &index, query, 5, None, None).unwrap_or(Value::Null);
         let text = disclosure::search_text(&answer);
         let n = tokens(&bpe, &text);
         println!("search {query:?}: {n} tokens\n{text}");

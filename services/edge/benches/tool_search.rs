@@ -44,6 +44,10 @@ const DEV: &[&str] = &[
 ];
 /// Held-out recall@5 at 2,000 tools below which the benchmark fails.
 const HELD_OUT_FLOOR: f64 = 0.86;
+/// The same, with the embeddings ranker fused in.
+const FUSED_FLOOR: f64 = 0.93;
+/// The embeddings ranker's weight in the fusion (`search.embeddings_weight`'s default).
+const FUSED_WEIGHT: f32 = 1.0;
 /// The 34-tool catalogue: these servers' tools.
 const SMALL: &[&str] = &[
     "filesystem",
@@ -264,14 +268,155 @@ fn evaluate(tools: &[EdgeTool], tasks: &[Task], bpe: &tiktoken_rs::CoreBPE) -> R
                 rank.map_or("-".into(), |r| (r + 1).to_string()),
             ));
         }
-        let answer =
-            disclosure::search_answer(tools, &index, &task.text, 5, None).unwrap_or(Value::Null);
+        let answer = disclosure::search_answer(tools, &index, &task.text, 5, None, None)
+            .unwrap_or(Value::Null);
         run.answer_tokens.push(
             bpe.encode_with_special_tokens(&disclosure::search_text(&answer))
                 .len(),
         );
     }
     run
+}
+
+/// The embeddings endpoint of the second pass: `tests/clients/embeddings.py` (all-MiniLM-L6-v2
+/// from PyPI, run with numpy; installed by scripts/prereqs.sh) on a free port, with its vectors
+/// kept in a file between runs. Stopped when dropped.
+struct EmbeddingServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for EmbeddingServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn embedding_server() -> EmbeddingServer {
+    use std::io::BufRead as _;
+    let venv = std::env::var("TOOLPLANE_EMBED_VENV")
+        .map_or_else(|_| home("toolplane-embed-venv"), PathBuf::from);
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "the embedding model is not installed in {}: run scripts/prereqs.sh",
+        venv.display()
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("a free port: {e}"));
+    let mut child = std::process::Command::new(&python)
+        .arg(repo().join("tests/clients/embeddings.py"))
+        .arg(port.to_string())
+        .arg("--cache")
+        .arg(venv.join("vectors.sqlite"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", python.display()));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut line = String::new();
+    let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    assert!(
+        line.starts_with("embeddings on"),
+        "the embeddings endpoint did not start: {line:?}"
+    );
+    EmbeddingServer {
+        child,
+        url: format!("http://127.0.0.1:{port}/v1/embeddings"),
+    }
+}
+
+/// The fused ranker's run over one catalogue: the tools' and the tasks' vectors from the
+/// endpoint, then the edge's own fusion ([`SearchIndex::search_fused`]).
+struct Semantic {
+    /// Per task (in `tasks` order, `None` for a task whose tool is not in the catalogue): the
+    /// semantic order of the tools.
+    orders: Vec<Option<Vec<usize>>>,
+    embed_secs: f64,
+}
+
+fn semantic(
+    rt: &tokio::runtime::Runtime,
+    embedder: &disclosure::Embedder,
+    tools: &[EdgeTool],
+    tasks: &[Task],
+) -> Semantic {
+    let started = Instant::now();
+    let vectors = rt
+        .block_on(embedder.tool_vectors(tools))
+        .unwrap_or_else(|e| panic!("embedding {} tools: {e}", tools.len()));
+    let texts: Vec<String> = tasks.iter().map(|t| t.text.clone()).collect();
+    let queries = rt
+        .block_on(embedder.embed(&texts))
+        .unwrap_or_else(|e| panic!("embedding the tasks: {e}"));
+    let orders = tasks
+        .iter()
+        .zip(&queries)
+        .map(|(task, query)| {
+            let want = catalogue_name(&task.server, &task.tool);
+            tools.iter().any(|t| t.resolved.name == want).then(|| {
+                vectors
+                    .rank(query, usize::MAX, |_| true)
+                    .into_iter()
+                    .map(|(tool, _)| tool)
+                    .collect()
+            })
+        })
+        .collect();
+    Semantic {
+        orders,
+        embed_secs: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// Scores of the fused ranker (`k`, `weight`) on both halves.
+fn fused_scores(
+    index: &SearchIndex,
+    tools: &[EdgeTool],
+    tasks: &[Task],
+    semantic: &Semantic,
+    k: f32,
+    weight: f32,
+) -> (Score, Score, Vec<String>) {
+    let (mut dev, mut held_out, mut misses) = (Score::default(), Score::default(), Vec::new());
+    for (task, order) in tasks.iter().zip(&semantic.orders) {
+        let Some(order) = order else { continue };
+        let want = catalogue_name(&task.server, &task.tool);
+        let ranked: Vec<usize> = if (k - disclosure::FUSION_K).abs() < f32::EPSILON {
+            index
+                .search_fused(&task.text, 20, |_| true, order, weight)
+                .into_iter()
+                .map(|h| h.tool)
+                .collect()
+        } else {
+            let lexical: Vec<usize> = index
+                .search(&task.text, disclosure::FUSION_DEPTH, |_| true)
+                .into_iter()
+                .map(|h| h.tool)
+                .collect();
+            let depth = disclosure::FUSION_DEPTH.min(order.len());
+            disclosure::fuse(&lexical, &order[..depth], k, weight, 20)
+        };
+        let rank = ranked.iter().position(|&t| tools[t].resolved.name == want);
+        let is_dev = DEV.contains(&task.server.as_str());
+        if is_dev {
+            dev.add(rank);
+        } else {
+            held_out.add(rank);
+        }
+        let show = is_dev || std::env::var_os("TOOL_SEARCH_SHOW_HELD_OUT").is_some();
+        if show && rank.is_none_or(|r| r >= 5) {
+            misses.push(format!(
+                "{} {:?} → {want} at {}",
+                if is_dev { "dev" } else { "held-out" },
+                task.text,
+                rank.map_or("-".into(), |r| (r + 1).to_string()),
+            ));
+        }
+    }
+    (dev, held_out, misses)
 }
 
 /// `TOOL_SEARCH_TUNE=1`: searches the ranker's parameters on the development half at 2,000
@@ -334,6 +479,89 @@ fn tune(tools: &[EdgeTool], tasks: &[Task]) {
     }
 }
 
+/// The second pass: BM25F fused with the embeddings ranker (all-MiniLM-L6-v2 through the
+/// OpenAI-compatible endpoint, as an edge would use it). Optional in the edge; measured here so
+/// that what it adds is known. `k` and the weight were chosen on the development half
+/// (`TOOL_SEARCH_TUNE=1` prints the grid).
+fn with_embeddings(
+    tasks: &[Task],
+    real: &[(String, ResolvedTool)],
+    pad: &dyn Fn(usize) -> Vec<EdgeTool>,
+    failed: &mut Vec<String>,
+) {
+    let server = embedding_server();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let embedder = disclosure::Embedder::new(disclosure::EmbeddingSettings {
+        url: server.url.clone(),
+        model: "all-MiniLM-L6-v2".into(),
+        api_key: None,
+        timeout: std::time::Duration::from_secs(600),
+        batch: 64,
+        cache: 100_000,
+        weight: FUSED_WEIGHT,
+    })
+    .unwrap_or_else(|e| panic!("embeddings client: {e}"));
+    println!(
+        "with embeddings (all-MiniLM-L6-v2, fused by reciprocal rank: k {}, weight {FUSED_WEIGHT}):",
+        disclosure::FUSION_K
+    );
+    let tune = std::env::var_os("TOOL_SEARCH_TUNE").is_some();
+    for tools in [small_tools(real), pad(382), pad(2000)] {
+        let index = SearchIndex::build(&tools);
+        let semantic = semantic(&rt, &embedder, &tools, tasks);
+        if tune && tools.len() == 2000 {
+            for k in [10.0, 30.0, 60.0, 100.0] {
+                for weight in [0.5, 0.75, 1.0, 1.5, 2.0] {
+                    let (dev, _, _) = fused_scores(&index, &tools, tasks, &semantic, k, weight);
+                    println!("  tune k {k} weight {weight}: dev {}", dev.line());
+                }
+            }
+        }
+        let (dev, held_out, misses) = fused_scores(
+            &index,
+            &tools,
+            tasks,
+            &semantic,
+            disclosure::FUSION_K,
+            FUSED_WEIGHT,
+        );
+        for (half, score) in [("dev", dev), ("held-out", held_out)] {
+            println!(
+                "{:<10} {:<9} {}   (vectors in {:.1} s)",
+                tools.len(),
+                half,
+                score.line(),
+                semantic.embed_secs
+            );
+        }
+        if tools.len() == 2000 {
+            for miss in &misses {
+                println!("  fused miss at 2000: {miss}");
+            }
+            let recall = held_out.recall5();
+            println!(
+                "held-out recall@5 at 2000 tools with embeddings: {recall:.2} (goal 0.95: {}; floor {FUSED_FLOOR})",
+                if recall >= 0.95 { "met" } else { "NOT met" }
+            );
+            if recall < FUSED_FLOOR {
+                failed.push(format!(
+                    "held-out recall@5 at 2000 tools with embeddings {recall:.2} < {FUSED_FLOOR}"
+                ));
+            }
+        }
+    }
+}
+
+fn small_tools(real: &[(String, ResolvedTool)]) -> Vec<EdgeTool> {
+    real.iter()
+        .filter(|(s, _)| SMALL.contains(&s.as_str()))
+        .map(|(_, t)| EdgeTool::new(t.clone()))
+        .collect()
+}
+
 fn percentile(values: &mut [f64], p: f64) -> f64 {
     values.sort_by(f64::total_cmp);
     values
@@ -372,11 +600,7 @@ fn main() {
             failed.push(format!("a task names a tool the corpus lacks: {want}"));
         }
     }
-    let small: Vec<EdgeTool> = real
-        .iter()
-        .filter(|(s, _)| SMALL.contains(&s.as_str()))
-        .map(|(_, t)| EdgeTool::new(t.clone()))
-        .collect();
+    let small = small_tools(&real);
     let all: Vec<ResolvedTool> = real.iter().map(|(_, t)| t.clone()).collect();
     let pad = |size: usize| -> Vec<EdgeTool> {
         let mut tools: Vec<EdgeTool> = all.iter().cloned().map(EdgeTool::new).collect();
@@ -390,6 +614,7 @@ fn main() {
     };
     if std::env::var_os("TOOL_SEARCH_TUNE").is_some() {
         tune(&pad(2000), &tasks);
+        with_embeddings(&tasks, &real, &pad, &mut failed);
         return;
     }
     println!(
@@ -449,5 +674,6 @@ fn main() {
             "held-out recall@5 at 2000 tools {held_out_2000:.2} < {HELD_OUT_FLOOR}"
         ));
     }
+    with_embeddings(&tasks, &real, &pad, &mut failed);
     common::report(&failed);
 }

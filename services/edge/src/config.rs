@@ -57,6 +57,8 @@ pub struct RawConfig {
     pub anonymous: RawAnonymous,
     /// OAuth 2.1 resource server (MCP authorization): off unless `oauth.resource` is set.
     pub oauth: crate::oauth::RawOAuth,
+    /// Tool search: the optional embeddings ranker beside BM25F.
+    pub search: crate::disclosure::RawSearch,
     /// Logging.
     pub log: tp_telemetry::LogConfig,
 }
@@ -298,6 +300,8 @@ pub struct EdgeConfig {
     pub anonymous: Option<(String, String)>,
     /// OAuth resource-server settings, if enabled.
     pub oauth: Option<crate::oauth::OAuth>,
+    /// `[search]`: the embeddings endpoint, if configured.
+    pub search: Option<crate::disclosure::EmbeddingSettings>,
     /// `[log]`.
     pub log: tp_telemetry::LogConfig,
 }
@@ -384,6 +388,7 @@ impl Default for RawConfig {
             shutdown: RawShutdown::default(),
             anonymous: RawAnonymous::default(),
             oauth: crate::oauth::RawOAuth::default(),
+            search: crate::disclosure::RawSearch::default(),
             log: tp_telemetry::LogConfig::with_level("info,rmcp=warn"),
         }
     }
@@ -514,6 +519,7 @@ impl RawConfig {
         Ok(EdgeConfig {
             tls,
             oauth: self.oauth.validate()?,
+            search: self.search.settings()?,
             listen,
             admin_listen,
             redis,

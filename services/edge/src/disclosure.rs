@@ -13,6 +13,7 @@ use crate::tool::EdgeTool;
 
 mod args;
 mod compact;
+mod embed;
 mod search;
 
 pub use args::{
@@ -20,7 +21,14 @@ pub use args::{
     decode, input_schema,
 };
 pub use compact::schema_text;
-pub use search::{DEFAULT_RESULTS, FIELDS, Hit, MAX_QUERY_CHARS, MAX_RESULTS, SearchIndex, Tuning};
+pub use embed::{
+    EmbedError, Embedder, EmbeddingSettings, MAX_DOCUMENT_CHARS, RawSearch, ToolVectors, document,
+    fuse,
+};
+pub use search::{
+    DEFAULT_RESULTS, FIELDS, FUSION_DEPTH, FUSION_K, Hit, MAX_QUERY_CHARS, MAX_RESULTS,
+    SearchIndex, Tuning,
+};
 
 /// `capabilities` lists tools per category when the registry has at most this many tools;
 /// beyond it, categories with counts only unless a category is asked for.
@@ -260,22 +268,27 @@ pub const SEARCH_SUMMARY_CHARS: usize = 60;
 
 /// The `capabilities` answer to a query: the best matching tools (optionally of one
 /// category), each with a one-line summary, its category and, for a polymorphic tool, the
-/// matching actions. `None` when the category does not exist in this registry.
+/// matching actions. `None` when the category does not exist in this registry. With
+/// `semantic` (the embeddings ranker's order of the tools, and its weight), the two rankings
+/// are fused.
 pub fn search_answer(
     tools: &[EdgeTool],
     index: &SearchIndex,
     query: &str,
     limit: usize,
     category: Option<&str>,
+    semantic: Option<(&[usize], f32)>,
 ) -> Option<Value> {
     if let Some(category) = category
         && !tools.iter().any(|t| t.resolved.category == category)
     {
         return None;
     }
-    let hits = index.search(query, limit, |i| {
-        category.is_none_or(|c| tools[i].resolved.category == c)
-    });
+    let keep = |i: usize| category.is_none_or(|c| tools[i].resolved.category == c);
+    let hits = match semantic {
+        Some((order, weight)) => index.search_fused(query, limit, keep, order, weight),
+        None => index.search(query, limit, keep),
+    };
     let matches: Vec<Value> = hits
         .iter()
         .map(|hit| {
@@ -294,6 +307,7 @@ pub fn search_answer(
     Some(json!({
         "query": query,
         "total_tools": tools.len(),
+        "ranked_by": if semantic.is_some() { "bm25f+embeddings" } else { "bm25f" },
         "matches": matches,
     }))
 }

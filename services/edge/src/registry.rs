@@ -35,6 +35,9 @@ pub struct Content {
     lists: [OnceLock<crate::transport::pages::Pages>; 2],
     /// The tool-search index of this body (built on the first search).
     search: OnceLock<crate::disclosure::SearchIndex>,
+    /// The embeddings of this body's tools, when the embeddings ranker is configured (made on
+    /// the first search that asks for them).
+    vectors: tokio::sync::OnceCell<Arc<crate::disclosure::ToolVectors>>,
     /// The digest of what a caller of this body can see (its tools and disclosure; not the
     /// executors' addresses nor the catalogue's size): two bodies with the same one list the
     /// same tools, so a change that keeps it owes the caller no `list_changed`.
@@ -69,6 +72,7 @@ impl Content {
             listing,
             lists: Default::default(),
             search: OnceLock::new(),
+            vectors: tokio::sync::OnceCell::new(),
             listing_digest: digest.finalize().into(),
         }
     }
@@ -224,6 +228,7 @@ fn build_body(registry: &pb::ResolvedRegistry) -> Content {
         listing,
         lists: Default::default(),
         search: OnceLock::new(),
+        vectors: tokio::sync::OnceCell::new(),
         listing_digest: listing_digest(registry),
     }
 }
@@ -245,6 +250,41 @@ impl Registry {
             body.search_index();
         })
         .await;
+    }
+
+    /// The embeddings ranker's order of this body's tools for `query` (best first), or `None`
+    /// when the endpoint does not answer within its timeout: then the search is BM25F alone.
+    /// The tools' vectors are made once per body, by a task that goes on after a timeout so
+    /// that a later search finds them.
+    pub async fn semantic_order(
+        &self,
+        embedder: &Arc<crate::disclosure::Embedder>,
+        query: &str,
+    ) -> Option<Vec<usize>> {
+        let body = Arc::clone(&self.body);
+        let owner = Arc::clone(embedder);
+        let vectors = async move {
+            if let Some(vectors) = body.vectors.get() {
+                return Some(Arc::clone(vectors));
+            }
+            let task = tokio::spawn(async move {
+                body.vectors
+                    .get_or_try_init(|| async {
+                        owner.tool_vectors(&body.tools).await.map(Arc::new)
+                    })
+                    .await
+                    .map(Arc::clone)
+            });
+            task.await.ok()?.ok()
+        };
+        let (vectors, query) = tokio::time::timeout(
+            embedder.settings().timeout,
+            futures::future::join(vectors, embedder.query(query)),
+        )
+        .await
+        .ok()?;
+        let ranked = vectors?.rank(&query.ok()?, usize::MAX, |_| true);
+        Some(ranked.into_iter().map(|(tool, _)| tool).collect())
     }
 
     /// Builds the edge form of a resolved registry, sharing the body with every registry of

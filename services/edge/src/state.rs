@@ -50,6 +50,8 @@ pub struct EdgeState {
     pub sessions: crate::transport::session::SessionSeal,
     /// Long-lived streams open, per key and per tenant.
     pub streams: Arc<crate::transport::streams::Streams>,
+    /// The embeddings ranker of tool search, when `[search] embeddings_url` is set.
+    pub embedder: Option<Arc<crate::disclosure::Embedder>>,
     /// Cancelled at SIGTERM, before [`EdgeState::shutdown`]: `/readyz` answers 503 and every
     /// answer carries `Connection: close` while the edge still serves (`shutdown.grace_ms`),
     /// so that balancers stop sending to it before it stops listening.
@@ -196,7 +198,9 @@ impl EdgeState {
             config.mcp.max_streams_per_tenant,
             config.mcp.max_stream_age,
         );
+        let embedder = crate::disclosure::Embedder::start(config.search.clone());
         Arc::new(EdgeState {
+            embedder,
             credentials: crate::credentials::Credentials::default(),
             streams,
             seal,

@@ -236,6 +236,28 @@ fn input_lines(schema: &Value, out: &mut String) {
     }
 }
 
+/// Whether every branch of a schema's `oneOf` (a polymorphic tool's actions) has its own
+/// description: the tool's description then need not say what each action does again.
+fn branches_say_what_they_do(schema: &Value) -> bool {
+    schema
+        .get("oneOf")
+        .and_then(Value::as_array)
+        .is_some_and(|branches| {
+            branches.len() > 1
+                && branches
+                    .iter()
+                    .all(|b| b.get("description").and_then(Value::as_str).is_some())
+        })
+}
+
+/// A description's first sentence (up to the first `. `), or all of it.
+fn first_sentence(description: &str) -> &str {
+    let description = description.trim();
+    description
+        .find(". ")
+        .map_or(description, |end| &description[..=end])
+}
+
 /// The text of a `tool_schema` answer (`{"tools": [entries]}`).
 pub fn schema_text(answer: &Value) -> String {
     let mut out = String::new();
@@ -249,7 +271,12 @@ pub fn schema_text(answer: &Value) -> String {
             out.push_str(&format!(" ({title})"));
         }
         if let Some(description) = entry["description"].as_str() {
-            out.push_str(&format!(": {}", description.trim()));
+            let description = if branches_say_what_they_do(&entry["inputSchema"]) {
+                first_sentence(description)
+            } else {
+                description.trim()
+            };
+            out.push_str(&format!(": {description}"));
         }
         out.push('\n');
         input_lines(&entry["inputSchema"], &mut out);
@@ -280,6 +307,33 @@ pub fn schema_text(answer: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_polymorphic_tool_says_what_each_action_does_once() {
+        let branch = |action: &str, what: &str| {
+            json!({"type": "object", "description": what,
+                   "properties": {"action": {"const": action}}, "required": ["action"]})
+        };
+        let entry = |branches: Vec<Value>| {
+            json!({"tools": [{"name": "wiki",
+                "description": "A wiki. `ingest` adds a source; `query` answers.",
+                "inputSchema": {"type": "object", "properties": {}, "oneOf": branches}}]})
+        };
+        let text = schema_text(&entry(vec![
+            branch("ingest", "Add a source"),
+            branch("query", "Answer a question"),
+        ]));
+        assert!(text.starts_with("wiki: A wiki.\n"), "{text}");
+        assert!(
+            text.contains("Add a source") && text.contains("Answer a question"),
+            "{text}"
+        );
+        // A branch without a description: the whole description stays.
+        let mut bare = branch("query", "");
+        bare.as_object_mut().unwrap().remove("description");
+        let text = schema_text(&entry(vec![branch("ingest", "Add a source"), bare]));
+        assert!(text.contains("`query` answers."), "{text}");
+    }
 
     #[test]
     fn a_schema_becomes_a_signature_that_keeps_every_constraint() {

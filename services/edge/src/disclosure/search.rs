@@ -33,6 +33,10 @@ pub const FIELDS: usize = 8;
 /// Weight and length normalisation (`b`) of each field, in field order.
 const WEIGHTS: [f32; FIELDS] = [3.0, 2.0, 1.5, 1.2, 1.0, 1.0, 1.0, 0.2];
 const B: [f32; FIELDS] = [0.5, 0.5, 0.75, 0.3, 0.5, 0.75, 0.75, 0.75];
+/// How many tools of each ranking the fusion with a semantic ranking considers.
+pub const FUSION_DEPTH: usize = 50;
+/// The fusion's `k`: a larger one flattens the difference between neighbouring ranks.
+pub const FUSION_K: f32 = 60.0;
 /// Weight of a term reached through a synonym rather than typed.
 const SYNONYM_WEIGHT: f32 = 0.6;
 
@@ -433,6 +437,39 @@ impl SearchIndex {
                 tool,
                 score,
                 actions: self.actions[tool].matching(&query),
+            })
+            .collect()
+    }
+
+    /// [`SearchIndex::search`] fused with a semantic ranking (tool indices, best first; see
+    /// [`super::embed::fuse`]): the lexical ranking's first [`FUSION_DEPTH`] tools and the
+    /// semantic one's, by reciprocal rank. A tool found only by meaning has score 0 here.
+    pub fn search_fused(
+        &self,
+        query: &str,
+        limit: usize,
+        keep: impl Fn(usize) -> bool,
+        semantic: &[usize],
+        weight: f32,
+    ) -> Vec<Hit> {
+        let lexical = self.search_tuned(query, FUSION_DEPTH, &keep, &Tuning::default());
+        let order: Vec<usize> = lexical.iter().map(|h| h.tool).collect();
+        let semantic: Vec<usize> = semantic
+            .iter()
+            .copied()
+            .filter(|&t| t < self.lengths.len() && keep(t))
+            .take(FUSION_DEPTH)
+            .collect();
+        let terms = query_terms(query, Tuning::default().synonym);
+        super::embed::fuse(&order, &semantic, FUSION_K, weight, limit)
+            .into_iter()
+            .map(|tool| Hit {
+                tool,
+                score: lexical
+                    .iter()
+                    .find(|h| h.tool == tool)
+                    .map_or(0.0, |h| h.score),
+                actions: self.actions[tool].matching(&terms),
             })
             .collect()
     }

@@ -60,10 +60,17 @@ impl McpHandler {
             .contains_key(crate::transport::rules::META_PROTOCOL_VERSION);
         let ttl_ms = self.state.config.mcp.paging.ttl_ms;
         let args: disclosure::CapabilitiesArgs = decode("capabilities", arguments)?;
-        if args.query.is_some() {
+        let mut semantic = None;
+        if let Some(query) = &args.query {
             registry.prepare_search().await;
+            if let Some(embedder) = &self.state.embedder {
+                semantic = registry
+                    .semantic_order(embedder, &query.0)
+                    .await
+                    .map(|order| (order, embedder.settings().weight));
+            }
         }
-        capabilities(registry, args)
+        capabilities(registry, args, semantic.as_ref().map(|(o, w)| (&o[..], *w)))
             .map(|result| cache_hint(result, stateless, registry.revision, ttl_ms))
     }
 
@@ -126,18 +133,20 @@ fn cache_hint(
 fn capabilities(
     registry: &Registry,
     args: disclosure::CapabilitiesArgs,
+    semantic: Option<(&[usize], f32)>,
 ) -> Result<CallToolResult, Error> {
     let category = args.category.as_deref();
     if let Some(query) = &args.query {
         let limit = args.limit.map_or(disclosure::DEFAULT_RESULTS, |l| l.0);
         let index = registry.search_index();
-        let answer = disclosure::search_answer(&registry.tools, index, &query.0, limit, category)
-            .ok_or_else(|| {
-            Error::invalid_params(format!(
-                "unknown category: {}",
-                category.unwrap_or_default()
-            ))
-        })?;
+        let answer =
+            disclosure::search_answer(&registry.tools, index, &query.0, limit, category, semantic)
+                .ok_or_else(|| {
+                    Error::invalid_params(format!(
+                        "unknown category: {}",
+                        category.unwrap_or_default()
+                    ))
+                })?;
         let mut result =
             CallToolResult::success(vec![ContentBlock::text(disclosure::search_text(&answer))]);
         result.structured_content = Some(answer);
