@@ -135,6 +135,12 @@ impl Exchanger {
             UpstreamError::Unreachable(format!("the upstream's token endpoint is unreachable: {e}"))
         })?;
         let status = response.status();
+        if status.is_redirection() {
+            // The client follows no redirect (`http_client`): the body holds the subject token.
+            return Err(UpstreamError::Unreachable(format!(
+                "the upstream's token endpoint answered a redirect (HTTP {status}); the subject token was not sent on: set token_exchange.token_endpoint to its final URL"
+            )));
+        }
         let answer = read_bounded(&mut response)
             .await
             .map_err(UpstreamError::Unreachable)?;
@@ -297,6 +303,64 @@ mod tests {
         let mut plain = executor("");
         plain.token_exchange = None;
         assert!(Exchanger::new(&plain, "TOOLPLANE_CRED_", http).is_none());
+    }
+
+    /// A token endpoint that answers 307 to another listener: the subject token must not
+    /// reach it.
+    #[tokio::test]
+    async fn a_redirect_is_not_followed_with_the_subject_token() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let target = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target_port = target.local_addr().unwrap().port();
+        let reached = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&reached);
+        tokio::spawn(async move {
+            if target.accept().await.is_ok() {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let endpoint = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = endpoint.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = endpoint.accept().await {
+                let mut buffer = vec![0u8; 16 * 1024];
+                let _ = stream.read(&mut buffer).await;
+                let answer = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:{target_port}/steal\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        let info = Executor {
+            name: "x".into(),
+            endpoint: "http://127.0.0.1:1/mcp".into(),
+            protocol: tp_registry::ExecutorProtocol::Mcp,
+            timeout_ms: 1000,
+            max_concurrency: 1,
+            description: String::new(),
+            tool_prefix: String::new(),
+            credential_env: String::new(),
+            credential_header: String::new(),
+            token_exchange: Some(TokenExchange {
+                token_endpoint: format!("http://127.0.0.1:{port}/token"),
+                client_id: "edge".into(),
+                client_secret_env: String::new(),
+                audience: String::new(),
+                scope: String::new(),
+            }),
+        };
+        let http = crate::http_client("", "", "").unwrap();
+        let exchanger = Exchanger::new(&info, "TOOLPLANE_CRED_", http).unwrap();
+        let error = exchanger.exchange("subject-token").await.unwrap_err();
+        assert!(
+            matches!(&error, UpstreamError::Unreachable(m) if m.contains("redirect (HTTP 307")),
+            "{error:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !reached.load(std::sync::atomic::Ordering::SeqCst),
+            "the redirect was followed"
+        );
     }
 
     #[test]

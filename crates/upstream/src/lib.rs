@@ -275,13 +275,18 @@ pub fn credential(info: &Executor, prefix: &str) -> Result<Option<(String, Strin
 
 /// The HTTP client for MCP upstreams: the system's roots plus `ca_file`'s certificates, and
 /// `cert_file` / `key_file` as the client certificate (all optional; `executors.upstream_*`).
+///
+/// It follows no redirect: a request to an upstream carries a tenant's credential (a header,
+/// or a subject token in a token exchange's body, which a 307 or 308 would send on), and a
+/// redirect could point it anywhere, the edge's own network included. An upstream that
+/// answers one is an error that names the status; configure its final URL.
 pub fn http_client(
     ca_file: &str,
     cert_file: &str,
     key_file: &str,
 ) -> anyhow::Result<reqwest::Client> {
     use anyhow::Context as _;
-    let mut builder = reqwest::Client::builder();
+    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
     if !ca_file.is_empty() {
         let pem = std::fs::read(ca_file)
             .with_context(|| format!("executors.upstream_ca_file: reading {ca_file}"))?;
