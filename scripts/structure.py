@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """How the workspace reads (issue 33): long functions, file-level dependency cycles and error
-answers built outside the error modules, per crate.
+answers built outside the error modules, per crate; and one-line doc comments that only restate
+their item's name ("/// The tenant." over `tenant`), which tell a reader nothing.
 
     python3 scripts/structure.py            # print the figures
     python3 scripts/structure.py --list     # and every long function and every cycle
@@ -40,6 +41,47 @@ def error_answers(path):
         return 0
     code = without_tests(strip(open(path, encoding="utf-8").read()))
     return len(ERROR_ANSWER.findall(code))
+
+
+# Doc comments that only restate the item's name ("/// The tenant." over `tenant: String`): words
+# that do not count when comparing a one-line doc comment with the name.
+FILLER = {"the", "a", "an", "its", "this", "of", "is", "are", "to", "for", "in", "on", "and", "or",
+          "it", "returns", "return", "get", "gets"}
+DOC = re.compile(r"\s*///\s*(.*)$")
+ITEM = re.compile(
+    r"\b(?:fn|struct|enum|trait|type|const|static|mod)\s+([A-Za-z0-9_]+)"
+    r"|^\s*(?:pub(?:\([a-z]+\))?\s+)?([a-z_][a-z0-9_]*)\s*:"
+    r"|^\s*([A-Z][A-Za-z0-9]*)\s*[,({]"
+)
+
+
+def name_words(text):
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", text.lower()) if w and w not in FILLER]
+    return [w[:-3] if w.endswith("ies") and len(w) > 5 else
+            w[:-2] if w.endswith("es") and len(w) > 4 else
+            w[:-1] if w.endswith("s") and len(w) > 3 else w for w in words]
+
+
+def restating_docs(path):
+    """(line, comment, name) of each one-line doc comment whose words are all the item's name's."""
+    lines = open(path, encoding="utf-8").read().splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        doc = DOC.match(line)
+        if not doc or (i and DOC.match(lines[i - 1])) or (i + 1 < len(lines) and DOC.match(lines[i + 1])):
+            continue
+        j = i + 1
+        while j < len(lines) and re.match(r"\s*#\[", lines[j]):
+            j += 1
+        item = ITEM.search(lines[j]) if j < len(lines) else None
+        if not item:
+            continue
+        name = next(g for g in item.groups() if g)
+        said = name_words(doc.group(1))
+        if said and set(said) <= set(name_words(name)):
+            found.append((i + 1, doc.group(1), name))
+    return found
 
 
 def crates():
@@ -263,6 +305,7 @@ def measure():
     for name, src in crates():
         long = []
         answers = []
+        restating = []
         tests = test_files(src)
         for base, _, names in os.walk(src):
             for file in sorted(names):
@@ -270,6 +313,8 @@ def measure():
                     path = os.path.join(base, file)
                     if path in tests:
                         continue
+                    for line, comment, item in restating_docs(path):
+                        restating.append((os.path.relpath(path, ROOT), line, comment, item))
                     found = error_answers(path)
                     if found:
                         answers.append((found, os.path.relpath(path, ROOT)))
@@ -283,11 +328,13 @@ def measure():
             "file_cycles": len(groups),
             "files_in_cycles": sum(len(g) for g in groups),
             "error_answers": sum(n for n, _ in answers),
+            "docs_restating": len(restating),
         }
         details[name] = (
             sorted(long, reverse=True),
             [[os.path.relpath(p, ROOT) for p in g] for g in groups],
             sorted(answers, reverse=True),
+            restating,
         )
     return figures, details
 
@@ -315,15 +362,18 @@ def self_test():
         open(os.path.join(src, "a", "mod.rs"), "a").write(
             "fn f() -> u16 { let _ = Status::internal(\"x\"); StatusCode::NOT_FOUND.as_u16() }\n")
         open(os.path.join(src, "error.rs"), "w").write("fn g() { Status::internal(\"x\"); }\n")
+        # One doc comment that restates its item's name; one that says more.
+        open(os.path.join(src, "b.rs"), "a").write(
+            "/// The settings.\npub fn settings() {}\n/// Vectors kept in memory.\npub fn cache() {}\n")
         ROOT = root
         try:
             figures, _ = measure()
         finally:
             ROOT = saved
     expected = {"fns_over_60": 1, "fns_over_80": 1, "fns_over_100": 0, "file_cycles": 1,
-                "files_in_cycles": 2, "error_answers": 2}
+                "files_in_cycles": 2, "error_answers": 2, "docs_restating": 1}
     assert figures == {"demo": expected}, figures
-    print("structure: self-test passed (a planted long function, cycle and error answers are found, tests skipped)")
+    print("structure: self-test passed (a planted long function, cycle, error answers and restating doc comment are found, tests skipped)")
 
 
 def main():
@@ -332,7 +382,7 @@ def main():
         return
     figures, details = measure()
     keys = ["fns_over_60", "fns_over_80", "fns_over_100", "file_cycles", "files_in_cycles",
-            "error_answers"]
+            "error_answers", "docs_restating"]
     print(f"{'crate':<24}" + "".join(f"{k:>17}" for k in keys))
     totals = {k: 0 for k in keys}
     for name, row in figures.items():
@@ -341,13 +391,15 @@ def main():
             totals[k] += row[k]
     print(f"{'total':<24}" + "".join(f"{totals[k]:>17}" for k in keys))
     if "--list" in sys.argv:
-        for name, (long, groups, answers) in details.items():
+        for name, (long, groups, answers, restating) in details.items():
             for length, path, line, fn in long:
                 print(f"  {length:>4} lines  {path}:{line}  {fn}")
             for group in groups:
                 print(f"  cycle: {' ↔ '.join(group)}")
             for count, path in answers:
                 print(f"  {count:>4} error answers outside the error modules  {path}")
+            for path, line, comment, item in restating:
+                print(f"  doc comment restating its name  {path}:{line}  /// {comment}  ({item})")
     if "--write" in sys.argv:
         with open(BASELINE, "w", encoding="utf-8") as f:
             json.dump(figures, f, indent=1, sort_keys=True)
@@ -365,8 +417,9 @@ def main():
             if row["error_answers"] and row["error_answers"] <= baseline.get(name, {}).get("error_answers", 0):
                 worse.append(f"{name}: error_answers {row['error_answers']} > 0")
         if worse:
-            print("structure got worse (split the function, break the cycle, or build the error "
-                  "answer in an error module; see --list):")
+            print("structure got worse (split the function, break the cycle, build the error "
+                  "answer in an error module, or say in the doc comment what the name does not; "
+                  "see --list):")
             print("\n".join("  " + w for w in worse))
             sys.exit(1)
         print("structure: no figure worse than scripts/structure.json")

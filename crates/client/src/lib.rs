@@ -54,13 +54,13 @@ pub type Authed = InterceptedService<Channel, Bearer>;
 /// Clients of the admin services over one channel.
 #[derive(Debug, Clone)]
 pub struct Admin {
-    /// Catalog.
+    /// The catalogue: tools, providers and their lifecycle.
     pub catalog: CatalogClient<Authed>,
-    /// Policy.
+    /// The tool ceiling and the ADRs it is tied to.
     pub policy: PolicyClient<Authed>,
-    /// Tenants.
+    /// Tenants, their keys, connections and registries.
     pub tenants: TenantsClient<Authed>,
-    /// Executors.
+    /// Executors: where tools run, and how they are reached.
     pub executors: ExecutorsClient<Authed>,
     /// Registry (usage; edges use it with the edge token).
     pub registry: RegistryClient<Authed>,

@@ -333,7 +333,7 @@ fn request_digest(request: &impl Message) -> [u8; 32] {
 pub struct Verified {
     /// The signature's timestamp, Unix milliseconds.
     pub at_ms: u64,
-    /// The MAC.
+    /// The HMAC-SHA-256 the signature carried (a replay cache keys on it).
     pub mac: [u8; 32],
 }
 

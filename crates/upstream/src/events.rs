@@ -7,7 +7,7 @@ use tp_proto::pb;
 /// A progress or log event relayed during a call.
 #[derive(Debug, Clone)]
 pub enum CallEvent {
-    /// Progress.
+    /// A progress notification of the call, for the caller's progress token.
     Progress(pb::Progress),
     /// Log line.
     Log(pb::Log),

@@ -101,7 +101,7 @@ pub fn check_tenant(caller: &AdminCaller, tenant: &str) -> Result<(), Status> {
     }
 }
 
-/// The layer.
+/// The tower layer that authenticates every admin gRPC request (keys, OIDC tokens, the bootstrap token).
 #[derive(Clone)]
 pub struct AdminAuthLayer {
     engine: Arc<Engine>,

@@ -138,7 +138,7 @@ impl RawGrpc {
     }
 }
 
-/// `[auth]`.
+/// `[auth]`: how administrators authenticate.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawAuth {
@@ -168,7 +168,7 @@ pub struct RawAuth {
     pub connections_keys_env: String,
 }
 
-/// `[bootstrap]`.
+/// `[bootstrap]`: what a first start creates.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawBootstrap {
@@ -188,7 +188,7 @@ pub struct RawBootstrap {
     pub wiki_executor: String,
 }
 
-/// `[watch]`.
+/// `[watch]`: the change stream edges watch.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawWatch {

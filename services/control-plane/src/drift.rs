@@ -23,7 +23,7 @@ use crate::engine::Engine;
 /// What one check found for one upstream.
 #[derive(Debug)]
 pub struct Checked {
-    /// The executor.
+    /// The MCP executor whose upstream was listed.
     pub executor: String,
     /// Its tools the catalogue holds whose upstream definition differs, after the check.
     pub drifted: usize,

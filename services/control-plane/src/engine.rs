@@ -26,7 +26,7 @@ pub enum EngineError {
     Store(#[from] StoreError),
 }
 
-/// Engine result.
+/// What every engine operation returns: a value or an [`EngineError`].
 pub type EngineResult<T> = Result<T, EngineError>;
 
 /// What a successful write returns.
@@ -80,7 +80,7 @@ impl Engine {
         }))
     }
 
-    /// The store.
+    /// The store every write and read goes to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

@@ -45,7 +45,7 @@ const LEEWAY_SECS: u64 = 30;
 /// Who a verified token says the caller is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenCaller {
-    /// The tenant.
+    /// The tenant the token's claims map to.
     pub tenant: String,
     /// The mapped role.
     pub role: String,

@@ -49,7 +49,7 @@ pub struct CacheSettings {
     pub identities: u64,
     /// L1 backstop TTL.
     pub l1_ttl: Duration,
-    /// L2 TTL.
+    /// How long a registry or identity stays in Redis (changes are pushed; this bounds a missed one).
     pub l2_ttl: Duration,
     /// Longest time an identity the control plane confirmed is trusted without confirming it
     /// again while the control plane is unreachable; older ones are refused (401).

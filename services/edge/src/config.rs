@@ -79,7 +79,7 @@ pub const BYTES_PER_KEY: usize = 240;
 /// contents in each copy).
 pub const BODY_COPIES: usize = 4;
 
-/// `[cache]`.
+/// `[cache]`: sizes and lifetimes of the in-process (L1) and Redis (L2) caches.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawCache {
@@ -119,7 +119,7 @@ pub struct RawCache {
     pub redis_key_file: String,
 }
 
-/// `[mcp]`.
+/// `[mcp]`: the MCP endpoint's limits, timeouts and fleet secret.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawMcp {
@@ -172,7 +172,7 @@ pub struct RawMcp {
     pub max_stream_secs: u64,
 }
 
-/// `[executors]`.
+/// `[executors]`: breakers, fair shares, credentials and TLS towards executors.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawExecutors {
@@ -204,11 +204,11 @@ pub struct RawExecutors {
     pub upstream_ca_file: String,
     /// PEM client certificate presented to MCP upstreams that ask for one (mutual TLS).
     pub upstream_cert_file: String,
-    /// Its key.
+    /// The PEM key of `upstream_cert_file`.
     pub upstream_key_file: String,
 }
 
-/// `[watch]`.
+/// `[watch]`: the change stream from the control plane.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawWatch {
@@ -220,7 +220,7 @@ pub struct RawWatch {
     pub max_backoff_ms: u64,
 }
 
-/// `[audit]`.
+/// `[audit]`: the per-call records sent to the control plane.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawAudit {
@@ -251,13 +251,13 @@ pub struct RawShutdown {
     pub drain_secs: u64,
 }
 
-/// `[anonymous]`.
+/// `[anonymous]`: the identity of requests without `Authorization` (demos only).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawAnonymous {
-    /// Tenant.
+    /// The tenant anonymous requests act as.
     pub tenant: String,
-    /// Role.
+    /// The role they act with.
     pub role: String,
 }
 
@@ -278,7 +278,7 @@ pub struct EdgeConfig {
     pub name: String,
     /// Control-plane URLs.
     pub control_plane: Vec<String>,
-    /// Edge token.
+    /// The fleet's shared secret that authenticates this edge to the control plane.
     pub edge_token: String,
     /// Redis (`redis_url` with `cache.redis_*`), if configured.
     pub redis: Option<crate::shared::RedisSettings>,
@@ -290,11 +290,11 @@ pub struct EdgeConfig {
     pub mcp: Mcp,
     /// `[executors]`: breakers, fair shares, the signing key and the upstreams' HTTP client.
     pub executors: crate::forward::BreakerSettings,
-    /// `[watch]`.
+    /// `[watch]`: heartbeat and reconnect timing.
     pub watch: crate::watch::WatchSettings,
-    /// `[audit]`.
+    /// `[audit]`: buffering, flushing and spilling of audit records.
     pub audit: Audit,
-    /// `[shutdown]`.
+    /// `[shutdown]`: the grace and drain times after SIGTERM.
     pub shutdown: Shutdown,
     /// Anonymous (tenant, role), if enabled.
     pub anonymous: Option<(String, String)>,
@@ -302,7 +302,7 @@ pub struct EdgeConfig {
     pub oauth: Option<crate::oauth::OAuth>,
     /// `[search]`: the embeddings endpoint, if configured.
     pub search: Option<crate::disclosure::EmbeddingSettings>,
-    /// `[log]`.
+    /// `[log]`: format and level of the edge's log lines.
     pub log: tp_telemetry::LogConfig,
 }
 
@@ -568,7 +568,7 @@ fn addresses(listen: &str, admin_listen: &str) -> anyhow::Result<(SocketAddr, Op
 // === impl EdgeConfig ===
 
 impl EdgeConfig {
-    /// The request timeout.
+    /// How long any `/mcp` request may take (`mcp.request_timeout_ms`), also the executors' deadline.
     pub fn request_timeout(&self) -> Duration {
         self.mcp.request_timeout
     }

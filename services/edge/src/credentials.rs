@@ -34,7 +34,7 @@ type Key = (String, String, String);
 /// Which connection a call uses: the caller's own, or the tenant's.
 #[derive(Debug, Clone, Copy)]
 pub struct Chosen<'a> {
-    /// The provider.
+    /// The provider whose connection the call's credential comes from.
     pub provider: &'a str,
     /// The user whose connection it is; empty for the tenant's.
     pub user: &'a str,

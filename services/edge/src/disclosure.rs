@@ -43,13 +43,13 @@ pub const PARALLEL_FAN_OUT: usize = 8;
 /// Which meta-tool a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetaTool {
-    /// `capabilities`.
+    /// `capabilities`: categories, a category's tools, or a search.
     Capabilities,
-    /// `tool_schema`.
+    /// `tool_schema`: the signatures of one or more tools.
     ToolSchema,
-    /// `dispatch`.
+    /// `dispatch`: one call, as `tools/call` would make it.
     Dispatch,
-    /// `dispatch_parallel`.
+    /// `dispatch_parallel`: several calls at once, each answered on its own.
     DispatchParallel,
 }
 

@@ -48,7 +48,7 @@ pub struct BreakerSettings {
     pub cooldown: Duration,
     /// Tenants whose own breakers must be open before the shared one opens (at least 2).
     pub shared_tenants: u32,
-    /// Connect timeout.
+    /// How long opening a connection to an executor may take.
     pub connect_timeout: Duration,
     /// Percent of an executor's `max_concurrency` one tenant may hold.
     pub tenant_share_percent: u32,

@@ -6,9 +6,9 @@ use tp_proto::pb;
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    /// Tenant.
+    /// The tenant the key belongs to.
     pub tenant: String,
-    /// Role.
+    /// The role the key acts with.
     pub role: String,
     /// Key id (empty for the anonymous identity).
     pub key_id: String,

@@ -54,7 +54,7 @@ pub struct Edge {
     pub addr: SocketAddr,
     /// The admin listener's address (`/metrics`, health), when one is configured.
     pub admin_addr: Option<SocketAddr>,
-    /// Its state.
+    /// The shared state its handlers serve from (caches, executors, audit).
     pub state: Arc<EdgeState>,
     /// The server task.
     pub task: JoinHandle<anyhow::Result<()>>,

@@ -42,7 +42,7 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     edge_token_file: Option<String>,
-    /// Redis URL.
+    /// Redis for the shared cache and fleet-wide rate limits (`redis://host:port`).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     redis_url: Option<String>,

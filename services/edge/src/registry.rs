@@ -100,9 +100,9 @@ impl Content {
 /// body it may share with other tenants. Dereferences to the [`Content`].
 #[derive(Debug)]
 pub struct Registry {
-    /// Tenant.
+    /// The tenant this registry was resolved for.
     pub tenant: String,
-    /// Role.
+    /// The role it was resolved for (tools and actions are projected to it).
     pub role: String,
     /// Control-plane revision it was resolved at.
     pub revision: u64,

@@ -458,7 +458,7 @@ impl Shared {
         });
     }
 
-    /// DEL.
+    /// Deletes `key`, best effort: a failure is not returned to the caller.
     pub async fn del(&self, key: &str) {
         let _ = self
             .run(

@@ -14,7 +14,7 @@ use crate::cache::Caches;
 use crate::control::ControlPlane;
 use crate::versions::{Invalidated, Versions};
 
-/// Watch settings.
+/// How the edge watches the control plane's change stream.
 #[derive(Debug, Clone, Copy)]
 pub struct WatchSettings {
     /// Heartbeat period asked of the control plane.
@@ -28,7 +28,7 @@ pub struct WatchSettings {
 /// What the rest of the edge hears about changes.
 #[derive(Debug, Clone)]
 pub struct ChangeNotice {
-    /// The revision.
+    /// The control plane's revision after the change.
     pub revision: u64,
     /// Every registry changed.
     pub all: bool,

@@ -49,7 +49,7 @@ pub struct Fetched {
     pub title: Option<String>,
 }
 
-/// Fetch errors.
+/// Why fetching a source URL failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     /// Refused before connecting.

@@ -26,7 +26,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::TokenStream as _;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-/// Index errors.
+/// Why the search index could not be opened, written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     /// tantivy failed.
@@ -43,11 +43,11 @@ pub type IndexResult<T> = Result<T, IndexError>;
 /// One document to index.
 #[derive(Debug, Clone)]
 pub enum Doc {
-    /// A page.
+    /// A wiki page: its title, aliases, summary and folder.
     Page {
         /// Path under `wiki/` (`entities/portugal.md`).
         path: String,
-        /// Title.
+        /// The page's title (its entity key comes from it).
         title: String,
         /// Summary (one line).
         summary: String,
@@ -71,7 +71,7 @@ pub enum Doc {
         /// The source's date (`YYYYMMDD`, 0 unknown).
         date: u64,
     },
-    /// A claim.
+    /// A claim stated on a source page, indexed for lint and answers.
     Claim {
         /// The source page's path.
         path: String,
@@ -79,7 +79,7 @@ pub enum Doc {
         cite: String,
         /// The sentence.
         text: String,
-        /// The claim.
+        /// What the claim says (subject, attribute, value).
         claim: crate::claims::Claim,
     },
 }
@@ -140,7 +140,7 @@ fn schema() -> (Schema, Fields) {
 pub struct Passage {
     /// The source page.
     pub path: String,
-    /// Its title.
+    /// The source page's title.
     pub title: String,
     /// The citation.
     pub cite: String,
@@ -163,7 +163,7 @@ pub struct FoundClaim {
     pub cite: String,
     /// The sentence.
     pub text: String,
-    /// The claim.
+    /// What the sentence states (subject, attribute, value).
     pub claim: crate::claims::Claim,
 }
 
@@ -172,9 +172,9 @@ pub struct FoundClaim {
 pub struct CatalogEntry {
     /// Path under `wiki/`.
     pub path: String,
-    /// Title.
+    /// The page's title, as the catalogue lists it.
     pub title: String,
-    /// Summary.
+    /// The page's summary line, as the catalogue lists it.
     pub summary: String,
 }
 

@@ -67,7 +67,7 @@ pub enum LlmOutcome {
         claims: Vec<Extracted>,
         /// Model used.
         model: String,
-        /// Tokens in.
+        /// Tokens the model read (for the cost).
         prompt_tokens: u64,
         /// Tokens out.
         completion_tokens: u64,

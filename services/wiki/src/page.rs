@@ -68,7 +68,7 @@ impl Page {
             .unwrap_or_default()
     }
 
-    /// The title.
+    /// The title from the page's front matter.
     pub fn title(&self) -> &str {
         self.get("title")
     }

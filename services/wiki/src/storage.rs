@@ -24,7 +24,7 @@ use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-/// Storage errors.
+/// Why reading or writing a wiki file failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// The object store failed.
@@ -127,7 +127,7 @@ pub struct TenantLease {
 }
 
 impl TenantLease {
-    /// The tenant it is for.
+    /// The tenant whose folder this storage reads and writes.
     pub fn tenant(&self) -> &str {
         &self.tenant
     }

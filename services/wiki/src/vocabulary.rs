@@ -15,7 +15,8 @@ pub struct Shape {
     pub attribute: String,
 }
 
-/// The vocabulary.
+/// How claims are read: attribute synonyms, question shapes, units and the words that are not
+/// attributes, so that two phrasings of one fact compare equal.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Vocabulary {
     /// Attribute phrases to their normal form (`inhabitants` → `population`).

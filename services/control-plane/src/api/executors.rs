@@ -11,7 +11,7 @@ use super::{domain, required, status};
 use crate::admin_auth::author;
 use crate::engine::Engine;
 
-/// The executors service.
+/// The `Executors` gRPC service: registering executors and reading them.
 #[derive(Debug, Clone)]
 pub struct ExecutorsService {
     engine: Arc<Engine>,

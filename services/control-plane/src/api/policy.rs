@@ -14,7 +14,7 @@ use crate::engine::Engine;
 /// Largest document `CheckDocument` accepts (bytes).
 pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 
-/// The policy service.
+/// The `Policy` gRPC service: ADRs and the tool ceiling.
 #[derive(Debug, Clone)]
 pub struct PolicyService {
     engine: Arc<Engine>,

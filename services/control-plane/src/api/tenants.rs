@@ -15,7 +15,7 @@ use crate::engine::{Engine, now_secs};
 /// Longest key lifetime that can be requested (10 years).
 pub const MAX_KEY_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
 
-/// The tenants service.
+/// The `Tenants` gRPC service: tenants, keys, connections and registry previews.
 #[derive(Debug, Clone)]
 pub struct TenantsService {
     engine: Arc<Engine>,

@@ -96,11 +96,11 @@ impl std::fmt::Debug for ClientSecret {
 /// One provider, validated.
 #[derive(Debug, Clone)]
 pub struct OAuthProvider {
-    /// The authorization endpoint.
+    /// Where users are sent to authorize the connection.
     pub authorization_endpoint: Url,
-    /// The token endpoint.
+    /// Where codes and refresh tokens are exchanged for access tokens.
     pub token_endpoint: Url,
-    /// The client id.
+    /// The id the provider registered the control plane under.
     pub client_id: String,
     /// The client secret (`None` for a public client).
     pub client_secret: Option<ClientSecret>,

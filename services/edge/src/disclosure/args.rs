@@ -168,7 +168,7 @@ pub struct ToolSchemaArgs {
 pub struct DispatchArgs {
     /// The tool to run.
     pub tool: String,
-    /// Its arguments.
+    /// The arguments for that tool (absent: none).
     #[serde(default, deserialize_with = "present")]
     pub arguments: Option<JsonObject>,
 }

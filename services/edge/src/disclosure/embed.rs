@@ -68,7 +68,7 @@ impl Default for RawSearch {
 pub struct EmbeddingSettings {
     /// The endpoint.
     pub url: String,
-    /// The model.
+    /// The model named in each request.
     pub model: String,
     /// The API key (read from the environment when the configuration was validated).
     pub api_key: Option<String>,
@@ -299,7 +299,7 @@ impl Embedder {
         }
     }
 
-    /// The settings.
+    /// The validated `[search]` settings it runs with.
     pub fn settings(&self) -> &EmbeddingSettings {
         &self.settings
     }

@@ -11,23 +11,23 @@ pub enum ForwardError {
     /// A breaker is open (the tool's for everyone, or the caller's own).
     #[error("circuit breaker open for {tool}")]
     BreakerOpen {
-        /// Tool.
+        /// The tool called.
         tool: String,
     },
     /// The deadline passed.
     #[error("{tool} did not answer within {timeout_ms} ms")]
     Timeout {
-        /// Tool.
+        /// The tool called.
         tool: String,
-        /// The timeout.
+        /// The deadline it had, in milliseconds.
         timeout_ms: u64,
     },
     /// The executor could not be reached.
     #[error("executor {executor:?} unreachable for {tool}: {}", tp_telemetry::redact::urls(.message))]
     Unreachable {
-        /// Tool.
+        /// The tool called.
         tool: String,
-        /// Executor.
+        /// The executor that could not be reached.
         executor: String,
         /// Details (logged, never shown to callers).
         message: String,
@@ -36,9 +36,9 @@ pub enum ForwardError {
     /// may not have run it.
     #[error("connection to executor {executor:?} lost during {tool}: {}", tp_telemetry::redact::urls(.message))]
     ConnectionLost {
-        /// Tool.
+        /// The tool called.
         tool: String,
-        /// Executor.
+        /// The executor whose connection broke.
         executor: String,
         /// Details (logged, never shown to callers).
         message: String,
@@ -46,9 +46,9 @@ pub enum ForwardError {
     /// The executor refused or failed the call.
     #[error("executor {executor:?} failed {tool} ({code:?}): {}", tp_telemetry::redact::urls(.message))]
     Failed {
-        /// Tool.
+        /// The tool called.
         tool: String,
-        /// Executor.
+        /// The executor that failed it.
         executor: String,
         /// gRPC code.
         code: Code,
@@ -58,9 +58,9 @@ pub enum ForwardError {
     /// The executor speaks a protocol this edge does not.
     #[error("executor {executor:?} uses a protocol this edge does not support")]
     Unsupported {
-        /// Tool.
+        /// The tool called.
         tool: String,
-        /// Executor.
+        /// The executor named in the catalogue.
         executor: String,
     },
 }

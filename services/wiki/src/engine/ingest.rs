@@ -634,7 +634,7 @@ impl Wiki {
 pub(crate) struct Merged {
     /// Entities added (the deterministic reading missed them).
     pub entities_added: Vec<String>,
-    /// Claims added.
+    /// Claims found in the source and filed.
     pub claims_added: usize,
     /// Entities and claims refused, each with why.
     pub refused: Vec<String>,

@@ -105,7 +105,7 @@ pub struct Receipt {
 /// What to ingest.
 #[derive(Debug, Clone, Default)]
 pub struct Source {
-    /// The text.
+    /// The source's text, as pasted or as read from its origin.
     pub text: String,
     /// Human label (title of the source page).
     pub label: String,
@@ -194,7 +194,7 @@ impl Wiki {
         self
     }
 
-    /// The storage.
+    /// The tenant's files (pages, sources, the log).
     pub fn storage(&self) -> &Storage {
         &self.storage
     }

@@ -16,7 +16,7 @@ use crate::storage::Batch;
 use crate::synonyms::Synonyms;
 use crate::text;
 
-/// Sentences in an answer.
+/// Most sentences an answer quotes.
 const ANSWER_SENTENCES: usize = 5;
 /// An answer keeps sentences scoring at least this share of the best one.
 const KEEP_RATIO: f64 = 0.5;

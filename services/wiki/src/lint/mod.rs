@@ -56,7 +56,7 @@ pub enum Severity {
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// The rule.
+    /// The rule that found it.
     pub rule: Rule,
     /// How much it matters.
     pub severity: Severity,
