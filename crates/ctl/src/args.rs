@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use crate::{TOOL_FIELDS, commands};
 
-/// `tools ...`
+/// `tools …`: the catalogue's tools and their lifecycle.
 #[derive(Debug, Subcommand)]
 pub enum ToolsCmd {
     /// List tools (name order).
@@ -75,7 +75,7 @@ pub enum ToolsCmd {
     },
 }
 
-/// `adrs ...`
+/// `adrs …`: architecture decision records, which admit tools and set the ceiling.
 #[derive(Debug, Subcommand)]
 pub enum AdrsCmd {
     /// List ADRs.
@@ -111,7 +111,7 @@ pub enum AdrsCmd {
 pub struct AdrArgs {
     /// Id, e.g. ADR-040.
     pub id: String,
-    /// Title.
+    /// The decision's title.
     #[arg(long)]
     pub title: String,
     /// Date, YYYY-MM-DD.
@@ -126,12 +126,12 @@ pub struct AdrArgs {
     /// Links (repeatable).
     #[arg(long = "link")]
     pub links: Vec<String>,
-    /// Summary.
+    /// A one-line summary of the decision.
     #[arg(long, default_value = "")]
     pub summary: String,
 }
 
-/// `policy ...`
+/// `policy …`: the tool ceiling.
 #[derive(Debug, Subcommand)]
 pub enum PolicyCmd {
     /// Ceiling, count, headroom, buckets, history.
@@ -141,13 +141,13 @@ pub enum PolicyCmd {
         /// New ceiling.
         #[arg(long)]
         ceiling: u32,
-        /// The ADR.
+        /// The accepted ADR that sets the new ceiling.
         #[arg(long)]
         adr: String,
     },
 }
 
-/// `tenants ...`
+/// `tenants …`: tenants and their settings.
 #[derive(Debug, Subcommand)]
 pub enum TenantsCmd {
     /// List tenants.
@@ -184,7 +184,7 @@ pub enum TenantsCmd {
     Disconnect {
         /// Tenant id.
         id: String,
-        /// The provider.
+        /// The provider to disconnect.
         #[arg(long)]
         provider: String,
     },
@@ -231,7 +231,7 @@ pub enum ConnectionsCmd {
     Disconnect {
         /// Tenant id.
         id: String,
-        /// The provider.
+        /// The provider to disconnect.
         #[arg(long)]
         provider: String,
         /// One user of the tenant (as edges name callers: `ISSUER#SUBJECT` for an access
@@ -245,7 +245,7 @@ pub enum ConnectionsCmd {
     Status {
         /// Tenant id.
         id: String,
-        /// The provider.
+        /// The provider whose connection to show.
         #[arg(long)]
         provider: String,
         /// One user of the tenant (as edges name callers: `ISSUER#SUBJECT` for an access
@@ -370,18 +370,18 @@ pub struct TenantArgs {
     pub no_approvals: bool,
 }
 
-/// `keys ...`
+/// `keys …`: tenants' API keys.
 #[derive(Debug, Subcommand)]
 pub enum KeysCmd {
     /// Issue a key (printed once).
     Issue {
-        /// Tenant.
+        /// The tenant the key belongs to.
         #[arg(long)]
         tenant: String,
-        /// Role.
+        /// The role the key acts with.
         #[arg(long)]
         role: String,
-        /// Label.
+        /// A label for people (who holds the key, what for).
         #[arg(long, default_value = "")]
         label: String,
         /// Lifetime in seconds (0 = never expires).
@@ -401,14 +401,14 @@ pub enum KeysCmd {
     },
 }
 
-/// `executors ...`
+/// `executors …`: where tools run.
 #[derive(Debug, Subcommand)]
 pub enum ExecutorsCmd {
     /// List executors.
     List,
     /// Create or update an executor.
     Upsert {
-        /// Name.
+        /// The executor's name, as tools name it.
         name: String,
         /// Endpoint URL (required when the executor is new).
         #[arg(long)]
@@ -422,7 +422,7 @@ pub enum ExecutorsCmd {
         /// Concurrent calls per edge (new executors: 64).
         #[arg(long)]
         max_concurrency: Option<u32>,
-        /// Description.
+        /// What the executor is, for people.
         #[arg(long)]
         description: Option<String>,
         /// MCP executors: prefix of its tools' catalogue names, stripped before calling the
@@ -485,50 +485,50 @@ pub enum ExecutorsCmd {
     },
     /// Delete an executor no live tool uses.
     Delete {
-        /// Name.
+        /// The executor to delete (refused while tools use it).
         name: String,
     },
 }
 
-/// `providers ...`
+/// `providers …`: the external APIs tools belong to.
 #[derive(Debug, Subcommand)]
 pub enum ProvidersCmd {
     /// List providers.
     List,
     /// Create or update a provider.
     Upsert {
-        /// Id.
+        /// The provider's id, as tools and tenants' connected_apis name it.
         id: String,
         /// Display name.
         #[arg(long, default_value = "")]
         name: String,
-        /// Description.
+        /// What the provider is, for people.
         #[arg(long, default_value = "")]
         description: String,
     },
     /// Delete an unused provider.
     Delete {
-        /// Id.
+        /// The provider to delete.
         id: String,
     },
 }
 
-/// `roles ...`
+/// `roles …`: the roles keys act with.
 #[derive(Debug, Subcommand)]
 pub enum RolesCmd {
     /// List roles.
     List,
     /// Create or update a role.
     Upsert {
-        /// Name.
+        /// The role's name, as keys name it.
         name: String,
-        /// Description.
+        /// What the role is for, for people.
         #[arg(long, default_value = "")]
         description: String,
     },
     /// Delete an unused role.
     Delete {
-        /// Name.
+        /// The role to delete.
         name: String,
     },
 }
@@ -536,10 +536,10 @@ pub enum RolesCmd {
 /// `registry --tenant T --role R`
 #[derive(Debug, Args)]
 pub struct RegistryArgs {
-    /// Tenant.
+    /// The tenant whose registry to resolve.
     #[arg(long)]
     pub tenant: String,
-    /// Role.
+    /// The role to resolve it for.
     #[arg(long)]
     pub role: String,
 }
@@ -587,7 +587,7 @@ pub struct AuditArgs {
     pub oldest_first: bool,
 }
 
-/// `admin-tokens ...`
+/// `admin-tokens …`: administrators' tokens.
 #[derive(Debug, Subcommand)]
 pub enum AdminTokensCmd {
     /// Issue an admin token (printed once).
@@ -629,7 +629,7 @@ pub struct ChangesArgs {
     pub limit: Option<u32>,
 }
 
-/// `docs ...`
+/// `docs …`: TOOLS.md and the check for stated tool counts that drifted.
 #[derive(Debug, Subcommand)]
 pub enum DocsCmd {
     /// Render TOOLS.md from the catalogue.

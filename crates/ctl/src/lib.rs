@@ -63,7 +63,7 @@ pub enum Command {
     /// The tool ceiling.
     #[command(subcommand)]
     Policy(PolicyCmd),
-    /// Tenants.
+    /// Tenants: connected APIs, disclosure, rate limits.
     #[command(subcommand)]
     Tenants(TenantsCmd),
     /// API keys.
@@ -78,7 +78,7 @@ pub enum Command {
     /// Tenants' connections to providers: their own credentials, by OAuth or API credential.
     #[command(subcommand)]
     Connections(ConnectionsCmd),
-    /// Roles.
+    /// Roles keys act with (tools and their actions name the roles that may call them).
     #[command(subcommand)]
     Roles(RolesCmd),
     /// The registry a (tenant, role) resolves to.

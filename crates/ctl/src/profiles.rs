@@ -25,7 +25,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-/// The profiles file.
+/// `~/.config/toolplane/config.toml` (or `$TOOLPLANE_CONFIG`): named control planes and how to
+/// authenticate to each.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfilesFile {

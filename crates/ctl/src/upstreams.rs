@@ -16,7 +16,7 @@ use crate::Admin;
 pub struct ImportOptions {
     /// Provider of the imported tools (empty = platform).
     pub provider: String,
-    /// Category.
+    /// The catalogue category the imported tools go under.
     pub category: String,
     /// Only these upstream names (empty = all).
     pub only: Vec<String>,
@@ -24,7 +24,7 @@ pub struct ImportOptions {
     pub adr: String,
     /// Or owner + scope.
     pub owner: String,
-    /// Scope.
+    /// What the owner admits them for (with `owner`, instead of an ADR).
     pub scope: String,
 }
 

@@ -30,7 +30,7 @@ const FORMAT_1: &str = "toolplane-export/1";
 /// The exported document.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Export {
-    /// [`FORMAT`].
+    /// The document's format, [`FORMAT`] when written by this version.
     pub format: String,
     /// The source store's revision at export time.
     pub revision: u64,
@@ -55,25 +55,25 @@ pub struct Export {
 pub struct ExportedCall {
     /// Unix milliseconds.
     pub at_ms: u64,
-    /// The request id.
+    /// The request id the edge logged the call under.
     pub request_id: String,
-    /// The edge.
+    /// The edge that served the call.
     pub edge: String,
-    /// Tenant.
+    /// The caller's tenant.
     pub tenant: String,
-    /// Principal.
+    /// The caller: an API key id, or `issuer#subject` for an access token.
     pub principal: String,
-    /// Role.
+    /// The role the caller acted with.
     pub role: String,
-    /// Tool.
+    /// The tool called.
     pub tool: String,
-    /// Action.
+    /// The action of a polymorphic tool, else empty.
     pub action: String,
-    /// Outcome.
+    /// `ok`, `tool_error`, `executor_error`, `rejected` or `input_required`.
     pub outcome: String,
-    /// Error code.
+    /// Why the call did not succeed; empty on success.
     pub error_code: String,
-    /// Duration.
+    /// How long the edge took, in milliseconds.
     pub duration_ms: u32,
     /// The approval the call needed (JSON), empty when none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -84,11 +84,11 @@ pub struct ExportedCall {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportedUsage {
-    /// Tenant.
+    /// The tenant the counter is for.
     pub tenant: String,
-    /// Tool.
+    /// The tool it counts calls of.
     pub tool: String,
-    /// Calls.
+    /// Calls counted, failed ones included.
     pub calls: u64,
     /// Failed calls.
     pub errors: u64,
@@ -100,9 +100,9 @@ pub struct ExportedUsage {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportedShed {
-    /// The edge.
+    /// The edge that dropped the records.
     pub edge: String,
-    /// Records.
+    /// How many records it dropped.
     pub records: u64,
 }
 

@@ -47,7 +47,7 @@ pub struct AdminToken {
     /// Free label (who or what holds it).
     #[serde(default)]
     pub label: String,
-    /// Scope.
+    /// What the token may do: read only, administer the named tenants, or everything.
     pub scope: AdminScope,
     /// The tenants a `tenant_admin` token manages (empty for other scopes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -26,9 +26,9 @@ pub enum AdrStatus {
 pub struct Adr {
     /// Identifier such as `ADR-037`.
     pub id: String,
-    /// Title.
+    /// The decision's title, as its record names it.
     pub title: String,
-    /// Status.
+    /// Proposed, accepted, superseded or rejected (only an accepted ADR admits tools).
     pub status: AdrStatus,
     /// Decision date (`YYYY-MM-DD`).
     pub date: String,

@@ -67,7 +67,7 @@ impl std::fmt::Debug for Sealed {
 pub struct Connection {
     /// `{tenant}/{provider}`: the object's key.
     pub id: String,
-    /// The tenant.
+    /// The tenant that connected (the first part of the key).
     pub tenant: String,
     /// The provider it connects (a provider of the catalogue).
     pub provider: String,

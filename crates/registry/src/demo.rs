@@ -15,7 +15,7 @@ const WORLD_JSON: &str = include_str!("../demo/world.json");
 /// The ceiling record of the demo.
 #[derive(Debug, Clone, Deserialize)]
 pub struct DemoCeiling {
-    /// Value.
+    /// The tool ceiling the demo world starts with.
     pub value: u32,
     /// ADR id (one of the demo ADRs).
     pub adr: String,
@@ -24,19 +24,19 @@ pub struct DemoCeiling {
 /// Everything the demo seeds, in the order it must be written.
 #[derive(Debug, Clone, Deserialize)]
 pub struct DemoWorld {
-    /// Roles.
+    /// The roles tenants' keys act with.
     pub roles: Vec<Role>,
-    /// Providers.
+    /// The providers tools belong to and tenants connect.
     pub providers: Vec<Provider>,
     /// Executors (endpoints are placeholders the launcher overrides).
     pub executors: Vec<Executor>,
-    /// ADRs.
+    /// The architecture decision records that admit the tools.
     pub adrs: Vec<Adr>,
-    /// The ceiling.
+    /// The ceiling and the ADR that sets it.
     pub ceiling: DemoCeiling,
-    /// Tools.
+    /// The catalogue's tools.
     pub tools: Vec<ToolDef>,
-    /// Tenants.
+    /// The demo tenants, with their connected APIs and disclosure.
     pub tenants: Vec<Tenant>,
 }
 

@@ -116,7 +116,7 @@ fn hints(annotations: &crate::tool::Annotations) -> String {
 pub struct RowFinding {
     /// 1-based line number (0: a tool the table lacks).
     pub line: usize,
-    /// The tool.
+    /// The tool the row is about.
     pub tool: String,
     /// The column that differs (`What it does`, `Hints`, …), or `row` for a missing or
     /// unknown tool.

@@ -34,7 +34,7 @@ pub enum DisclosureMode {
 /// Disclosure settings of a tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Disclosure {
-    /// The mode.
+    /// `full`, `progressive` or `auto` (by the registry's size).
     #[serde(default)]
     pub mode: DisclosureMode,
     /// Threshold for `auto` (visible tools above it switch to progressive).
@@ -64,7 +64,7 @@ pub const DEFAULT_APPROVAL_TIMEOUT_SECS: u32 = 300;
 /// of a polymorphic tool), by every role of the tenant or the roles listed (ADR 0013).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalRule {
-    /// The tool.
+    /// The tool whose calls need an approval.
     pub tool: String,
     /// One action of a polymorphic tool; `None` = every call of the tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,12 +154,12 @@ impl ApprovalRule {
     }
 }
 
-/// A tenant.
+/// A customer of the platform: what it connected, its disclosure and its limits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tenant {
     /// Slug id.
     pub id: String,
-    /// Display name.
+    /// A name for people; the id is what keys and logs use.
     #[serde(default)]
     pub display_name: String,
     /// Providers the tenant connected; `None` = every tool (ADR-039), `Some([])` = platform only.
@@ -236,7 +236,7 @@ pub struct Executor {
     pub name: String,
     /// `http://host:port` (gRPC) or the MCP endpoint URL.
     pub endpoint: String,
-    /// Protocol.
+    /// How edges call it: the executor gRPC service, or MCP Streamable HTTP.
     #[serde(default)]
     pub protocol: ExecutorProtocol,
     /// Per-call timeout.
@@ -324,7 +324,7 @@ fn is_env_name(name: &str) -> bool {
 pub struct Provider {
     /// Slug id.
     pub id: String,
-    /// Display name.
+    /// A name for people; the id is what tools and connections use.
     #[serde(default)]
     pub display_name: String,
     /// What the connection covers.

@@ -20,25 +20,25 @@ pub struct ActionSet {
 /// A tool as one (tenant, role) sees it: schema projected to the role's actions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedTool {
-    /// Name.
+    /// The name callers list and call.
     pub name: String,
-    /// Title.
+    /// The catalogue's title (shown by clients that display one).
     pub title: String,
-    /// Description.
+    /// What the tool does, as the catalogue says it.
     pub description: String,
-    /// Category.
+    /// The catalogue category it is listed under.
     pub category: String,
     /// Provider (`None` = platform).
     pub provider: Option<String>,
     /// Input schema, pruned to the role's actions for polymorphic tools.
     pub input_schema: Value,
-    /// Output schema.
+    /// The schema of `structuredContent`, when the tool declares one.
     pub output_schema: Option<Value>,
-    /// Annotations.
+    /// MCP hints (read-only, destructive, idempotent, open-world).
     pub annotations: Annotations,
     /// Executor name.
     pub executor: String,
-    /// Examples.
+    /// Example calls, as the catalogue gives them.
     pub examples: Vec<String>,
     /// MCP client capabilities the tool needs.
     #[serde(default)]

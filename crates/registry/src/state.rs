@@ -26,23 +26,23 @@ pub const MAX_CEILING: u32 = 100_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ObjectKind {
-    /// A tool.
+    /// A catalogue tool (key: its name).
     Tool,
-    /// An ADR.
+    /// An architecture decision record (key: its id).
     Adr,
     /// The ceiling policy (one object, key `ceiling`).
     Policy,
-    /// A tenant.
+    /// A tenant (key: its id).
     Tenant,
-    /// An API key.
+    /// A tenant's API key (key: its key id; the secret is stored hashed).
     ApiKey,
-    /// An executor.
+    /// An executor (key: its name).
     Executor,
-    /// A provider.
+    /// A provider (key: its id).
     Provider,
-    /// A role.
+    /// A role (key: its name).
     Role,
-    /// An admin token.
+    /// An administrator's token (key: its id).
     AdminToken,
     /// A tenant's connection to a provider (its credential, sealed).
     Connection,
@@ -54,25 +54,25 @@ pub enum ObjectKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "object", rename_all = "snake_case")]
 pub enum Object {
-    /// A tool.
+    /// A catalogue tool with its lifecycle.
     Tool(Tool),
-    /// An ADR.
+    /// An architecture decision record.
     Adr(Adr),
     /// The ceiling policy.
     Policy(Policy),
-    /// A tenant.
+    /// A tenant and its settings.
     Tenant(Tenant),
-    /// An API key.
+    /// A tenant's API key.
     ApiKey(ApiKey),
-    /// An executor.
+    /// An executor and how to reach it.
     Executor(Executor),
-    /// A provider.
+    /// A provider tools belong to.
     Provider(Provider),
-    /// A role.
+    /// A role and what it may call.
     Role(Role),
-    /// An admin token.
+    /// An administrator's token and its scope.
     AdminToken(AdminToken),
-    /// A connection.
+    /// A tenant's (or user's) connection to a provider, its credential sealed.
     Connection(Connection),
 }
 
@@ -88,9 +88,9 @@ pub enum Change {
     },
     /// Remove an object.
     Delete {
-        /// Its kind.
+        /// The kind of the object removed.
         kind: ObjectKind,
-        /// Its key.
+        /// The object's key within its kind.
         key: String,
     },
 }

@@ -178,18 +178,18 @@ pub struct Tool {
 /// the executor's prefix; schemas as the catalogue stores them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UpstreamDefinition {
-    /// Title.
+    /// The title the upstream server gives the tool.
     #[serde(default)]
     pub title: String,
-    /// Description.
+    /// The description the upstream server gives it.
     #[serde(default)]
     pub description: String,
-    /// Input schema.
+    /// The upstream's input schema, as listed.
     pub input_schema: Value,
-    /// Output schema.
+    /// The upstream's output schema, when it lists one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
-    /// Annotations.
+    /// The upstream's annotations (hints), as listed.
     #[serde(default)]
     pub annotations: Annotations,
 }

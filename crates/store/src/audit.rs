@@ -28,13 +28,13 @@ pub struct CallRecord {
     pub request_id: String,
     /// The edge that served it.
     pub edge: String,
-    /// Tenant.
+    /// The caller's tenant.
     pub tenant: String,
     /// API key id, or `<issuer>#<subject>` for an access token.
     pub principal: String,
-    /// Role.
+    /// The role the caller acted with.
     pub role: String,
-    /// Tool.
+    /// The tool called (the meta-tool's target for `dispatch`).
     pub tool: String,
     /// Action (polymorphic tools), else empty.
     pub action: String,
@@ -62,18 +62,18 @@ impl CallRecord {
 pub struct AuditEntry {
     /// Increases with every record stored.
     pub seq: u64,
-    /// The record.
+    /// What was recorded of the call.
     pub record: CallRecord,
 }
 
 /// Which records to read: every filter that is set must match.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditQuery {
-    /// Tenant.
+    /// Only this tenant's records.
     pub tenant: Option<String>,
-    /// Tool.
+    /// Only calls of this tool.
     pub tool: Option<String>,
-    /// Principal.
+    /// Only this caller's records (key id or `issuer#subject`).
     pub principal: Option<String>,
     /// Outcome (as in [`CallRecord::outcome`]).
     pub outcome: Option<String>,

@@ -42,7 +42,7 @@ pub enum StoreError {
     Config(String),
 }
 
-/// Store result.
+/// What every store operation returns: a value or a [`StoreError`].
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Everything needed to rebuild the in-memory state.
@@ -57,7 +57,7 @@ pub struct Snapshot {
 /// One committed write as recorded in the change log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChangeRecord {
-    /// Its revision.
+    /// The revision the write committed (one per write, increasing).
     pub revision: u64,
     /// Unix milliseconds of the commit.
     pub at_ms: u64,
@@ -83,9 +83,9 @@ pub enum Commit {
 /// Aggregated usage of one tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolUsage {
-    /// Tool.
+    /// The tool the counter is for.
     pub tool: String,
-    /// Calls.
+    /// Calls counted, failed ones included.
     pub calls: u64,
     /// Failed calls.
     pub errors: u64,
@@ -96,7 +96,7 @@ pub struct ToolUsage {
 /// A deleted tenant's data still to be purged from one executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingPurge {
-    /// The tenant.
+    /// The deleted tenant's id.
     pub tenant: String,
     /// Its incarnation (`TenantContext.tenant_uid`).
     pub uid: String,

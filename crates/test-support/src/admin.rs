@@ -6,7 +6,7 @@ use tp_proto::pb;
 /// An executor to register: its name, endpoint, and the rest at test defaults.
 #[derive(Debug, Clone)]
 pub struct NewExecutor {
-    /// Name.
+    /// The executor's name, as tools name it.
     pub name: String,
     /// `http://`/`https://` address (gRPC), or an MCP server's URL.
     pub endpoint: String,

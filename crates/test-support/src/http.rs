@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 pub struct HttpReply {
     /// HTTP status.
     pub status: u16,
-    /// Headers.
+    /// The answer's headers.
     pub headers: http::HeaderMap,
     /// The raw body.
     pub body: String,

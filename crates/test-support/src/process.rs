@@ -97,7 +97,7 @@ pub async fn wait_ready(path: &Path, process: &mut Process) -> String {
 /// A `tp-control-plane` child process on a free port with its own data directory.
 #[derive(Debug)]
 pub struct ControlPlaneProcess {
-    /// The process.
+    /// The running control plane (killed when dropped).
     pub process: Process,
     /// `127.0.0.1:port`.
     pub addr: String,
@@ -225,7 +225,7 @@ impl ControlPlaneProcess {
         format!("http://{}", self.addr)
     }
 
-    /// The admin token.
+    /// The bootstrap admin token the control plane wrote to its data folder.
     pub fn admin_token(&self) -> String {
         std::fs::read_to_string(self.data_dir.join("admin-token"))
             .expect("admin-token")
@@ -233,7 +233,7 @@ impl ControlPlaneProcess {
             .to_owned()
     }
 
-    /// The edge token.
+    /// The fleet's edge token the control plane wrote to its data folder.
     pub fn edge_token(&self) -> String {
         std::fs::read_to_string(self.data_dir.join("edge-token"))
             .expect("edge-token")
@@ -260,7 +260,7 @@ impl ControlPlaneProcess {
 /// `postgres://postgres@127.0.0.1:5432`), dropped (with its connections) on drop.
 #[derive(Debug)]
 pub struct PgDatabase {
-    /// Its URL.
+    /// A `postgres://` URL of the database, for the control plane's store.
     pub url: String,
     name: String,
     base: String,

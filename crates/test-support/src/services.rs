@@ -18,9 +18,9 @@ pub fn free_port() -> u16 {
 /// A private `redis-server` (no persistence).
 #[derive(Debug)]
 pub struct RedisProcess {
-    /// The process.
+    /// The running `redis-server` (killed when dropped).
     pub process: Process,
-    /// Its port.
+    /// The free port it listens on, on 127.0.0.1.
     pub port: u16,
     dir: tempfile::TempDir,
 }
@@ -128,7 +128,7 @@ pub fn which(program: &str) -> Option<PathBuf> {
 /// The demo executor.
 #[derive(Debug)]
 pub struct ExecutorProcess {
-    /// The process.
+    /// The running demo executor (killed when dropped).
     pub process: Process,
     /// `127.0.0.1:port`.
     pub addr: String,
@@ -206,7 +206,7 @@ impl ExecutorProcess {
 /// loopback over plain http is allowed (tests serve sources locally).
 #[derive(Debug)]
 pub struct WikiProcess {
-    /// The process.
+    /// The running wiki service (killed when dropped).
     pub process: Process,
     /// `127.0.0.1:port`.
     pub addr: String,
@@ -305,10 +305,10 @@ impl WikiProcess {
     }
 }
 
-/// An edge.
+/// A running `tp-edge` with a configuration of its own, in a temporary folder.
 #[derive(Debug)]
 pub struct EdgeProcess {
-    /// The process.
+    /// The running edge (killed when dropped).
     pub process: Process,
     /// `127.0.0.1:port`.
     pub addr: String,

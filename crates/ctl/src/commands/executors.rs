@@ -113,7 +113,7 @@ async fn upsert_executor(
     ])
 }
 
-/// `--protocol`.
+/// The executor protocol of `--protocol` (`grpc` or `mcp`).
 fn protocol_of(protocol: &str) -> anyhow::Result<pb::ExecutorProtocol> {
     Ok(match protocol {
         "grpc" => pb::ExecutorProtocol::Grpc,

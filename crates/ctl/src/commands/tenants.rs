@@ -63,7 +63,7 @@ pub(super) fn apply_tenant_args(
     Ok(paths)
 }
 
-/// `--disclosure MODE`.
+/// The disclosure mode of `--disclosure` (`full`, `progressive` or `auto`).
 fn disclosure_mode(mode: &str) -> anyhow::Result<pb::DisclosureMode> {
     Ok(match mode {
         "full" => pb::DisclosureMode::Full,
