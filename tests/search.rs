@@ -362,6 +362,9 @@ async fn an_embeddings_ranker_finds_by_meaning_sends_only_visible_tools_and_is_n
     // may answer with BM25F alone while that runs).
     let semantic = fleet.client(1, "acme", "collector", LEGACY);
     let started = Instant::now();
+    // On 2026-07-28 a fused answer may be cached like any other; a fallback may not (the next
+    // search may rank by meaning).
+    let stateless = fleet.client(1, "acme", "collector", STATELESS);
     let found = eventually("a search by meaning", Duration::from_secs(90), || {
         let semantic = semantic.clone();
         let query = query.clone();
@@ -375,6 +378,17 @@ async fn an_embeddings_ranker_finds_by_meaning_sends_only_visible_tools_and_is_n
     assert!(
         found[..found.len().min(5)].contains(&"geocode_address".to_owned()),
         "in the first five by meaning: {found:?}"
+    );
+    let reply = stateless.call("capabilities", query.clone()).await;
+    assert_eq!(
+        reply.result()["structuredContent"]["ranked_by"],
+        "bm25f+embeddings"
+    );
+    assert_eq!(
+        reply.result()["_meta"]["cacheScope"],
+        "private",
+        "{}",
+        reply.body
     );
     println!(
         "found by meaning after {:.1} s (the registry's tools embedded on the first search): {found:?}",
@@ -422,6 +436,13 @@ async fn an_embeddings_ranker_finds_by_meaning_sends_only_visible_tools_and_is_n
         "within the timeout: {:?}",
         started.elapsed()
     );
-    let reply = semantic.call("capabilities", query).await;
+    let reply = semantic.call("capabilities", query.clone()).await;
     assert_eq!(reply.result()["structuredContent"]["ranked_by"], "bm25f");
+    let reply = stateless.call("capabilities", query).await;
+    assert_eq!(reply.result()["structuredContent"]["ranked_by"], "bm25f");
+    assert!(
+        reply.result()["_meta"].get("cacheScope").is_none(),
+        "a fallback is not cacheable: {}",
+        reply.body
+    );
 }

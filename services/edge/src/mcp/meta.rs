@@ -61,6 +61,9 @@ impl McpHandler {
         let ttl_ms = self.state.config.mcp.paging.ttl_ms;
         let args: disclosure::CapabilitiesArgs = decode("capabilities", arguments)?;
         let mut semantic = None;
+        // A search that fell back to BM25F while the embeddings ranker is configured may
+        // answer otherwise a moment later: it carries no cache hint.
+        let mut fell_back = false;
         if let Some(query) = &args.query {
             registry.prepare_search().await;
             if let Some(embedder) = &self.state.embedder {
@@ -68,10 +71,11 @@ impl McpHandler {
                     .semantic_order(embedder, &query.0)
                     .await
                     .map(|order| (order, embedder.settings().weight));
+                fell_back = semantic.is_none();
             }
         }
         capabilities(registry, args, semantic.as_ref().map(|(o, w)| (&o[..], *w)))
-            .map(|result| cache_hint(result, stateless, registry.revision, ttl_ms))
+            .map(|result| cache_hint(result, stateless && !fell_back, registry.revision, ttl_ms))
     }
 
     /// `dispatch_parallel`: the calls at most [`disclosure::PARALLEL_FAN_OUT`] at a time, each
