@@ -1172,7 +1172,14 @@ fn digest(token: &str) -> String {
 #[tokio::test]
 async fn an_upstream_gets_a_token_exchanged_for_it_never_the_tenants_own() {
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(1, "").await;
+    // The control plane's drift check stays off: it would list the upstream with no credential
+    // (401 in the upstream's log, which must show only the edges' requests).
+    let fleet = Fleet::start_with_cp_env(
+        1,
+        "",
+        vec![("TOOLPLANE_CP_LIFECYCLE__DRIFT_CHECK_SECS", "0".to_owned())],
+    )
+    .await;
     let upstream = format!("http://{}/mcp", fleet.edges[0].addr);
     world(&fleet, &upstream).await;
     // The subject tokens tenants connect with mean nothing to the upstream; the exchange turns

@@ -144,9 +144,9 @@ impl ControlPlane {
                 .unwrap_or_else(|| tp_proto::invoke_auth::ExecutorKey::derive(&tokens.edge)),
         )
         .await;
-        let (vault, connector, callback_addr) =
-            start_connections(config, &engine, &stopping).await?;
-        let connections = (vault, connector);
+        let started = start_connections(config, &engine, &stopping).await?;
+        let (callback_addr, renewals) = (started.callback, started.renewals);
+        let connections = (started.vault, started.connector);
         let router = router(&engine, &tokens, config, stopping, purges, connections).await?;
         let limits = config.grpc.clone();
         let tls = match &config.tls {
@@ -168,7 +168,18 @@ impl ControlPlane {
                     shutdown,
                 )
                 .await
-                .context("serving gRPC")
+                .context("serving gRPC")?;
+            // Renewals under way finish: a token a provider rotated must be stored.
+            if let Some(renewals) = renewals
+                && tokio::time::timeout(crate::provider_oauth::RENEWALS_DRAIN, renewals)
+                    .await
+                    .is_err()
+            {
+                tracing::warn!(
+                    "stopped with token renewals still under way after 30 s; a provider that rotated a refresh token meanwhile may need the connection made again"
+                );
+            }
+            Ok(())
         });
         tracing::info!(%addr, revision = engine.revision().await, "control plane listening");
         Ok(ControlPlane {
@@ -189,11 +200,7 @@ async fn start_connections(
     config: &ControlPlaneConfig,
     engine: &Arc<Engine>,
     stopping: &tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<(
-    Option<crate::vault::Vault>,
-    Option<Arc<crate::provider_oauth::Connector>>,
-    Option<SocketAddr>,
-)> {
+) -> anyhow::Result<Connections> {
     let vault = match &config.connections_keys {
         Some(crate::config::KeySource::File(path, generate)) => Some(crate::vault::Vault::new(
             Arc::new(crate::vault::KeyFile::open(path, *generate)?),
@@ -204,7 +211,12 @@ async fn start_connections(
         None => None,
     };
     let Some(settings) = config.oauth_connections.clone() else {
-        return Ok((vault, None, None));
+        return Ok(Connections {
+            vault,
+            connector: None,
+            callback: None,
+            renewals: None,
+        });
     };
     let Some(sealer) = vault.clone() else {
         anyhow::bail!(
@@ -212,13 +224,28 @@ async fn start_connections(
         );
     };
     let connector = crate::provider_oauth::Connector::new(settings, sealer, Arc::clone(engine))?;
-    tokio::spawn(crate::provider_oauth::run(
+    let renewals = tokio::spawn(crate::provider_oauth::run(
         Arc::clone(&connector),
         stopping.clone(),
     ));
     let addr =
         crate::provider_oauth::callback::serve(Arc::clone(&connector), stopping.clone()).await?;
-    Ok((vault, Some(connector), Some(addr)))
+    Ok(Connections {
+        vault,
+        connector: Some(connector),
+        callback: Some(addr),
+        renewals: Some(renewals),
+    })
+}
+
+/// What [`start_connections`] started.
+struct Connections {
+    vault: Option<crate::vault::Vault>,
+    connector: Option<Arc<crate::provider_oauth::Connector>>,
+    /// The OAuth callback's address.
+    callback: Option<SocketAddr>,
+    /// The renewal task, which a stop lets finish what it began.
+    renewals: Option<JoinHandle<()>>,
 }
 
 /// The demo world seeded (when `bootstrap.demo` and the store is empty) and the store

@@ -471,8 +471,10 @@ impl Connector {
         })
     }
 
-    /// Renews every access token due; returns how many were renewed.
-    pub async fn refresh_due(&self) -> usize {
+    /// Renews every access token due; returns how many were renewed. Once `stopped` says so,
+    /// no further renewal starts; those under way finish (a provider that rotated a refresh
+    /// token has to see the new one stored, or the connection is lost).
+    pub async fn refresh_due(&self, stopped: impl Fn() -> bool) -> usize {
         use futures::StreamExt as _;
         let now = now_secs();
         let due = self
@@ -490,6 +492,7 @@ impl Connector {
         // A few at a time: one slow provider (10 s per request at most) does not hold back
         // every other renewal, and no provider gets a burst.
         futures::stream::iter(due)
+            .take_while(|_| std::future::ready(!stopped()))
             .map(|connection| self.renew_one(connection))
             .buffer_unordered(RENEWALS_AT_ONCE)
             .filter(|renewed| std::future::ready(*renewed))
@@ -751,7 +754,9 @@ fn exchange_failed(error: &TokenError) -> String {
     }
 }
 
-/// Renews tokens every `connector.config().refresh_check` until `stopping`.
+/// Renews tokens every `connector.config().refresh_check` until `stopping`. A stop in the middle
+/// of a round starts no further renewal and returns when those under way are done (the server
+/// waits for that, [`RENEWALS_DRAIN`] at most).
 pub async fn run(connector: Arc<Connector>, mut stopping: tokio::sync::watch::Receiver<bool>) {
     let mut ticker = tokio::time::interval(connector.config.refresh_check);
     loop {
@@ -759,6 +764,11 @@ pub async fn run(connector: Arc<Connector>, mut stopping: tokio::sync::watch::Re
             _ = ticker.tick() => {}
             _ = stopping.wait_for(|stop| *stop) => return,
         }
-        connector.refresh_due().await;
+        let watching = stopping.clone();
+        connector.refresh_due(|| *watching.borrow()).await;
     }
 }
+
+/// How long a stopping control plane waits for renewals under way (each request to a provider
+/// takes 10 s at most; a stored result is retried for about 15 s).
+pub const RENEWALS_DRAIN: Duration = Duration::from_secs(30);
