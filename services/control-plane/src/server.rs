@@ -149,15 +149,7 @@ impl ControlPlane {
         let connections = (started.vault, started.connector);
         let router = router(&engine, &tokens, config, stopping, purges, connections).await?;
         let limits = config.grpc.clone();
-        let tls = match &config.tls {
-            Some(files) => {
-                let tls =
-                    tp_net::tls::ReloadingTls::load(files.clone(), &[b"h2"]).context("tls")?;
-                tls.spawn_reloader(tp_net::tls::RELOAD_EVERY);
-                Some(tls)
-            }
-            None => None,
-        };
+        let tls = reloading_tls(config)?;
         let task = tokio::spawn(async move {
             router
                 .serve_with_incoming_shutdown(
@@ -169,16 +161,7 @@ impl ControlPlane {
                 )
                 .await
                 .context("serving gRPC")?;
-            // Renewals under way finish: a token a provider rotated must be stored.
-            if let Some(renewals) = renewals
-                && tokio::time::timeout(crate::provider_oauth::RENEWALS_DRAIN, renewals)
-                    .await
-                    .is_err()
-            {
-                tracing::warn!(
-                    "stopped with token renewals still under way after 30 s; a provider that rotated a refresh token meanwhile may need the connection made again"
-                );
-            }
+            finish_renewals(renewals).await;
             Ok(())
         });
         tracing::info!(%addr, revision = engine.revision().await, "control plane listening");
@@ -236,6 +219,32 @@ async fn start_connections(
         callback: Some(addr),
         renewals: Some(renewals),
     })
+}
+
+/// The listener's TLS when configured, reloaded when its files change.
+fn reloading_tls(
+    config: &ControlPlaneConfig,
+) -> anyhow::Result<Option<Arc<tp_net::tls::ReloadingTls>>> {
+    let Some(files) = &config.tls else {
+        return Ok(None);
+    };
+    let tls = tp_net::tls::ReloadingTls::load(files.clone(), &[b"h2"]).context("tls")?;
+    tls.spawn_reloader(tp_net::tls::RELOAD_EVERY);
+    Ok(Some(tls))
+}
+
+/// After the gRPC server stopped: renewals under way finish (a token a provider rotated must
+/// be stored), [`crate::provider_oauth::RENEWALS_DRAIN`] at most.
+async fn finish_renewals(renewals: Option<JoinHandle<()>>) {
+    if let Some(renewals) = renewals
+        && tokio::time::timeout(crate::provider_oauth::RENEWALS_DRAIN, renewals)
+            .await
+            .is_err()
+    {
+        tracing::warn!(
+            "stopped with token renewals still under way after 30 s; a provider that rotated a refresh token meanwhile may need the connection made again"
+        );
+    }
 }
 
 /// What [`start_connections`] started.
