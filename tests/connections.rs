@@ -669,8 +669,27 @@ async fn a_grpc_executor_opens_the_tenants_credential_sealed_to_its_key() {
 /// `port`, with Toolplane's control plane as a web client whose callback is `redirect`; its
 /// access tokens live `ttl` seconds and every token it issues is logged.
 fn provider_at(dir: &std::path::Path, port: u16, redirect: &str, ttl: u64) -> Process {
+    provider_with(dir, port, redirect, ttl, &[])
+}
+
+/// [`provider_at`] with more of idp.mjs's settings (`IDP_ROTATE_REFRESH_TOKENS`).
+fn provider_with(
+    dir: &std::path::Path,
+    port: u16,
+    redirect: &str,
+    ttl: u64,
+    more: &[(&str, String)],
+) -> Process {
     let clients = json!({"toolplane": {"secret": CLIENT_SECRET, "redirect_uris": [redirect]}});
     let log = dir.join(format!("idp-{}.log", tp_proto::clock::now_ms()));
+    let mut envs = vec![
+        ("IDP_PORT", port.to_string()),
+        ("IDP_ACCOUNTS", crate::oauth::accounts().to_string()),
+        ("IDP_CLIENTS", clients.to_string()),
+        ("IDP_ACCESS_TOKEN_TTL", ttl.to_string()),
+        ("IDP_LOG_TOKENS", "1".to_owned()),
+    ];
+    envs.extend(more.iter().cloned());
     Process::spawn(
         &tp_test_support::node(),
         &[tp_test_support::node_dir()
@@ -678,13 +697,7 @@ fn provider_at(dir: &std::path::Path, port: u16, redirect: &str, ttl: u64) -> Pr
             .display()
             .to_string()],
         &log,
-        &[
-            ("IDP_PORT", port.to_string()),
-            ("IDP_ACCOUNTS", crate::oauth::accounts().to_string()),
-            ("IDP_CLIENTS", clients.to_string()),
-            ("IDP_ACCESS_TOKEN_TTL", ttl.to_string()),
-            ("IDP_LOG_TOKENS", "1".to_owned()),
-        ],
+        &envs,
     )
 }
 
@@ -1413,4 +1426,179 @@ async fn an_upstream_gets_a_token_exchanged_for_it_never_the_tenants_own() {
         "the upstream was sent a token it refused:\n{upstream_log}"
     );
     assert!(!edge.log().contains(secret), "the client secret in a log");
+}
+
+/// A TCP relay to `127.0.0.1:target` that holds the answer to every refresh-token request for
+/// `hold` before passing it on (the provider has already answered, and spent the old refresh
+/// token, by then). Each hold is reported on the returned channel as it begins. Returns the
+/// relay's port.
+async fn holding_relay(
+    target: u16,
+    hold: Duration,
+) -> (u16, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (held, holds) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                continue;
+            };
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            let refreshing = Arc::new(AtomicBool::new(false));
+            let asked = refreshing.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 16 * 1024];
+                while let Ok(n) = client_read.read(&mut buffer).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if contains(&buffer[..n], "grant_type=refresh_token") {
+                        asked.store(true, Ordering::SeqCst);
+                    }
+                    if server_write.write_all(&buffer[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let held = held.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 16 * 1024];
+                while let Ok(n) = server_read.read(&mut buffer).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if refreshing.swap(false, Ordering::SeqCst) {
+                        let _ = held.send(());
+                        tokio::time::sleep(hold).await;
+                    }
+                    if client_write.write_all(&buffer[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (port, holds)
+}
+
+/// A renewal under way when the control plane is told to stop (SIGTERM) is finished and
+/// stored before it exits. The provider rotates refresh tokens: the renewal spends the stored
+/// one, and the new one exists only in the answer, held back by a relay while the control
+/// plane is stopped. Restarted, the control plane has the renewed credential, and its next
+/// renewal (with the rotated refresh token) succeeds; a control plane that dropped the
+/// renewal at the stop would hold a spent refresh token, which the provider answers with
+/// `invalid_grant`, disconnecting the tenant.
+#[tokio::test]
+async fn a_renewal_under_way_at_a_stop_is_stored_so_a_rotated_refresh_token_is_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (idp_port, callback_port) = (free_port(), free_port());
+    let issuer = format!("http://127.0.0.1:{idp_port}");
+    let callback = format!("http://127.0.0.1:{callback_port}/connections/callback");
+    let resource = format!("http://127.0.0.1:{}/mcp", free_port());
+    let ttl = 12;
+    let idp = provider_with(
+        dir.path(),
+        idp_port,
+        &callback,
+        ttl,
+        &[("IDP_ROTATE_REFRESH_TOKENS", "1".to_owned())],
+    );
+    provider_ready(&idp).await;
+    let (relay, mut holds) = holding_relay(idp_port, Duration::from_secs(4)).await;
+    let secret_file = dir.path().join("client-secret");
+    std::fs::write(&secret_file, format!("{CLIENT_SECRET}\n")).unwrap();
+    // Codes and renewals go to the provider through the relay.
+    let oauth = format!(
+        "[{{provider = \"crm\", authorization_endpoint = \"{issuer}/auth\", token_endpoint = \"http://127.0.0.1:{relay}/token\", client_id = \"toolplane\", client_secret_file = {:?}, scopes = [\"mcp\"], resource = \"{resource}\"}}]",
+        secret_file.display().to_string()
+    );
+    let mut fleet = Fleet::start_with_cp_env(
+        1,
+        "",
+        vec![
+            (
+                "TOOLPLANE_CP_CONNECTIONS__CALLBACK_LISTEN",
+                format!("127.0.0.1:{callback_port}"),
+            ),
+            ("TOOLPLANE_CP_CONNECTIONS__REFRESH_CHECK_SECS", "1".into()),
+            ("TOOLPLANE_CP_CONNECTIONS__OAUTH", oauth),
+            ("TOOLPLANE_CP_LIFECYCLE__DRIFT_CHECK_SECS", "0".into()),
+        ],
+    )
+    .await;
+    world(&fleet, &resource).await;
+    connect_by_oauth(&fleet, "acme", "alice", None).await;
+    let (code, first) = status(&fleet, "acme").await;
+    assert_eq!(code, 0, "{first}");
+    assert_eq!(first["refreshable"], true, "{first}");
+
+    // The renewal (at half the token's lifetime) is under way: the provider has answered and
+    // spent the first refresh token; the relay holds the answer. Stop the control plane now.
+    tokio::time::timeout(Duration::from_secs(ttl + 10), holds.recv())
+        .await
+        .expect("a renewal within the token's lifetime")
+        .expect("the relay runs");
+    let refresh_tokens = || {
+        idp.log_text()
+            .lines()
+            .filter_map(|line| line.strip_prefix("issued "))
+            .filter_map(|json| serde_json::from_str::<Value>(json).ok())
+            .filter_map(|body| body["refresh_token"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    tp_test_support::eventually(
+        "the provider to issue the rotated refresh token",
+        Duration::from_secs(3),
+        || async { (refresh_tokens().len() >= 2).then_some(()) },
+    )
+    .await;
+    let stopped_at = std::time::Instant::now();
+    let exit = fleet.cp.process.terminate().await;
+    let log = fleet.cp.process.log_text();
+    assert!(
+        exit.is_some_and(|status| status.success()),
+        "the control plane did not stop cleanly within 10 s ({exit:?}): {log}"
+    );
+    assert!(
+        stopped_at.elapsed() >= Duration::from_secs(2),
+        "the control plane exited at once, before the held answer came: {log}"
+    );
+    assert!(!log.contains("still under way"), "{log}");
+
+    // Restarted on the same data: the renewed credential is there, and the rotated refresh
+    // token renews it again.
+    fleet.cp.restart_same_port().await;
+    let (code, renewed) = status(&fleet, "acme").await;
+    assert_eq!(code, 0, "the connection went: {renewed}");
+    assert_ne!(
+        renewed["fingerprint"], first["fingerprint"],
+        "the renewal under way at the stop was not stored"
+    );
+    let spent = refresh_tokens().len();
+    tp_test_support::eventually(
+        "a renewal with the rotated refresh token",
+        Duration::from_secs(ttl + 15),
+        || async {
+            let (code, now) = status(&fleet, "acme").await;
+            assert_eq!(
+                code,
+                0,
+                "the connection went after the restart: {}",
+                fleet.cp.process.log_text()
+            );
+            (now["fingerprint"] != renewed["fingerprint"]).then_some(())
+        },
+    )
+    .await;
+    assert!(refresh_tokens().len() > spent, "{}", idp.log_text());
+    assert!(
+        !fleet.cp.process.log_text().contains("invalid_grant"),
+        "{}",
+        fleet.cp.process.log_text()
+    );
 }

@@ -13,7 +13,8 @@
 // A client with "redirect_uris" is a web client instead (the authorization-code flow with
 // refresh tokens, as Toolplane's control plane connects providers; tests/connections.rs).
 //
-// Usage: IDP_PORT=... IDP_ACCOUNTS='{...}' [IDP_CLIENTS='{...}'] node idp.mjs
+// Usage: IDP_PORT=... IDP_ACCOUNTS='{...}' [IDP_CLIENTS='{...}'] [IDP_ROTATE_REFRESH_TOKENS=1]
+//   [IDP_ACCESS_TOKEN_TTL=seconds] [IDP_LOG_TOKENS=1] node idp.mjs
 //   (prints "ready <issuer>")
 
 import crypto from 'node:crypto';
@@ -65,6 +66,9 @@ const provider = new Provider(issuer, {
   // Web clients get a refresh token whenever they may use one (without the OIDC rule that
   // ties offline_access to prompt=consent).
   issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+  // IDP_ROTATE_REFRESH_TOKENS: every renewal spends its refresh token and issues a new one;
+  // oidc-provider then answers a spent one with invalid_grant and revokes the grant.
+  ...(process.env.IDP_ROTATE_REFRESH_TOKENS ? { rotateRefreshToken: () => true } : {}),
   extraTokenClaims: (_ctx, token) => {
     if (token.accountId === undefined && machines[token.clientId]) {
       return { ...machines[token.clientId].claims };
