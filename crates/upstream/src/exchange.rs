@@ -245,6 +245,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The test executor, exchanging tokens at `token_endpoint` as client `edge` with the
+    /// secret in `secret_env` (none when empty).
+    fn exchanging(token_endpoint: &str, secret_env: &str) -> Executor {
+        Executor {
+            token_exchange: Some(TokenExchange {
+                token_endpoint: token_endpoint.into(),
+                client_id: "edge".into(),
+                client_secret_env: secret_env.into(),
+                audience: String::new(),
+                scope: String::new(),
+            }),
+            ..crate::test_executor()
+        }
+    }
+
     #[test]
     fn only_a_bearer_token_of_printable_ascii_is_taken() {
         let (token, lifetime) = issued_token(
@@ -267,24 +282,7 @@ mod tests {
 
     #[test]
     fn the_client_secret_is_read_only_from_a_variable_of_the_prefix() {
-        let executor = |secret_env: &str| Executor {
-            name: "x".into(),
-            endpoint: "http://127.0.0.1:1/mcp".into(),
-            protocol: tp_registry::ExecutorProtocol::Mcp,
-            timeout_ms: 1000,
-            max_concurrency: 1,
-            description: String::new(),
-            tool_prefix: String::new(),
-            credential_env: String::new(),
-            credential_header: String::new(),
-            token_exchange: Some(TokenExchange {
-                token_endpoint: "http://127.0.0.1:1/token".into(),
-                client_id: "edge".into(),
-                client_secret_env: secret_env.into(),
-                audience: String::new(),
-                scope: String::new(),
-            }),
-        };
+        let executor = |secret_env: &str| exchanging("http://127.0.0.1:1/token", secret_env);
         let http = reqwest::Client::new();
         // PATH exists in every environment: it must never be sent as a client secret.
         for name in ["PATH", "TOOLPLANE_CRED_"] {
@@ -331,24 +329,7 @@ mod tests {
                 let _ = stream.write_all(answer.as_bytes()).await;
             }
         });
-        let info = Executor {
-            name: "x".into(),
-            endpoint: "http://127.0.0.1:1/mcp".into(),
-            protocol: tp_registry::ExecutorProtocol::Mcp,
-            timeout_ms: 1000,
-            max_concurrency: 1,
-            description: String::new(),
-            tool_prefix: String::new(),
-            credential_env: String::new(),
-            credential_header: String::new(),
-            token_exchange: Some(TokenExchange {
-                token_endpoint: format!("http://127.0.0.1:{port}/token"),
-                client_id: "edge".into(),
-                client_secret_env: String::new(),
-                audience: String::new(),
-                scope: String::new(),
-            }),
-        };
+        let info = exchanging(&format!("http://127.0.0.1:{port}/token"), "");
         let http = crate::http_client("", "", "").unwrap();
         let exchanger = Exchanger::new(&info, "TOOLPLANE_CRED_", http).unwrap();
         let error = exchanger.exchange("subject-token").await.unwrap_err();

@@ -724,6 +724,23 @@ impl tp_registry::HasErrorCode for UpstreamError {
     }
 }
 
+/// An MCP executor at a port nothing listens on, with nothing else set, for tests to change.
+#[cfg(test)]
+pub(crate) fn test_executor() -> Executor {
+    Executor {
+        name: "x".into(),
+        endpoint: "http://127.0.0.1:1/mcp".into(),
+        protocol: tp_registry::ExecutorProtocol::Mcp,
+        timeout_ms: 1000,
+        max_concurrency: 1,
+        description: String::new(),
+        tool_prefix: String::new(),
+        credential_env: String::new(),
+        credential_header: String::new(),
+        token_exchange: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -772,15 +789,8 @@ mod tests {
         let upstream = Upstream::new(
             Executor {
                 name: "everything".into(),
-                endpoint: "http://127.0.0.1:1/mcp".into(),
-                protocol: tp_registry::ExecutorProtocol::Mcp,
-                timeout_ms: 1000,
-                max_concurrency: 1,
-                description: String::new(),
                 tool_prefix: "everything_".into(),
-                credential_env: String::new(),
-                credential_header: String::new(),
-                token_exchange: None,
+                ..test_executor()
             },
             "TOOLPLANE_CRED_",
             reqwest::Client::default(),
@@ -793,16 +803,8 @@ mod tests {
     #[test]
     fn only_prefixed_variables_are_sent() {
         let executor = |env: &str| Executor {
-            name: "x".into(),
-            endpoint: "http://127.0.0.1:1/mcp".into(),
-            protocol: tp_registry::ExecutorProtocol::Mcp,
-            timeout_ms: 1000,
-            max_concurrency: 1,
-            description: String::new(),
-            tool_prefix: String::new(),
             credential_env: env.into(),
-            credential_header: String::new(),
-            token_exchange: None,
+            ..test_executor()
         };
         // PATH exists in every environment: it must never be readable through an executor.
         let error = credential(&executor("PATH"), "TOOLPLANE_CRED_").unwrap_err();
