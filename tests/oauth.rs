@@ -12,7 +12,7 @@ use tp_test_support::services::free_port;
 use tp_test_support::{EdgeProcess, McpHttp, Process, eventually, node, node_dir, python};
 
 use crate::clients::run_client;
-use crate::fleet::{Fleet, LEGACY};
+use crate::fleet::{Fleet, LEGACY, STATELESS};
 
 /// The provider's users and the claims their access tokens carry.
 pub(crate) fn accounts() -> Value {
@@ -859,6 +859,65 @@ async fn scopes_naming_providers_narrow_what_a_token_sees_and_calls() {
         .call("hubspot_crm", json!({"action": "search"}))
         .await;
     assert!(!allowed.body.contains("nknown"), "{}", allowed.body);
+
+    // Change streams follow what each caller sees: a new Google tool for acme is announced to
+    // the wide token's listener and not to the narrowed one's (it would tell that caller of a
+    // tool it cannot see); a new HubSpot tool is announced to both.
+    let listen = |token: String| {
+        let addr = edge.addr.clone();
+        async move {
+            let (status, mut stream) = McpHttp::new(&addr, Some(&token), STATELESS)
+                .stream(
+                    1,
+                    "subscriptions/listen",
+                    json!({"notifications": {"toolsListChanged": true}}),
+                )
+                .await;
+            assert_eq!(status, 200);
+            let acknowledged = tokio::time::timeout(Duration::from_secs(5), stream.recv()).await;
+            assert!(matches!(acknowledged, Ok(Some(_))), "no acknowledgement");
+            stream
+        }
+    };
+    let mut narrow_listener = listen(token("narrow").await).await;
+    let mut wide_listener = listen(token("wide").await).await;
+    async fn heard(
+        stream: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+        within: Duration,
+    ) -> bool {
+        let next = async {
+            while let Some(message) = stream.recv().await {
+                if message["method"] == "notifications/tools/list_changed" {
+                    return true;
+                }
+            }
+            false
+        };
+        tokio::time::timeout(within, next).await == Ok(true)
+    }
+    let mut admin = fleet.cp.admin().await;
+    for (name, provider) in [
+        ("google_new_report", "google"),
+        ("hubspot_new_deal", "hubspot"),
+    ] {
+        let mut tool = crate::fleet::test_tool(name, json!({"type": "object"}), true);
+        tool.provider = provider.into();
+        admin
+            .catalog
+            .register_tool(pb::RegisterToolRequest { tool: Some(tool) })
+            .await
+            .unwrap();
+        assert!(
+            heard(&mut wide_listener, Duration::from_secs(10)).await,
+            "the wide token's listener heard nothing of {name}"
+        );
+        let narrow_heard = heard(&mut narrow_listener, Duration::from_secs(2)).await;
+        assert_eq!(
+            narrow_heard,
+            provider == "hubspot",
+            "the narrowed listener and {name}"
+        );
+    }
 
     // Without the prefix the trust ignores scopes: the same token sees everything (a fresh
     // token, so the edge's identity cache does not answer with the narrowed caller).

@@ -56,12 +56,20 @@ impl Content {
             .collect();
         let progressive = self.disclosure.is_progressive(tools.len());
         let listing = crate::disclosure::listing(&tools, progressive, &self.disclosure.pinned);
+        // Of what the narrowed caller sees only: a change to tools it does not see keeps the
+        // digest, so it owes this caller no `list_changed` (nor tells it of that change).
         let mut digest = sha2::Sha256::new();
-        digest.update(self.listing_digest);
         for provider in providers {
             digest.update((provider.len() as u64).to_le_bytes());
             digest.update(provider.as_bytes());
         }
+        digest.update((tools.len() as u64).to_le_bytes());
+        for tool in &tools {
+            let bytes = serde_json::to_vec(&tool.resolved).unwrap_or_default();
+            digest.update((bytes.len() as u64).to_le_bytes());
+            digest.update(&bytes);
+        }
+        digest.update(serde_json::to_vec(&self.disclosure).unwrap_or_default());
         Content {
             tools,
             index,

@@ -321,12 +321,7 @@ fn notification_stream(state: &Arc<EdgeState>, request: Request) -> Response {
         }
     };
     let lifetime = tokio::time::sleep(state.streams.lifetime);
-    let changes = crate::mcp::list_changes(
-        Arc::clone(state),
-        caller.0.tenant.clone(),
-        caller.0.role.clone(),
-        key,
-    );
+    let changes = crate::mcp::list_changes(Arc::clone(state), &caller.0, key);
     let events = futures::StreamExt::map(changes, |()| {
         Ok::<_, std::convert::Infallible>(
             Event::default()

@@ -264,24 +264,28 @@ impl McpHandler {
     }
 }
 
-/// Each change that altered what (`tenant`, `role`) lists — its own settings, the catalogue,
-/// or notices lost to lag — until the edge starts shutting down. What `subscriptions/listen`
+/// Each change that altered what `caller` lists — its tenant's settings, the catalogue, or
+/// notices lost to lag — until the edge starts shutting down. What `subscriptions/listen`
 /// streams, whichever transport serves it. A change elsewhere in the catalogue (a tool this
-/// caller cannot see registered, say) is not announced: it would tell the caller that
-/// something it cannot see exists. With the caller's `key`, the stream also ends when a change
+/// caller cannot see registered, say, or one of a provider its token's scopes leave out) is
+/// not announced: it would tell the caller that something it cannot see exists. With the caller's `key`, the stream also ends when a change
 /// revokes it.
 pub fn list_changes(
     state: Arc<EdgeState>,
-    tenant: String,
-    role: String,
+    caller: &crate::cache::Identity,
     key: Option<String>,
 ) -> impl futures::Stream<Item = ()> + Send + 'static {
     let notices = state.notices.subscribe();
+    let seer = Seer {
+        tenant: caller.tenant.clone(),
+        role: caller.role.clone(),
+        providers: caller.providers.clone(),
+    };
     futures::stream::unfold(
-        (notices, state, tenant, role, key, None),
-        |(mut notices, state, tenant, role, key, mut seen)| async move {
+        (notices, state, seer, key, None),
+        |(mut notices, state, seer, key, mut seen)| async move {
             if seen.is_none() {
-                seen = Some(listing_of(&state, &tenant, &role).await);
+                seen = Some(listing_of(&state, &seer).await);
             }
             loop {
                 let notice = tokio::select! {
@@ -289,7 +293,7 @@ pub fn list_changes(
                     notice = notices.recv() => notice,
                 };
                 let relevant = match notice {
-                    Ok(notice) => notice.all || notice.tenants.iter().any(|t| t == &tenant),
+                    Ok(notice) => notice.all || notice.tenants.contains(&seer.tenant),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
                 };
@@ -302,33 +306,39 @@ pub fn list_changes(
                 {
                     return None;
                 }
-                if relevant && listing_changed(&state, &tenant, &role, &mut seen).await {
-                    return Some(((), (notices, state, tenant, role, key, seen)));
+                if relevant && listing_changed(&state, &seer, &mut seen).await {
+                    return Some(((), (notices, state, seer, key, seen)));
                 }
             }
         },
     )
 }
 
-/// The listing digest of (`tenant`, `role`)'s registry; `None` when it cannot be loaded.
-async fn listing_of(state: &EdgeState, tenant: &str, role: &str) -> Option<[u8; 32]> {
-    state
-        .caches
-        .registry(tenant, role)
-        .await
-        .ok()
-        .map(|registry| registry.listing_digest)
+/// Whose listing a change stream follows: a tenant and role, narrowed to some providers when
+/// the caller's token scopes name them.
+struct Seer {
+    tenant: String,
+    role: String,
+    providers: Option<Vec<String>>,
+}
+
+/// The listing digest of the registry `seer` sees; `None` when it cannot be loaded.
+async fn listing_of(state: &EdgeState, seer: &Seer) -> Option<[u8; 32]> {
+    let registry = state.caches.registry(&seer.tenant, &seer.role).await.ok()?;
+    Some(match &seer.providers {
+        Some(providers) => registry.narrowed_to(providers).listing_digest,
+        None => registry.listing_digest,
+    })
 }
 
 /// Whether (`tenant`, `role`)'s listing differs from `seen` (which it then becomes). A
 /// registry that cannot be loaded counts as changed: the client lists again and learns why.
-pub(crate) async fn listing_changed(
+async fn listing_changed(
     state: &EdgeState,
-    tenant: &str,
-    role: &str,
+    seer: &Seer,
     seen: &mut Option<Option<[u8; 32]>>,
 ) -> bool {
-    let now = listing_of(state, tenant, role).await;
+    let now = listing_of(state, seer).await;
     let changed = now.is_none() || seen.is_none_or(|before| before != now);
     *seen = Some(now);
     changed

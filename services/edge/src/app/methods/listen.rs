@@ -106,13 +106,7 @@ fn changed_lists(
     key: Option<String>,
 ) -> impl futures::Stream<Item = ()> + Send + 'static {
     let changes = if subscribed {
-        crate::mcp::list_changes(
-            Arc::clone(state),
-            caller.tenant.clone(),
-            caller.role.clone(),
-            key,
-        )
-        .boxed()
+        crate::mcp::list_changes(Arc::clone(state), caller, key).boxed()
     } else {
         let stopping = state.shutdown.clone();
         futures::stream::once(async move { stopping.cancelled_owned().await })
