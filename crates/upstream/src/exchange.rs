@@ -4,11 +4,11 @@
 //! server issues for the upstream (`resource` = the executor's endpoint) is sent instead.
 //!
 //! Issued tokens are kept in this process's memory, by the SHA-256 of the subject token, until
-//! shortly before they expire. A refused or failed exchange fails the call: the subject token
-//! is never sent in its place.
+//! shortly before they expire; calls of one subject on a cold cache share one exchange. A
+//! refused or failed exchange fails the call: the subject token is never sent in its place.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -43,7 +43,16 @@ pub(crate) struct Exchanger {
     resource: String,
     http: reqwest::Client,
     issued: Mutex<HashMap<[u8; 32], (String, Instant)>>,
+    /// Exchanges under way, by subject: callers that find one wait for its answer instead of
+    /// sending their own (a cold cache under load sends one request per subject, not one per
+    /// call).
+    pending: Mutex<HashMap<[u8; 32], Arc<Flight>>>,
 }
+
+/// One exchange under way and the answer its waiters share (an error too: each waiter would
+/// otherwise try again in turn, and a down endpoint would hold the last one for all the
+/// timeouts before it).
+type Flight = tokio::sync::OnceCell<Result<String, UpstreamError>>;
 
 impl std::fmt::Debug for Exchanger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,6 +87,7 @@ impl Exchanger {
             resource: info.endpoint.clone(),
             http,
             issued: Mutex::default(),
+            pending: Mutex::default(),
         })
     }
 
@@ -86,27 +96,59 @@ impl Exchanger {
     }
 
     /// The upstream's token for `subject` (a tenant's connection token): the one kept while
-    /// it is fresh, else a new exchange's.
+    /// it is fresh, else a new exchange's — one per subject at a time, whose answer every
+    /// caller waiting for the same subject shares.
     pub(crate) async fn exchange(&self, subject: &str) -> Result<String, UpstreamError> {
         let key: [u8; 32] = sha2::Sha256::digest(subject.as_bytes()).into();
-        if let Some((token, until)) = self.issued().get(&key)
-            && Instant::now() < *until
-        {
-            return Ok(token.clone());
+        if let Some(token) = self.cached(&key) {
+            return Ok(token);
         }
-        let (token, lifetime) = self.request(subject).await?;
+        let flight = Arc::clone(
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(key)
+                .or_default(),
+        );
+        // Whoever runs the flight stores its token before the waiters wake; a flight whose
+        // runner was cancelled is taken over by the next waiter (OnceCell's rule).
+        let answer = flight
+            .get_or_init(|| async {
+                if let Some(token) = self.cached(&key) {
+                    return Ok(token);
+                }
+                let (token, lifetime) = self.request(subject).await?;
+                self.store(key, &token, lifetime);
+                Ok(token)
+            })
+            .await
+            .clone();
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.get(&key).is_some_and(|f| Arc::ptr_eq(f, &flight)) {
+            pending.remove(&key);
+        }
+        answer
+    }
+
+    /// The token issued for the subject whose digest is `key`, while it is valid.
+    fn cached(&self, key: &[u8; 32]) -> Option<String> {
+        self.issued()
+            .get(key)
+            .filter(|(_, until)| Instant::now() < *until)
+            .map(|(token, _)| token.clone())
+    }
+
+    /// Keeps `token` until a tenth of its `lifetime` (a minute at most) before it ends.
+    fn store(&self, key: [u8; 32], token: &str, lifetime: Duration) {
         let lifetime = lifetime.min(MAX_LIFETIME);
-        // Renewed a little before it expires: a tenth of its life, at most a minute.
         let margin = (lifetime / 10).min(Duration::from_secs(60));
         let mut issued = self.issued();
         if issued.len() >= MAX_CACHED {
             issued.clear();
         }
-        issued.insert(key, (token.clone(), Instant::now() + lifetime - margin));
-        Ok(token)
+        issued.insert(key, (token.to_owned(), Instant::now() + lifetime - margin));
     }
 
-    /// One exchange: the issued token and its lifetime.
     async fn request(&self, subject: &str) -> Result<(String, Duration), UpstreamError> {
         let secret = self.secret.clone().map_err(UpstreamError::Unreachable)?;
         let settings = &self.settings;
@@ -342,6 +384,93 @@ mod tests {
             !reached.load(std::sync::atomic::Ordering::SeqCst),
             "the redirect was followed"
         );
+    }
+
+    /// A token endpoint on a free port that answers every request after `delay`, with
+    /// `status` and a token named after the request count; the count is returned.
+    async fn counting_endpoint(
+        status: u16,
+        delay: Duration,
+    ) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&count);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let counted = std::sync::Arc::clone(&counted);
+                tokio::spawn(async move {
+                    let mut buffer = vec![0u8; 16 * 1024];
+                    while let Ok(n) = stream.read(&mut buffer).await {
+                        if n == 0 {
+                            return;
+                        }
+                        let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                        tokio::time::sleep(delay).await;
+                        let body = if status == 200 {
+                            format!(
+                                r#"{{"access_token":"issued-{n}","token_type":"Bearer","expires_in":300}}"#
+                            )
+                        } else {
+                            r#"{"note":"down"}"#.to_owned()
+                        };
+                        let answer = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, count)
+    }
+
+    /// Fifty calls of one subject on a cold cache send one exchange and share its token; a
+    /// second subject sends its own; a failing endpoint's error is shared too (one request,
+    /// not fifty in turn), and is not kept: the next call tries again.
+    #[tokio::test]
+    async fn concurrent_calls_of_one_subject_share_one_exchange() {
+        let (port, count) = counting_endpoint(200, Duration::from_millis(200)).await;
+        let info = exchanging(&format!("http://127.0.0.1:{port}/token"), "");
+        let http = crate::http_client("", "", "").unwrap();
+        let exchanger = Exchanger::new(&info, "TOOLPLANE_CRED_", http.clone()).unwrap();
+        let calls = (0..50).map(|i| {
+            let subject = if i % 10 == 9 {
+                "subject-b"
+            } else {
+                "subject-a"
+            };
+            exchanger.exchange(subject)
+        });
+        let tokens: Vec<String> = futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let a: std::collections::HashSet<&String> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 10 != 9)
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(a.len(), 1, "{tokens:?}");
+        assert!(!a.contains(&tokens[9]), "{tokens:?}");
+        assert!(exchanger.pending.lock().unwrap().is_empty());
+
+        let (port, count) = counting_endpoint(500, Duration::from_millis(200)).await;
+        let info = exchanging(&format!("http://127.0.0.1:{port}/token"), "");
+        let exchanger = Exchanger::new(&info, "TOOLPLANE_CRED_", http).unwrap();
+        let answers =
+            futures::future::join_all((0..50).map(|_| exchanger.exchange("subject-a"))).await;
+        assert!(answers.iter().all(Result::is_err), "{answers:?}");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(exchanger.exchange("subject-a").await.is_err());
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]
