@@ -3,7 +3,8 @@
 //! a provider's tool needs no question to the control plane unless the tenant connected that
 //! provider. The credential itself is asked for (`GetCredential`) on the first call that needs
 //! it, kept in this process's memory only — never in Redis, logs or audit — and asked again
-//! when the registry names another fingerprint. While the control plane is unreachable, the
+//! when the registry names another fingerprint (once for all the calls that need it at the
+//! same moment). While the control plane is unreachable, the
 //! credential already held keeps serving, like the registry it came with.
 //!
 //! A user of the tenant may hold a connection of their own (the registry lists them, with
@@ -11,7 +12,7 @@
 //! user's name. A caller without one uses the tenant's; with neither, the call is refused.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tonic::Status;
 use tp_proto::pb;
@@ -26,10 +27,16 @@ const MAX_ENTRIES: usize = 10_000;
 #[derive(Default)]
 pub struct Credentials {
     entries: Mutex<HashMap<Key, (String, pb::ProviderCredential)>>,
+    /// Questions to the control plane under way, by connection and fingerprint: calls that
+    /// need the same credential wait for the one answer instead of each asking.
+    pending: Mutex<HashMap<(Key, String), Arc<Question>>>,
 }
 
 /// (tenant, provider, user — empty for the tenant's).
 type Key = (String, String, String);
+
+/// One `GetCredential` under way and the answer (an error too) its waiters share.
+type Question = tokio::sync::OnceCell<Result<pb::ProviderCredential, Status>>;
 
 /// Which connection a call uses: the caller's own, or the tenant's.
 #[derive(Debug, Clone, Copy)]
@@ -83,7 +90,8 @@ impl std::fmt::Debug for Credentials {
 
 impl Credentials {
     /// `tenant`'s credential of the `chosen` connection (from its registry): the one held
-    /// when its fingerprint is the registry's, else the control plane's answer.
+    /// when its fingerprint is the registry's, else the control plane's answer — asked once
+    /// for all the calls that need it at the same moment.
     pub async fn get(
         &self,
         directory: &dyn Directory,
@@ -95,16 +103,54 @@ impl Credentials {
             chosen.provider.to_owned(),
             chosen.user.to_owned(),
         );
-        {
-            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((fingerprint, credential)) = entries.get(&key)
-                && fingerprint == chosen.fingerprint
-            {
-                return Ok(credential.clone());
-            }
+        if let Some(credential) = self.held(&key, chosen.fingerprint) {
+            return Ok(credential);
         }
+        let asked = (key, chosen.fingerprint.to_owned());
+        let question = Arc::clone(
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(asked.clone())
+                .or_default(),
+        );
+        let answer = question
+            .get_or_init(|| async {
+                if let Some(credential) = self.held(&asked.0, chosen.fingerprint) {
+                    return Ok(credential);
+                }
+                self.ask(directory, asked.0.clone(), chosen).await
+            })
+            .await
+            .clone();
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending
+            .get(&asked)
+            .is_some_and(|q| Arc::ptr_eq(q, &question))
+        {
+            pending.remove(&asked);
+        }
+        answer
+    }
+
+    /// The credential held for `key` when its fingerprint is `fingerprint`.
+    fn held(&self, key: &Key, fingerprint: &str) -> Option<pb::ProviderCredential> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(key)
+            .filter(|(held, _)| held == fingerprint)
+            .map(|(_, credential)| credential.clone())
+    }
+
+    /// Asks the control plane for `key`'s credential and keeps it.
+    async fn ask(
+        &self,
+        directory: &dyn Directory,
+        key: Key,
+        chosen: Chosen<'_>,
+    ) -> Result<pb::ProviderCredential, Status> {
         let answer = directory
-            .credential(tenant, chosen.provider, chosen.user)
+            .credential(&key.0, chosen.provider, chosen.user)
             .await?;
         // Only the connection asked for (a control plane predating users' connections would
         // answer the tenant's to a user's request).
@@ -126,5 +172,109 @@ impl Credentials {
         }
         entries.insert(key, (answer.fingerprint, credential.clone()));
         Ok(credential)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A control plane that answers every credential question after 100 ms (or refuses it),
+    /// counting them.
+    #[derive(Debug, Default)]
+    struct Slow {
+        asked: AtomicUsize,
+        refuse: bool,
+    }
+
+    impl Directory for Slow {
+        fn resource(&self) -> &str {
+            ""
+        }
+        fn reachable(&self) -> bool {
+            true
+        }
+        fn authenticate<'a>(
+            &'a self,
+            _key: &'a str,
+        ) -> futures::future::BoxFuture<'a, Result<pb::Identity, Status>> {
+            Box::pin(async { Err(Status::unauthenticated("no")) })
+        }
+        fn resolve<'a>(
+            &'a self,
+            _tenant: &'a str,
+            _role: &'a str,
+        ) -> futures::future::BoxFuture<'a, Result<pb::ResolvedRegistry, Status>> {
+            Box::pin(async { Err(Status::not_found("no")) })
+        }
+        fn credential<'a>(
+            &'a self,
+            tenant: &'a str,
+            provider: &'a str,
+            user: &'a str,
+        ) -> futures::future::BoxFuture<'a, Result<pb::Credential, Status>> {
+            let n = self.asked.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                if self.refuse {
+                    return Err(Status::unavailable("down"));
+                }
+                Ok(pb::Credential {
+                    credential: format!("{tenant}/{provider}/{user}/{n}"),
+                    fingerprint: "f1".into(),
+                    user: user.to_owned(),
+                    ..Default::default()
+                })
+            })
+        }
+    }
+
+    fn chosen<'a>(user: &'a str) -> Chosen<'a> {
+        Chosen {
+            provider: "crm",
+            user,
+            fingerprint: "f1",
+            expires_at: 0,
+        }
+    }
+
+    /// Forty calls needing two connections' credentials at once ask the control plane twice,
+    /// and each gets its own connection's; an error is shared and not kept.
+    #[tokio::test]
+    async fn calls_needing_one_credential_at_once_ask_once() {
+        let credentials = Credentials::default();
+        let directory = Slow::default();
+        let calls = (0..40).map(|i| {
+            let user = if i % 2 == 0 { "" } else { "alice" };
+            credentials.get(&directory, "acme", chosen(user))
+        });
+        let answers = futures::future::join_all(calls).await;
+        assert_eq!(directory.asked.load(Ordering::SeqCst), 2);
+        for (i, answer) in answers.iter().enumerate() {
+            let token = &answer.as_ref().unwrap().token;
+            let user = if i % 2 == 0 { "" } else { "alice" };
+            assert!(token.starts_with(&format!("acme/crm/{user}/")), "{token}");
+        }
+        assert!(credentials.pending.lock().unwrap().is_empty());
+        // Held now: no further question.
+        credentials
+            .get(&directory, "acme", chosen("alice"))
+            .await
+            .unwrap();
+        assert_eq!(directory.asked.load(Ordering::SeqCst), 2);
+
+        let down = Slow {
+            refuse: true,
+            ..Slow::default()
+        };
+        let credentials = Credentials::default();
+        let answers =
+            futures::future::join_all((0..40).map(|_| credentials.get(&down, "acme", chosen(""))))
+                .await;
+        assert!(answers.iter().all(Result::is_err));
+        assert_eq!(down.asked.load(Ordering::SeqCst), 1);
+        assert!(credentials.get(&down, "acme", chosen("")).await.is_err());
+        assert_eq!(down.asked.load(Ordering::SeqCst), 2);
     }
 }
