@@ -332,18 +332,19 @@ impl Executors {
             let Some(this_attempt) = this_attempt else {
                 return Err(timed_out(tool, info));
             };
-            let outcome = tokio::time::timeout_at(
-                deadline.into(),
-                call(
-                    handle,
-                    &self.settings.key,
-                    this_attempt,
-                    deadline,
-                    &mut relay,
-                ),
-            )
-            .await
-            .unwrap_or_else(|_| Err(timed_out(tool, info)));
+            // Boxed: the gRPC or MCP call's future is kilobytes, and every future above it
+            // (the retries, the executor's slots, the tool call's steps) would otherwise hold
+            // and move a copy of it (issue 33: the largest cost of a `tools/call` was memcpy).
+            let sent = Box::pin(call(
+                handle,
+                &self.settings.key,
+                this_attempt,
+                deadline,
+                &mut relay,
+            ));
+            let outcome = tokio::time::timeout_at(deadline.into(), sent)
+                .await
+                .unwrap_or_else(|_| Err(timed_out(tool, info)));
             let again = attempt == 1 && idempotent && Instant::now() < deadline;
             match outcome {
                 // Never reached: safe to send again when a repeat is harmless. Lost under the

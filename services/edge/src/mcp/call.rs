@@ -672,14 +672,16 @@ impl McpHandler {
         // Progress and log events are relayed to the client while the call runs, by a task
         // started at the first event (most calls have none).
         let mut relay = Relay::new(ctx);
-        let invoking = self.invoke_asking(
+        // Boxed, so that this future holds a pointer to the executor call's rather than a
+        // copy moved into `cancellable` (see `Executors::attempts`).
+        let invoking = Box::pin(self.invoke_asking(
             executor,
             &template,
             first,
             Instant::now() + timeout,
             &mut relay,
             ctx,
-        );
+        ));
         let result = cancellable(invoking, tool, request_id, ctx).await;
         relay.finish().await;
         match result {
