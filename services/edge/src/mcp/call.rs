@@ -672,8 +672,7 @@ impl McpHandler {
         // Progress and log events are relayed to the client while the call runs, by a task
         // started at the first event (most calls have none).
         let mut relay = Relay::new(ctx);
-        // Boxed, so that this future holds a pointer to the executor call's rather than a
-        // copy moved into `cancellable` (see `Executors::attempts`).
+        // Boxed: held by pointer, not copied into `cancellable` (see `Executors::attempts`).
         let invoking = Box::pin(self.invoke_asking(
             executor,
             &template,
