@@ -710,6 +710,32 @@ async fn provider_ready(process: &Process) {
     .await;
 }
 
+/// The control plane's settings for connecting `crm` by OAuth at `issuer` (codes exchanged at
+/// `token_endpoint`, tokens for `resource`), its callback on `callback_port` and renewals
+/// looked for every second; the client secret is written to a file in `dir`.
+fn oauth_settings(
+    dir: &std::path::Path,
+    issuer: &str,
+    token_endpoint: &str,
+    resource: &str,
+    callback_port: u16,
+) -> Vec<(&'static str, String)> {
+    let secret_file = dir.join("client-secret");
+    std::fs::write(&secret_file, format!("{CLIENT_SECRET}\n")).unwrap();
+    let oauth = format!(
+        "[{{provider = \"crm\", authorization_endpoint = \"{issuer}/auth\", token_endpoint = \"{token_endpoint}\", client_id = \"toolplane\", client_secret_file = {:?}, scopes = [\"mcp\"], resource = \"{resource}\"}}]",
+        secret_file.display().to_string()
+    );
+    vec![
+        (
+            "TOOLPLANE_CP_CONNECTIONS__CALLBACK_LISTEN",
+            format!("127.0.0.1:{callback_port}"),
+        ),
+        ("TOOLPLANE_CP_CONNECTIONS__REFRESH_CHECK_SECS", "1".into()),
+        ("TOOLPLANE_CP_CONNECTIONS__OAUTH", oauth),
+    ]
+}
+
 const CLIENT_SECRET: &str = "secret-of-toolplane-at-the-provider";
 
 /// The connections' key-encryption keys the OAuth test gives in an environment variable.
@@ -821,33 +847,24 @@ async fn tenants_connect_by_oauth_tokens_are_renewed_and_a_revoked_grant_disconn
     let ttl = 20;
     let mut idp = provider_at(dir.path(), idp_port, &callback, ttl);
     provider_ready(&idp).await;
-    let secret_file = dir.path().join("client-secret");
-    std::fs::write(&secret_file, format!("{CLIENT_SECRET}\n")).unwrap();
-    let oauth = format!(
-        "[{{provider = \"crm\", authorization_endpoint = \"{issuer}/auth\", token_endpoint = \"{issuer}/token\", client_id = \"toolplane\", client_secret_file = {:?}, scopes = [\"mcp\"], resource = \"{resource}\"}}]",
-        secret_file.display().to_string()
+    let mut settings = oauth_settings(
+        dir.path(),
+        &issuer,
+        &format!("{issuer}/token"),
+        &resource,
+        callback_port,
     );
-    let fleet = Fleet::start_with_cp_env(
-        2,
-        "",
-        vec![
-            (
-                "TOOLPLANE_CP_CONNECTIONS__CALLBACK_LISTEN",
-                format!("127.0.0.1:{callback_port}"),
-            ),
-            ("TOOLPLANE_CP_CONNECTIONS__REFRESH_CHECK_SECS", "1".into()),
-            ("TOOLPLANE_CP_CONNECTIONS__OAUTH", oauth),
-            // The upstream takes the restarted provider's new signing keys at once.
-            ("TOOLPLANE_CP_AUTH__TOKEN_KEY_REFETCH_SECS", "1".into()),
-            // The key-encryption keys from a variable (a new first key, an old second).
-            (
-                "TOOLPLANE_CP_AUTH__CONNECTIONS_KEYS_ENV",
-                "TP_TEST_CONNECTION_KEYS".into(),
-            ),
-            ("TP_TEST_CONNECTION_KEYS", format!("{KEK_NEW},\n{KEK_OLD}")),
-        ],
-    )
-    .await;
+    settings.extend([
+        // The upstream takes the restarted provider's new signing keys at once.
+        ("TOOLPLANE_CP_AUTH__TOKEN_KEY_REFETCH_SECS", "1".into()),
+        // The key-encryption keys from a variable (a new first key, an old second).
+        (
+            "TOOLPLANE_CP_AUTH__CONNECTIONS_KEYS_ENV",
+            "TP_TEST_CONNECTION_KEYS".into(),
+        ),
+        ("TP_TEST_CONNECTION_KEYS", format!("{KEK_NEW},\n{KEK_OLD}")),
+    ]);
+    let fleet = Fleet::start_with_cp_env(2, "", settings).await;
     // The upstream: an edge taking the provider's tokens for its resource; qa's users (alice)
     // and globex's (carol) map to those tenants there, so its echo names whose token it got.
     let (_upstream, _) = crate::oauth::edge_with_oauth_at(&fleet, &issuer, "", upstream_port).await;
@@ -1510,27 +1527,16 @@ async fn a_renewal_under_way_at_a_stop_is_stored_so_a_rotated_refresh_token_is_n
     );
     provider_ready(&idp).await;
     let (relay, mut holds) = holding_relay(idp_port, Duration::from_secs(4)).await;
-    let secret_file = dir.path().join("client-secret");
-    std::fs::write(&secret_file, format!("{CLIENT_SECRET}\n")).unwrap();
     // Codes and renewals go to the provider through the relay.
-    let oauth = format!(
-        "[{{provider = \"crm\", authorization_endpoint = \"{issuer}/auth\", token_endpoint = \"http://127.0.0.1:{relay}/token\", client_id = \"toolplane\", client_secret_file = {:?}, scopes = [\"mcp\"], resource = \"{resource}\"}}]",
-        secret_file.display().to_string()
+    let mut settings = oauth_settings(
+        dir.path(),
+        &issuer,
+        &format!("http://127.0.0.1:{relay}/token"),
+        &resource,
+        callback_port,
     );
-    let mut fleet = Fleet::start_with_cp_env(
-        1,
-        "",
-        vec![
-            (
-                "TOOLPLANE_CP_CONNECTIONS__CALLBACK_LISTEN",
-                format!("127.0.0.1:{callback_port}"),
-            ),
-            ("TOOLPLANE_CP_CONNECTIONS__REFRESH_CHECK_SECS", "1".into()),
-            ("TOOLPLANE_CP_CONNECTIONS__OAUTH", oauth),
-            ("TOOLPLANE_CP_LIFECYCLE__DRIFT_CHECK_SECS", "0".into()),
-        ],
-    )
-    .await;
+    settings.push(("TOOLPLANE_CP_LIFECYCLE__DRIFT_CHECK_SECS", "0".into()));
+    let mut fleet = Fleet::start_with_cp_env(1, "", settings).await;
     world(&fleet, &resource).await;
     connect_by_oauth(&fleet, "acme", "alice", None).await;
     let (code, first) = status(&fleet, "acme").await;
