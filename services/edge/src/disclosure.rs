@@ -126,13 +126,54 @@ pub fn one_line(description: &str) -> String {
     summary(description, ONE_LINE_CHARS)
 }
 
-/// The first sentence (or line) of a description, at most `max` characters, cut at a word.
-pub fn summary(description: &str, max: usize) -> String {
-    let line = description.lines().next().unwrap_or_default().trim();
-    let sentence = match line.find(". ") {
-        Some(end) => &line[..end],
-        None => line.trim_end_matches('.'),
+/// Where a description's lead sentence is, as a byte range: the first line that is neither blank
+/// nor a heading (a line ending in `:`, such as "🎯 Purpose:" in descriptions written as
+/// sections), after its list marker ("1. ", "- "), up to its first ". ". A description of
+/// headings only leads with its first non-blank line.
+pub fn lead_sentence(description: &str) -> std::ops::Range<usize> {
+    let mut lines = Vec::new();
+    let mut offset = 0;
+    for line in description.split_inclusive('\n') {
+        let start = offset + (line.len() - line.trim_start().len());
+        offset += line.len();
+        let end = start.max(offset - (line.len() - line.trim_end().len()));
+        if start < end {
+            lines.push(start..end);
+        }
+    }
+    let Some(line) = lines
+        .iter()
+        .find(|l| !description[l.start..l.end].ends_with(':'))
+        .or(lines.first())
+    else {
+        return 0..0;
     };
+    let start = line.start + list_marker(&description[line.start..line.end]);
+    let end = description[start..line.end]
+        .find(". ")
+        .map_or(line.end, |end| start + end);
+    start..end
+}
+
+/// The length of a list marker ("1. ", "2) ", "- ", "* ", "• ") at the start of `line`.
+fn list_marker(line: &str) -> usize {
+    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = &line[digits..];
+    let marker = if digits > 0 {
+        [". ", ") "].iter().find(|m| rest.starts_with(**m))
+    } else {
+        ["- ", "* ", "• "].iter().find(|m| rest.starts_with(**m))
+    };
+    marker.map_or(0, |m| {
+        let after = &line[digits + m.len()..];
+        digits + m.len() + (after.len() - after.trim_start().len())
+    })
+}
+
+/// The lead sentence of a description ([`lead_sentence`]), at most `max` characters, cut at a
+/// word.
+pub fn summary(description: &str, max: usize) -> String {
+    let sentence = description[lead_sentence(description)].trim_end_matches('.');
     if sentence.chars().count() <= max {
         return sentence.to_owned();
     }
@@ -414,5 +455,26 @@ mod tests {
             &json!({"total_tools": 34, "categories": [{"name": "a"}, {"name": "b"}]}),
         );
         assert!(many.starts_with("34 tools, 2 categories."), "{many}");
+    }
+
+    #[test]
+    fn a_summary_leads_with_the_first_sentence_past_headings_and_list_markers() {
+        let sectioned = "\n    🎯 Purpose:\n      1. Retrieves a paginated list of objects. Then more.\n\n    📦 Returns:\n      1. Objects.";
+        assert_eq!(
+            summary(sectioned, 80),
+            "Retrieves a paginated list of objects"
+        );
+        assert_eq!(summary("Navigate to a URL", 80), "Navigate to a URL");
+        assert_eq!(
+            summary("Read a file. Then more.\nSecond line", 80),
+            "Read a file"
+        );
+        assert_eq!(summary("- Lists issues.\n", 80), "Lists issues");
+        // Only headings: the first one stands for the description.
+        assert_eq!(summary("Purpose:\n", 80), "Purpose:");
+        assert_eq!(summary("  \n \n", 80), "");
+        assert_eq!(summary("", 80), "");
+        // A number that is not a list marker stays.
+        assert_eq!(summary("2024 results at most", 80), "2024 results at most");
     }
 }

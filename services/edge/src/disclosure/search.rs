@@ -280,15 +280,64 @@ fn actions_of(tool: &EdgeTool) -> Actions {
     )
 }
 
-/// A description's first sentence (up to ". " or the first line) and the rest.
-fn first_sentence(description: &str) -> (&str, &str) {
-    let description = description.trim_start();
-    let end = [description.find(". "), description.find('\n')]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(description.len());
-    description.split_at(end)
+/// A description's lead sentence ([`super::lead_sentence`]: past headings and list markers) and
+/// the rest of it.
+fn first_sentence(description: &str) -> (&str, String) {
+    let lead = super::lead_sentence(description);
+    let rest = format!(
+        "{} {}",
+        &description[..lead.start],
+        &description[lead.end..]
+    );
+    (&description[lead], rest)
+}
+
+/// The catalogue's tool names, for finding where one tool's description names another: each
+/// name's word sequences of two words or more that end it (`hubspot_list_objects` and
+/// `list_objects`), with the tools whose names end so.
+#[derive(Debug, Default)]
+struct Names(HashMap<String, Vec<u32>>);
+
+impl Names {
+    fn of(tools: &[EdgeTool]) -> Names {
+        let mut names: HashMap<String, Vec<u32>> = HashMap::new();
+        for (doc, tool) in tools.iter().enumerate() {
+            let doc = u32::try_from(doc).unwrap_or(u32::MAX);
+            let parts: Vec<String> = words(&tool.resolved.name).collect();
+            for start in 0..parts.len().saturating_sub(1) {
+                names.entry(parts[start..].join("_")).or_default().push(doc);
+            }
+        }
+        Names(names)
+    }
+
+    /// `text` without the identifiers in it that name another tool ("Use hubspot-list-objects
+    /// first" in one tool's description says nothing of what that tool does). An identifier is
+    /// a run of letters, digits, `_` and `-` holding a `_` or `-`; it names a tool when its words
+    /// end that tool's name and do not end this one's (`own`).
+    fn strip_references(&self, text: &str, own: u32) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(start) = rest.find(|c: char| c.is_alphanumeric()) {
+            out.push_str(&rest[..start]);
+            rest = &rest[start..];
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(rest.len());
+            let token = rest[..end].trim_end_matches(['_', '-']);
+            let named = token.contains(['_', '-'])
+                && self
+                    .0
+                    .get(&words(token).collect::<Vec<_>>().join("_"))
+                    .is_some_and(|docs| !docs.contains(&own));
+            if !named {
+                out.push_str(token);
+            }
+            rest = &rest[token.len()..];
+        }
+        out.push_str(rest);
+        out
+    }
 }
 
 /// What a schema says about its arguments: their names, descriptions and enumerated values,
@@ -330,20 +379,23 @@ impl SearchIndex {
         let mut postings: HashMap<String, Vec<Posting>> = HashMap::new();
         let mut lengths = Vec::with_capacity(tools.len());
         let mut actions = Vec::with_capacity(tools.len());
+        let names = Names::of(tools);
         for (doc, tool) in tools.iter().enumerate() {
             let r = &tool.resolved;
             let tool_actions = actions_of(tool);
             let action_text: Vec<String> =
                 tool_actions.0.iter().flat_map(|(_, t)| t.clone()).collect();
             let category = format!("{} {}", r.category, r.provider.as_deref().unwrap_or(""));
-            let (first, rest) = first_sentence(&r.description);
+            let own = u32::try_from(doc).unwrap_or(u32::MAX);
+            let description = names.strip_references(&r.description, own);
+            let (first, rest) = first_sentence(&description);
             let fields: [Vec<String>; FIELDS] = [
                 terms(&r.name),
                 terms(&r.title),
                 action_text,
                 terms(&category),
                 terms(first),
-                terms(rest),
+                terms(&rest),
                 terms(&r.examples.join(" ")),
                 terms(&argument_text(&r.input_schema)),
             ];
@@ -524,6 +576,58 @@ mod tests {
     fn terms_are_stemmed_and_stopwords_dropped() {
         assert_eq!(terms("Listing the directories"), ["list", "directori"]);
         assert_eq!(terms("directory"), ["directori"]);
+    }
+
+    fn tool(name: &str, description: &str) -> EdgeTool {
+        EdgeTool::new(tp_registry::ResolvedTool {
+            name: name.into(),
+            title: String::new(),
+            description: description.into(),
+            category: "crm".into(),
+            provider: None,
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            annotations: tp_registry::Annotations::default(),
+            executor: "crm".into(),
+            examples: Vec::new(),
+            client_capabilities: Vec::new(),
+            actions: None,
+            sunset: None,
+        })
+    }
+
+    #[test]
+    fn a_description_naming_another_tool_is_not_found_by_that_tools_words() {
+        let tools = [
+            tool(
+                "crm_update_deals",
+                "Updates deals. Use crm-list-contacts or list_contacts first; see crm_update_deals.",
+            ),
+            tool("crm_list_contacts", "Lists records of one kind."),
+            tool("crm_export", "Exports the contacts."),
+        ];
+        let index = SearchIndex::build(&tools);
+        let found: Vec<usize> = index
+            .search("list contacts", 5, |_| true)
+            .iter()
+            .map(|h| h.tool)
+            .collect();
+        assert_eq!(
+            found,
+            [1, 2],
+            "the update tool matched through its reference"
+        );
+        // Its own name in its description still counts, and so does a word that merely
+        // appears in another's name.
+        let names = Names::of(&tools);
+        assert_eq!(
+            names.strip_references(&tools[0].resolved.description, 0),
+            "Updates deals. Use  or  first; see crm_update_deals."
+        );
+        assert_eq!(
+            names.strip_references("list the contacts", 0),
+            "list the contacts"
+        );
     }
 
     #[test]
