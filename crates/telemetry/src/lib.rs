@@ -220,7 +220,8 @@ pub fn push_padded(out: &mut String, value: u32, width: usize) {
         }
     }
     let start = at.min(digits.len().saturating_sub(width));
-    out.extend(digits[start..].iter().map(|&d| char::from(d)));
+    // ASCII digits: pushed as one string, not a character at a time.
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
 }
 
 /// `since_epoch` as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (UTC, microseconds).

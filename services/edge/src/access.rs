@@ -278,7 +278,7 @@ fn open(request: &mut Request, started: Instant) -> Arc<AccessLog> {
     let id = request_id(request);
     let session = request
         .headers()
-        .get("mcp-session-id")
+        .get(&crate::transport::session::SESSION_ID)
         .map(|v| tp_telemetry::trace::fingerprint(v.as_bytes()));
     let log = Arc::new(AccessLog {
         entry: Mutex::default(),

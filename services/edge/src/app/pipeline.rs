@@ -18,8 +18,15 @@ use crate::transport::rules::{self, Refused};
 /// input responses beyond [`crate::mcp::bounds`]. A well-formed message must then meet the
 /// transport's rules ([`rules::admit`]: versions, `_meta`, SEP-2243 headers), which choose the
 /// generation it is served as.
-pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -> Response {
-    if declared_too_large(state.config.mcp.max_body_bytes, &request) {
+///
+/// `declared` is the request's `Content-Length` ([`super::router::declared_length`]).
+pub(super) async fn serve_mcp_request(
+    state: Arc<EdgeState>,
+    request: Request,
+    declared: Option<u64>,
+) -> Response {
+    let max_body = state.config.mcp.max_body_bytes;
+    if declared.is_some_and(|declared| declared > max_body as u64) {
         // Rare paths are boxed: their futures would make every request's larger.
         return Box::pin(drain_and_refuse(state.config.mcp.max_body_bytes, request)).await;
     }
@@ -44,13 +51,9 @@ pub(super) async fn serve_mcp_request(state: Arc<EdgeState>, request: Request) -
     let (mut parts, body) = request.into_parts();
     // The declared length (what the in-flight budget reserved) sizes the buffer once: grown by
     // doubling, a body would briefly take up to three times its length.
-    let declared = parts
-        .headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(0)
-        .min(state.config.mcp.max_body_bytes);
+    let declared = declared.map_or(0, |d| {
+        usize::try_from(d).unwrap_or(usize::MAX).min(max_body)
+    });
     let bytes = match read_body(body, state.config.mcp.max_body_bytes, declared).await {
         Ok(bytes) => bytes,
         Err(BodyError::TimedOut) => return body_timed_out(),
@@ -120,16 +123,6 @@ fn rules_message<'m>(envelope: Option<&'m Envelope<'_>>) -> rules::Message<'m> {
     } else {
         rules::Message::Request(&envelope.id, &envelope.method, params)
     }
-}
-
-/// Whether a request declares a body longer than `max` bytes.
-fn declared_too_large(max: usize, request: &Request) -> bool {
-    request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|declared| declared > max as u64)
 }
 
 /// 413 for a body declared longer than `max`, after reading (and dropping) what the client is

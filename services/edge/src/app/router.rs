@@ -124,10 +124,18 @@ pub(super) fn origin_allowed(headers: &axum::http::HeaderMap, allowed: &[String]
     matches!((authority, host), (Some(authority), Some(host)) if authority.eq_ignore_ascii_case(host))
 }
 
+/// The `Content-Length` a request declares, when it reads as a number (read once per request).
+pub(super) fn declared_length(headers: &axum::http::HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
 /// The KiB of the in-flight budget a request takes: its declared length, or the body limit
 /// when it declares none (a streamed body may be that long).
 pub(super) fn body_cost_kib(
-    headers: &axum::http::HeaderMap,
+    declared: Option<u64>,
     method: &axum::http::Method,
     max_body: usize,
 ) -> u32 {
@@ -137,11 +145,7 @@ pub(super) fn body_cost_kib(
     {
         return 0;
     }
-    let length = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(max_body as u64, |declared| declared.min(max_body as u64));
+    let length = declared.map_or(max_body as u64, |declared| declared.min(max_body as u64));
     u32::try_from(length.div_ceil(1024)).unwrap_or(u32::MAX)
 }
 
@@ -252,11 +256,8 @@ async fn serve(
     };
     // Memory: the bytes of request bodies being read and processed are bounded as a
     // whole, not only the number of requests.
-    let cost = body_cost_kib(
-        request.headers(),
-        request.method(),
-        state.config.mcp.max_body_bytes,
-    );
+    let declared = declared_length(request.headers());
+    let cost = body_cost_kib(declared, request.method(), state.config.mcp.max_body_bytes);
     let _budget = if cost == 0 {
         None
     } else {
@@ -274,7 +275,7 @@ async fn serve(
     request
         .extensions_mut()
         .insert(InFlightBytes(Arc::clone(&limits.bytes)));
-    let answer = serve_mcp_request(state, request);
+    let answer = serve_mcp_request(state, request, declared);
     // The request timeout, from when the request arrived. An answer ready at the first poll
     // (a warm `tools/list` whose body came with its head) never arms the timer.
     let mut answer = std::pin::pin!(answer);

@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::shared::Shared;
@@ -59,12 +58,13 @@ impl Drop for Running {
 
 /// The key of a call: who called, in which session, with which id.
 pub fn key(tenant: &str, key_id: &str, session: &str, id: &serde_json::Value) -> String {
-    let mut hash = Sha256::new();
+    use aws_lc_rs::digest;
+    let mut hash = digest::Context::new(&digest::SHA256);
     for part in [tenant, key_id, session, &id.to_string()] {
         hash.update(part.as_bytes());
-        hash.update([0]);
+        hash.update(&[0]);
     }
-    hex::encode(hash.finalize())
+    tp_proto::invoke_auth::hex_string(hash.finish().as_ref())
 }
 
 impl Cancels {
@@ -160,6 +160,15 @@ mod tests {
         assert!(running.token.is_cancelled());
         drop(running);
         assert!(cancels.running.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_key_is_the_hex_sha256_every_edge_version_publishes() {
+        // Edges of two versions share the Redis channel during a rolling upgrade: the key's
+        // form (lowercase hex SHA-256 of the NUL-terminated parts) must not change.
+        use sha2::Digest as _;
+        let expected = hex::encode(sha2::Sha256::digest(b"acme\0key_1\0s1\0\"7\"\0"));
+        assert_eq!(key("acme", "key_1", "s1", &json!("7")), expected);
     }
 
     #[tokio::test]
