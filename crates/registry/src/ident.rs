@@ -158,8 +158,11 @@ pub fn sanitized(text: &str, max_bytes: usize) -> String {
         c.is_control()
             || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
     };
-    // Nearly every text is safe and short already: copied as it is.
-    if text.len() <= max_bytes && !text.chars().any(risky) {
+    // Nearly every text is safe and short already: copied as it is (printable ASCII is
+    // checked a byte at a time, without decoding characters).
+    if text.len() <= max_bytes
+        && (text.bytes().all(|b| (0x20..0x7f).contains(&b)) || !text.chars().any(risky))
+    {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len().min(max_bytes));
@@ -259,6 +262,8 @@ mod tests {
             "gmail\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{a}FAKE RECORD"
         );
         assert_eq!(sanitized("plain", 1024), "plain");
+        // The ASCII fast path still escapes DEL and the C0 controls at its edges.
+        assert_eq!(sanitized("a\u{7f}b\u{1f}c ~", 1024), "a\\u{7f}b\\u{1f}c ~");
         let long = sanitized(&"é".repeat(100), 21);
         assert!(long.len() <= 21 && long.ends_with('…'), "{long}");
         assert!(sanitized("\u{202e}abc", 5).len() <= 5);

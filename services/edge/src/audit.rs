@@ -195,13 +195,16 @@ impl Audit {
         if records.is_empty() && shed == 0 {
             return;
         }
+        // The records move into their batches (copying them cost a tenth of a `tools/call`).
         let mut made = Vec::new();
-        let mut chunks = records.chunks(BATCH).peekable();
-        if chunks.peek().is_none() {
+        let mut records = records;
+        if records.is_empty() {
             made.push(self.batch(Vec::new(), shed));
         }
-        for chunk in chunks {
-            made.push(self.batch(chunk.to_vec(), std::mem::take(&mut shed)));
+        while !records.is_empty() {
+            let rest = records.split_off(records.len().min(BATCH));
+            let chunk = std::mem::replace(&mut records, rest);
+            made.push(self.batch(chunk, std::mem::take(&mut shed)));
         }
         if let Some(spill) = &self.spill {
             let mut spill = lock(spill);
@@ -257,22 +260,21 @@ impl Audit {
     /// the records acknowledged and whether the queue emptied.
     async fn deliver(&self, control: &ControlPlane) -> (u64, bool) {
         let mut acknowledged = 0;
+        // The queue keeps its copy until the control plane acknowledges it; this one is sent.
         while let Some(batch) = self.front() {
-            let sent = batch.records.len() as u64;
-            match control
-                .report_usage(
-                    batch.records.clone(),
-                    &batch.edge,
-                    batch.shed,
-                    &batch.batch_id,
-                )
-                .await
-            {
+            let pb::ReportUsageRequest {
+                records,
+                shed,
+                edge,
+                batch_id,
+            } = batch;
+            let sent = records.len() as u64;
+            match control.report_usage(records, &edge, shed, &batch_id).await {
                 Ok(duplicate) => {
-                    self.delivered(&batch.batch_id);
+                    self.delivered(&batch_id);
                     acknowledged += sent;
                     if duplicate {
-                        tracing::info!(batch_id = %batch.batch_id, "the control plane had this audit batch already (an acknowledgement was lost, or the edge stopped before it was recorded)");
+                        tracing::info!(batch_id = %batch_id, "the control plane had this audit batch already (an acknowledgement was lost, or the edge stopped before it was recorded)");
                     } else {
                         metrics::counter!("tp_edge_audit_sent_total").increment(sent);
                     }
@@ -280,12 +282,12 @@ impl Audit {
                 Err(status) if status.code() == Code::InvalidArgument => {
                     // Retrying cannot fix what the control plane finds malformed.
                     tracing::warn!(error = %status.message(), records = sent, "the control plane refused a batch of audit records; dropped");
-                    self.delivered(&batch.batch_id);
-                    self.shed.fetch_add(batch.shed, Ordering::Relaxed);
+                    self.delivered(&batch_id);
+                    self.shed.fetch_add(shed, Ordering::Relaxed);
                     self.dropped(sent);
                 }
                 Err(status) => {
-                    tracing::debug!(error = %status.message(), batch_id = %batch.batch_id, "audit records not delivered; will resend the same batch");
+                    tracing::debug!(error = %status.message(), batch_id = %batch_id, "audit records not delivered; will resend the same batch");
                     return (acknowledged, false);
                 }
             }
