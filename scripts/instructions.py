@@ -9,6 +9,9 @@ instructions a process executes for one request does not. This script runs, each
     warm `tools/list` bytes),
   - a standalone release edge (`tp-edge`), against `toolplane up` (control plane, demo
     executor and wiki in another process, not counted),
+  - the proxy baseline (`tp-bench bare-proxy`: axum reading each request, making one signed
+    `Invoke` of `discover_apis` on the same demo executor through tonic, and answering with
+    the edge's own `tools/call` bytes: the floor of any MCP-to-gRPC proxy on this stack),
 
 runs each process twice, sending N/4 and then N requests one after another on one keep-alive
 connection before stopping it, and prints the difference of the two totals divided by 3N/4 —
@@ -139,6 +142,18 @@ def send(port, request, n, expect):
     connection.close()
 
 
+def save_answer(port, request, path):
+    """The edge's answer to one request, written to `path` (what a baseline answers with)."""
+    headers, body = request
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("POST", "/mcp", body=body, headers=headers)
+    answer = connection.getresponse().read()
+    connection.close()
+    with open(path, "wb") as f:
+        f.write(answer)
+    return path
+
+
 def total_instructions(path):
     """The Ir total of one callgrind output file."""
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -208,11 +223,12 @@ def main():
     try:
         # The stack behind the edge, not counted.
         ready = os.path.join(work, "ready")
+        executor_port = free_port()
         up_log = open(os.path.join(work, "up.log"), "w")
         up = subprocess.Popen(
             [os.path.join(RELEASE, "toolplane"), "up", "--data-dir", os.path.join(work, "data"),
              "--mcp-listen", "127.0.0.1:0", "--grpc-listen", f"127.0.0.1:{free_port()}",
-             "--executor-listen", "127.0.0.1:0", "--wiki-listen", "127.0.0.1:0",
+             "--executor-listen", f"127.0.0.1:{executor_port}", "--wiki-listen", "127.0.0.1:0",
              "--admin-listen", "127.0.0.1:0", "--ready-file", ready],
             env=env, stdout=up_log, stderr=subprocess.STDOUT)
         processes.append(up)
@@ -256,19 +272,25 @@ def main():
                                 stderr=subprocess.STDOUT)
         processes.append(edge)
         wait_port(edge_port, "the edge", edge)
-        headers, body = list_request(LEGACY, key)
-        connection = http.client.HTTPConnection("127.0.0.1", edge_port, timeout=60)
-        connection.request("POST", "/mcp", body=body, headers=headers)
-        answer = connection.getresponse().read()
-        connection.close()
-        answer_file = os.path.join(work, "answer.json")
-        with open(answer_file, "wb") as f:
-            f.write(answer)
+        answer_file = save_answer(edge_port, list_request(LEGACY, key),
+                                  os.path.join(work, "answer.json"))
         bare_port = free_port()
         bare_log = open(os.path.join(work, "bare.log"), "w")
         baseline = measure(out_dir, [os.path.join(RELEASE, "tp-bench"), "bare", str(bare_port),
                                      answer_file], env, bare_log, bare_port,
                            list_request(LEGACY, key), b'"tools"', n, "the bare server")
+
+        # The proxy baseline: HTTP in, one signed gRPC call to the same executor, the edge's
+        # own call answer out; none of the edge's work between.
+        call_answer_file = save_answer(edge_port, call_request(key),
+                                       os.path.join(work, "call-answer.json"))
+        proxy_port = free_port()
+        proxy_log = open(os.path.join(work, "bare-proxy.log"), "w")
+        proxy = measure(out_dir, [os.path.join(RELEASE, "tp-bench"), "bare-proxy", str(proxy_port),
+                                  call_answer_file, f"http://127.0.0.1:{executor_port}",
+                                  os.path.join(work, "data", "edge-token")],
+                        env, proxy_log, proxy_port, call_request(key), b'"result"', n,
+                        "the bare proxy")
     finally:
         for process in processes:
             process.terminate()
@@ -282,13 +304,16 @@ def main():
     (warm_legacy, legacy_runs) = warm_legacy
     (warm_stateless, stateless_runs) = warm_stateless
     (call, call_runs) = call
+    (proxy, proxy_runs) = proxy
     rows = [
         ("bare server, same bytes", baseline, baseline_runs, None),
         (f"edge warm tools/list, {LEGACY}", warm_legacy, legacy_runs,
          f"{warm_legacy / baseline:.2f}x bare"),
         (f"edge warm tools/list, {STATELESS}", warm_stateless, stateless_runs,
          f"{warm_stateless / baseline:.2f}x bare"),
-        (f"edge tools/call discover_apis, {STATELESS}", call, call_runs, None),
+        (f"edge tools/call discover_apis, {STATELESS}", call, call_runs,
+         f"{call / proxy:.2f}x bare proxy"),
+        ("bare proxy: HTTP in, signed gRPC call out", proxy, proxy_runs, None),
     ]
     print(f"instructions per request (callgrind; median of {RUNS} pairs of runs with {n // 4} "
           f"and {n} sequential requests on one connection; one runtime worker; whole process)")

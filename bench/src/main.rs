@@ -62,12 +62,32 @@ enum Command {
         /// The answer.
         file: PathBuf,
     },
+    /// The floor of a `tools/call` through any axum + tonic proxy: reads each request, sends
+    /// the executor at URL a signed `Invoke` of `discover_apis` (tenant `acme`), waits for its
+    /// result, and answers with the bytes in FILE. None of the edge's own work is done.
+    BareProxy {
+        /// Port on 127.0.0.1.
+        port: u16,
+        /// The answer.
+        file: PathBuf,
+        /// The executor's gRPC URL (`http://127.0.0.1:PORT`).
+        executor: String,
+        /// The fleet's edge token, from which the executor key is derived.
+        edge_token_file: PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Bare { port, file }) = &cli.command {
-        return bare(*port, file);
+    match &cli.command {
+        Some(Command::Bare { port, file }) => return bare(*port, file),
+        Some(Command::BareProxy {
+            port,
+            file,
+            executor,
+            edge_token_file,
+        }) => return bare_proxy(*port, file, executor, edge_token_file),
+        None => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -94,6 +114,86 @@ fn bare(port: u16, file: &std::path::Path) -> anyhow::Result<()> {
                 (
                     [(axum::http::header::CONTENT_TYPE, "application/json")],
                     body,
+                )
+            }
+        });
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        axum::serve(listener, app).await?;
+        Ok(())
+    })
+}
+
+/// One signed `Invoke` of `discover_apis` for tenant `acme`, its events read until the result:
+/// whether one came.
+async fn invoke_once(
+    key: &tp_proto::invoke_auth::ExecutorKey,
+    client: &mut tp_proto::pb::executor_client::ExecutorClient<tonic::transport::Channel>,
+) -> bool {
+    use tp_proto::pb;
+    let request = pb::InvokeRequest {
+        tool: "discover_apis".to_owned(),
+        tenant: "acme".to_owned(),
+        role: "collector".to_owned(),
+        request_id: "bare-proxy".to_owned(),
+        deadline_ms: tp_proto::clock::now_ms() + 10_000,
+        arguments: Some(prost_types::Struct::default()),
+        ..Default::default()
+    };
+    let mut request = tonic::Request::new(request);
+    request.set_timeout(std::time::Duration::from_secs(10));
+    key.sign_request("Invoke", &mut request);
+    let Ok(response) = client.invoke(request).await else {
+        return false;
+    };
+    let mut events = response.into_inner();
+    while let Ok(Some(event)) = events.message().await {
+        if let Some(pb::invoke_event::Event::Result(_)) = event.event {
+            return true;
+        }
+    }
+    false
+}
+
+/// The proxy baseline (see [`Command::BareProxy`]): per request what no MCP-to-gRPC proxy of
+/// this stack can skip — the HTTP request read, one signed gRPC call to the executor with its
+/// result read, the fixed answer written — and nothing else (no parse, no authentication, no
+/// validation, no audit, no access line).
+fn bare_proxy(
+    port: u16,
+    file: &std::path::Path,
+    executor: &str,
+    edge_token_file: &std::path::Path,
+) -> anyhow::Result<()> {
+    use tp_proto::pb;
+    let body = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let token = std::fs::read_to_string(edge_token_file)
+        .with_context(|| format!("reading {}", edge_token_file.display()))?;
+    let key = std::sync::Arc::new(tp_proto::invoke_auth::ExecutorKey::derive(token.trim()));
+    // A subscriber that takes nothing, as the edge's filter takes none of h2's and tonic's
+    // spans: without one, `tracing` turns every span of theirs into a `log` record (13 k
+    // instructions per call that no server with a subscriber pays).
+    tracing::subscriber::set_global_default(tracing::subscriber::NoSubscriber::default())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let executor = executor.to_owned();
+    runtime.block_on(async move {
+        let channel = tonic::transport::Endpoint::from_shared(executor)?.connect_lazy();
+        let client = pb::executor_client::ExecutorClient::new(channel);
+        let body = axum::body::Bytes::from(body);
+        let app = axum::Router::new().fallback(move |_request: axum::body::Bytes| {
+            let (body, key, mut client) = (body.clone(), key.clone(), client.clone());
+            async move {
+                let ok = invoke_once(&key, &mut client).await;
+                // A failed executor call answers without a result, which the script refuses.
+                let answer = if ok {
+                    body
+                } else {
+                    axum::body::Bytes::from_static(b"{\"error\":\"the executor call failed\"}")
+                };
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    answer,
                 )
             }
         });
