@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use aws_lc_rs::{digest, hmac};
+use aws_lc_rs::hmac;
+
+use crate::digest::{hex, sha256};
 use prost::Message;
 
 /// The metadata key of the signature.
@@ -43,9 +45,7 @@ pub const MAX_REMEMBERED: usize = 1_000_000;
 /// Label of the key derivation from the edge token.
 const DERIVATION: &[u8] = b"toolplane/executor-auth/v1";
 
-// HMAC-SHA256 and SHA-256 are aws-lc's (the TLS stack's already): its assembly uses the
-// CPU's SHA extensions, or vector instructions where there are none, where a portable
-// implementation took a tenth of a `tools/call`'s instructions on the edge.
+// HMAC-SHA256 is aws-lc's, as SHA-256 is ([`crate::digest`]).
 fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     let mut mac = hmac::Context::with_key(&hmac::Key::new(hmac::HMAC_SHA256, key));
     for part in parts {
@@ -59,16 +59,6 @@ fn tag_bytes(tag: &hmac::Tag) -> [u8; 32] {
     let mut out = [0u8; 32];
     out.copy_from_slice(tag.as_ref());
     out
-}
-
-/// `bytes` as lowercase hex, into a string of its own (one allocation, no per-character push).
-pub fn hex_string(bytes: &[u8]) -> String {
-    let mut out = vec![0u8; bytes.len() * 2];
-    // `hex::encode` pushes a character at a time; into a slice it is a table look-up per byte.
-    match hex::encode_to_slice(bytes, &mut out) {
-        Ok(()) => String::from_utf8(out).unwrap_or_default(),
-        Err(_) => unreachable!("the output holds two digits per byte"),
-    }
 }
 
 use crate::clock::now_ms;
@@ -154,7 +144,7 @@ impl From<VerifyError> for tonic::Status {
 
 impl ExecutorKey {
     fn from_bytes(key: [u8; 32]) -> ExecutorKey {
-        let kid = hex_string(&digest::digest(&digest::SHA256, &key).as_ref()[..4]);
+        let kid = hex(&sha256(&[&key])[..4]);
         let keyed = hmac::Key::new(hmac::HMAC_SHA256, &key);
         ExecutorKey { key, kid, keyed }
     }
@@ -183,7 +173,7 @@ impl ExecutorKey {
 
     /// The text form, `tpx_<64 hex>`.
     pub fn encode(&self) -> String {
-        format!("{KEY_PREFIX}{}", hex_string(&self.key))
+        format!("{KEY_PREFIX}{}", hex(&self.key))
     }
 
     /// A short public id of the key (in signatures and logs).
@@ -219,7 +209,7 @@ impl ExecutorKey {
         format!(
             "v1;kid={};t={at_ms};sig={}",
             self.kid,
-            hex_string(&self.mac(method, at_ms, &digest))
+            hex(&self.mac(method, at_ms, &digest))
         )
     }
 
@@ -331,9 +321,7 @@ pub fn open_credential(
 }
 
 fn request_digest(request: &impl Message) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest::digest(&digest::SHA256, &request.encode_to_vec()).as_ref());
-    out
+    sha256(&[&request.encode_to_vec()])
 }
 
 /// A signature that verified: when it was made, and its MAC (what replays are told apart by).
@@ -677,13 +665,6 @@ mod tests {
             role: "collector".into(),
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn hex_strings_are_lowercase_and_agree_with_the_hex_crate() {
-        let bytes: Vec<u8> = (0..=255).collect();
-        assert_eq!(hex_string(&bytes), hex::encode(&bytes));
-        assert_eq!(hex_string(&[]), "");
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! API key hashing, shared by the control plane (which stores hashes) and edges (which cache
 //! identities by hash, never by key).
 
-use sha2::{Digest, Sha256};
-
 /// Prefix of every Toolplane API key, so secret scanners can recognise them.
 pub const KEY_PREFIX: &str = "tpk_";
 
@@ -19,7 +17,7 @@ pub fn bearer(value: &str) -> Option<&str> {
 
 /// Hex SHA-256 of a key.
 pub fn hash(key: &str) -> String {
-    hex::encode(Sha256::digest(key.as_bytes()))
+    crate::digest::hex(&crate::digest::sha256(&[key.as_bytes()]))
 }
 
 /// Whether a string has the shape of a Toolplane key (cheap pre-check before any lookup).

@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod codec;
 pub mod convert;
+pub mod digest;
 pub mod fault;
 pub mod invoke_auth;
 pub mod json;

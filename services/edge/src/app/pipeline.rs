@@ -28,7 +28,7 @@ pub(super) async fn serve_mcp_request(
     let max_body = state.config.mcp.max_body_bytes;
     if declared.is_some_and(|declared| declared > max_body as u64) {
         // Rare paths are boxed: their futures would make every request's larger.
-        return Box::pin(drain_and_refuse(state.config.mcp.max_body_bytes, request)).await;
+        return Box::pin(drain_and_refuse(max_body, request)).await;
     }
     let request = match authenticate(&state, request).await {
         Ok(request) => request,
@@ -54,7 +54,7 @@ pub(super) async fn serve_mcp_request(
     let declared = declared.map_or(0, |d| {
         usize::try_from(d).unwrap_or(usize::MAX).min(max_body)
     });
-    let bytes = match read_body(body, state.config.mcp.max_body_bytes, declared).await {
+    let bytes = match read_body(body, max_body, declared).await {
         Ok(bytes) => bytes,
         Err(BodyError::TimedOut) => return body_timed_out(),
         Err(BodyError::TooLarge) => {

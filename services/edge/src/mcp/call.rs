@@ -13,7 +13,7 @@ use tracing::Instrument as _;
 
 fn request_id() -> String {
     let bytes: [u8; 8] = rand::random();
-    tp_proto::invoke_auth::hex_string(&bytes)
+    tp_proto::digest::hex(&bytes)
 }
 
 use tp_proto::clock::now_ms;
