@@ -194,6 +194,7 @@ impl Stack {
             "edge-2",
             "edge-lb",
         ]);
+        stack.until_answering("control-plane-2").await;
         for edge in ["edge-1", "edge-2"] {
             stack.until_ready(edge).await;
         }
@@ -258,6 +259,60 @@ impl Stack {
         ])
     }
 
+    /// Waits until a control plane's container answers an admin call on its own address: the
+    /// edges' readiness says only that one of the two replicas does.
+    async fn until_answering(&self, service: &str) {
+        let url = format!("http://{}:50051", self.address(service));
+        let token = self.admin_token.clone();
+        let answered = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                if let Ok(mut admin) = tp_client::Admin::connect(&url, &token).await
+                    && admin
+                        .tenants
+                        .get_tenant(pb::GetTenantRequest { id: "acme".into() })
+                        .await
+                        .is_ok()
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+        .await;
+        assert!(
+            answered.is_ok(),
+            "{service} not answering at {url} after 60 s:\n{}",
+            self.state_of(service)
+        );
+    }
+
+    /// A container's state, restart count and last log lines, for a failure's message.
+    fn state_of(&self, service: &str) -> String {
+        let container = self.container(service);
+        let inspect = Command::new("podman")
+            .args([
+                "inspect",
+                "-f",
+                "status {{.State.Status}}, exit code {{.State.ExitCode}}, restarts {{.RestartCount}}, started {{.State.StartedAt}}, finished {{.State.FinishedAt}}",
+                &container,
+            ])
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output();
+        let logs = Command::new("podman")
+            .args(["logs", "--tail", "40", &container])
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output();
+        let text = |o: std::io::Result<Output>| match o {
+            Ok(o) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => e.to_string(),
+        };
+        format!("{container}: {}\n{}", text(inspect).trim(), text(logs))
+    }
+
     /// Waits until an edge container answers /readyz 200 on its own address, then until the
     /// balancer has it UP again (its stats page): only then may the other edge stop.
     async fn until_ready(&self, service: &str) {
@@ -300,7 +355,7 @@ impl Stack {
     }
 
     fn issue_key_on(&self, service: &str, tenant: &str, role: &str) -> String {
-        let out = self.podman(&[
+        let args = [
             "exec",
             &self.container(service),
             "toolplanectl",
@@ -313,7 +368,22 @@ impl Stack {
             tenant,
             "--role",
             role,
-        ]);
+        ];
+        let output = Command::new("podman")
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(self.dir.path())
+            .output()
+            .expect("podman");
+        assert!(
+            output.status.success(),
+            "podman {args:?} failed ({}):\n{}\n{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            self.state_of(service)
+        );
+        let out = String::from_utf8_lossy(&output.stdout).trim().to_owned();
         let issued: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
         issued["key"].as_str().expect("key").to_owned()
     }
@@ -444,6 +514,11 @@ async fn the_compose_file_runs_in_podman_and_the_python_sdk_uses_it_through_the_
 
     // control-plane-1 killed (stop -t 0: SIGKILL at once, and no restart): the edges follow control-plane-2, which serves the same store.
     // A key it issues (through its own container) works through the balancer.
+    // control-plane-2 has been up since the start, under the edges' watch streams, and must
+    // still be: a replica that crashed and came back would pass the call below by luck.
+    stack.until_answering("control-plane-2").await;
+    let state = stack.state_of("control-plane-2");
+    assert!(state.contains("restarts 0,"), "{state}");
     stack.podman(&["stop", "-t", "0", &stack.container("control-plane-1")]);
     let late = stack.issue_key_on("control-plane-2", "globex", "collector");
     let client =
