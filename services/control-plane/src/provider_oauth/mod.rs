@@ -43,8 +43,30 @@ use token::{TokenAnswer, TokenError};
 use crate::engine::{Engine, EngineError, now_secs};
 use crate::vault::{MAX_CREDENTIAL, Vault, fingerprint};
 
-/// How long a replica's claim on a renewal holds.
-const CLAIM_SECS: u64 = 60;
+/// How long the token endpoint may take to answer (a renewal or a code exchange).
+const TOKEN_REQUEST_SECS: u64 = 10;
+
+/// How long a replica's claim on a renewal holds. The renewal must be over before it lapses:
+/// once it has, another replica may claim the connection and spend the same refresh token a
+/// second time, which a provider that rotates refresh tokens answers by refusing both (or by
+/// revoking the grant). So the token request starts only with [`RENEWAL_NEEDS_SECS`] of the
+/// claim left, and a failed store write is tried again only while the next try can end before
+/// the claim lapses ([`may_try_again`]).
+const CLAIM_SECS: u64 = 120;
+
+/// The claim a renewal needs left before the token request starts: the request itself, then
+/// one store write.
+const RENEWAL_NEEDS_SECS: u64 = TOKEN_REQUEST_SECS + STORE_WRITE_SECS;
+
+/// What one store write is taken to last at most (PostgreSQL's pool waits 10 s for a
+/// connection before it fails).
+const STORE_WRITE_SECS: u64 = 15;
+
+/// Tries at storing a renewed credential (the provider may already have retired the refresh
+/// token just spent).
+const RECORD_TRIES: u32 = 4;
+
+const _: () = assert!(CLAIM_SECS > RENEWAL_NEEDS_SECS + 3 * STORE_WRITE_SECS);
 
 /// The author of disconnections after the provider revoked the grant.
 pub const REFRESH_FAILED: &str = "system:connection-refresh-failed";
@@ -131,7 +153,7 @@ impl Connector {
         engine: Arc<Engine>,
     ) -> anyhow::Result<Arc<Self>> {
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(TOKEN_REQUEST_SECS))
             .connect_timeout(Duration::from_secs(5))
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
@@ -556,14 +578,21 @@ impl Connector {
         let key = connection.id.clone();
         let was = connection.fingerprint.clone();
         let now = now_secs();
+        let until = now + CLAIM_SECS;
         let claimed = self
             .engine
             .write("system:connection-refresh", |state| {
-                state.claim_renewal(&key, &was, &self.replica, now, now + CLAIM_SECS)
+                state.claim_renewal(&key, &was, &self.replica, now, until)
             })
             .await?;
         if !claimed.value {
             return Ok(false);
+        }
+        if now_secs() + RENEWAL_NEEDS_SECS >= until {
+            anyhow::bail!(
+                "{key}: claiming the renewal took the store {} s; the token is not spent with too little of the claim left",
+                now_secs().saturating_sub(now)
+            );
         }
         let settings = self.provider(&connection.provider)?;
         let (refresh_token, answer) = self.spend_refresh_token(&connection, settings).await?;
@@ -595,7 +624,7 @@ impl Connector {
             flow: connection.flow.clone(),
             ..renewed
         };
-        let written = self.record_renewal(&renewed, &was).await?;
+        let written = self.record_renewal(&renewed, &was, until).await?;
         tracing::info!(
             connection = %key,
             fingerprint = %renewed.fingerprint,
@@ -643,12 +672,14 @@ impl Connector {
     }
 
     /// Writes a renewed credential. The provider may already have retired the refresh token
-    /// just spent, so a failing store is tried again (four times over about 15 s) before the
-    /// new tokens are given up; a connection changed meanwhile is not (that write wins).
+    /// just spent, so a failing store is tried again ([`RECORD_TRIES`] times, 1, 2, 4 s apart)
+    /// while the claim, which lapses at `until`, still covers the next try; then the new tokens
+    /// are given up. A connection changed meanwhile is not tried again (that write wins).
     async fn record_renewal(
         &self,
         renewed: &Connection,
         was: &str,
+        until: u64,
     ) -> anyhow::Result<crate::engine::Written<()>> {
         let mut wait = Duration::from_secs(1);
         let mut attempt = 0;
@@ -662,7 +693,9 @@ impl Connector {
                 .await
             {
                 Ok(written) => return Ok(written),
-                Err(EngineError::Store(error)) if attempt < 4 => {
+                Err(EngineError::Store(error))
+                    if may_try_again(attempt, wait.as_secs(), now_secs(), until) =>
+                {
                     tracing::warn!(connection = %renewed.id, %error, attempt, "storing a renewed token failed; trying again");
                     tokio::time::sleep(wait).await;
                     wait *= 2;
@@ -743,6 +776,13 @@ impl Connector {
     }
 }
 
+/// Whether a renewal's store write that failed at `now` (try `attempt`) is tried again after
+/// `wait_secs`: fewer than [`RECORD_TRIES`] so far, and the next try ends (a write takes
+/// [`STORE_WRITE_SECS`] at most) before the claim lapses at `until`.
+fn may_try_again(attempt: u32, wait_secs: u64, now: u64, until: u64) -> bool {
+    attempt < RECORD_TRIES && now + wait_secs + STORE_WRITE_SECS < until
+}
+
 /// What the person at the browser is told of a failed code exchange: the OAuth error code,
 /// never the provider's words (the log has them).
 fn exchange_failed(error: &TokenError) -> String {
@@ -772,3 +812,40 @@ pub async fn run(connector: Arc<Connector>, mut stopping: tokio::sync::watch::Re
 /// How long a stopping control plane waits for renewals under way (each request to a provider
 /// takes 10 s at most; a stored result is retried for about 15 s).
 pub const RENEWALS_DRAIN: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slowest renewal the rules allow: the claim's write takes all but
+    /// [`RENEWAL_NEEDS_SECS`] of the claim, the token endpoint its whole timeout, and every
+    /// store write [`STORE_WRITE_SECS`] before failing. Its last write still ends before the
+    /// claim lapses, and a renewal that starts early gets all its tries.
+    #[test]
+    fn a_renewal_ends_before_its_claim_lapses() {
+        let until = 1_000 + CLAIM_SECS;
+        for claimed_at in [1_000, 1_030, until - RENEWAL_NEEDS_SECS - 1] {
+            let mut now = claimed_at + TOKEN_REQUEST_SECS;
+            let (mut attempt, mut wait) = (0, 1);
+            loop {
+                attempt += 1;
+                now += STORE_WRITE_SECS;
+                assert!(
+                    now <= until,
+                    "a write ending at {now}, claim lapses at {until}"
+                );
+                if !may_try_again(attempt, wait, now, until) {
+                    break;
+                }
+                now += wait;
+                wait *= 2;
+            }
+            if claimed_at == 1_000 {
+                assert_eq!(attempt, RECORD_TRIES, "an early renewal gets every try");
+            }
+        }
+        assert!(may_try_again(1, 1, 1_000, 1_000 + CLAIM_SECS));
+        assert!(!may_try_again(RECORD_TRIES, 1, 1_000, 1_000 + CLAIM_SECS));
+        assert!(!may_try_again(1, 1, until - STORE_WRITE_SECS - 1, until));
+    }
+}
