@@ -54,7 +54,7 @@ pub(super) async fn authenticate(
     let header = request
         .headers()
         .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().map(str::to_owned));
+        .map(HeaderValue::to_str);
     let identity = match header {
         None => match &state.config.anonymous {
             Some((tenant, role)) => Arc::new(Identity::anonymous(tenant, role)),
@@ -70,7 +70,7 @@ pub(super) async fn authenticate(
             ));
         }
         Some(Ok(value)) => {
-            let Some(key) = tp_proto::keys::bearer(&value) else {
+            let Some(key) = tp_proto::keys::bearer(value) else {
                 return Err(refused(
                     state,
                     "malformed",

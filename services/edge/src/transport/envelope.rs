@@ -128,7 +128,13 @@ impl<'a> Envelope<'a> {
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return Err(not_a_message(bytes, None));
         }
-        let wire: Wire<'a> = match serde_json::from_slice(bytes) {
+        // The body's UTF-8 checked once, here: nothing borrowed from it is checked again (a
+        // body that is not UTF-8 gets serde_json's own error, with its position).
+        let wire: Result<Wire<'a>, _> = match std::str::from_utf8(bytes) {
+            Ok(text) => serde_json::from_str(text),
+            Err(_) => serde_json::from_slice(bytes),
+        };
+        let wire = match wire {
             Ok(wire) => wire,
             Err(error) => return Err(not_a_message(bytes, Some(&error))),
         };
@@ -360,7 +366,9 @@ impl super::rules::Params for Envelope<'_> {
             .as_ref()
             .and_then(|meta| meta.get(super::rules::META_CLIENT_CAPABILITIES))
             .is_some_and(|raw| {
-                serde_json::from_str::<rmcp::model::ClientCapabilities>(raw.get()).is_ok()
+                // `{}`, what most clients declare, needs no parse.
+                raw.get() == "{}"
+                    || serde_json::from_str::<rmcp::model::ClientCapabilities>(raw.get()).is_ok()
             })
     }
 }
