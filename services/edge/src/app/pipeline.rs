@@ -156,7 +156,7 @@ fn charge_working_memory(
     parts: &axum::http::request::Parts,
     bytes: &[u8],
 ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Refused> {
-    let cost = crate::mcp::bounds::working_memory(bytes);
+    let cost = crate::mcp::bounds::working_memory(bytes, state.config.mcp.max_json_values);
     if cost.values > state.config.mcp.max_json_values {
         metrics::counter!("tp_edge_requests_refused_total", "reason" => "values").increment(1);
         let id = crate::mcp::bounds::envelope_id(bytes);

@@ -146,11 +146,37 @@ pub struct BodyCost {
     pub depth: usize,
 }
 
+/// Bodies up to this long are first measured by [`bounds_of`]: most requests are a few
+/// hundred bytes, where the exact scan's per-string set-up costs more than the bytes.
+const SMALL_BODY: usize = 4096;
+
+/// Upper bounds of [`count_values`] found without telling strings apart: every `,`, `[`, `{`
+/// and `:` counts, inside strings too (so a bound is never below the exact count), and depth
+/// is bounded by the openings. One pass over the bytes that the compiler vectorises.
+pub fn bounds_of(bytes: &[u8]) -> (usize, usize, usize) {
+    let (mut separators, mut openings, mut colons) = (0usize, 0usize, 0usize);
+    for &byte in bytes {
+        separators += usize::from(byte == b',');
+        openings += usize::from(byte == b'[' || byte == b'{');
+        colons += usize::from(byte == b':');
+    }
+    (1 + separators + openings, colons, openings)
+}
+
 /// The JSON values of a body, the working memory it will cost once parsed and forwarded (see
 /// [`BYTES_PER_VALUE`], [`BYTES_PER_KEY`], [`BODY_COPIES`]), its own bytes included, and its
-/// depth.
-pub fn working_memory(bytes: &[u8]) -> BodyCost {
-    let (values, keys, depth) = count_values(bytes);
+/// depth. A small body whose upper bounds ([`bounds_of`]) pass `max_values` and
+/// [`MAX_BODY_DEPTH`] is charged by its bounds (a 4 KiB body of punctuation inside strings
+/// at most about 1 MiB more than exact, for as long as it is handled); any other by the exact
+/// count, so no body is refused for punctuation inside its strings.
+pub fn working_memory(bytes: &[u8], max_values: usize) -> BodyCost {
+    let (values, keys, depth) = match bytes.len() {
+        len if len <= SMALL_BODY => match bounds_of(bytes) {
+            bound @ (values, _, depth) if values <= max_values && depth <= MAX_BODY_DEPTH => bound,
+            _ => count_values(bytes),
+        },
+        _ => count_values(bytes),
+    };
     BodyCost {
         values,
         bytes: bytes
@@ -357,6 +383,26 @@ mod tests {
             "0,".repeat(1000)
         );
         assert!(count_values(many.as_bytes()).0 > 1000);
+        // The small-body bounds are never below the exact counts.
+        for body in [
+            &br#"{"a\"b":[1,{"c":"d\\"}],"e":"\\\"x,["}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"p":"2026-07-28","c":{}}}}"#,
+            br#"{"a":"x,y,[z:"}"#,
+            many.as_bytes(),
+        ] {
+            let (exact, bound) = (count_values(body), bounds_of(body));
+            assert!(
+                bound.0 >= exact.0 && bound.1 >= exact.1 && bound.2 >= exact.2,
+                "{exact:?} {bound:?}"
+            );
+            let (cost, by_count) = (working_memory(body, usize::MAX), working_memory(body, 0));
+            assert!(cost.bytes >= by_count.bytes && cost.values >= by_count.values);
+        }
+        // Punctuation in strings does not get a small body refused: over a limit, the exact
+        // count decides.
+        let prose = format!(r#"{{"a":"{}"}}"#, ",[:".repeat(300));
+        assert_eq!(working_memory(prose.as_bytes(), 10).values, 2);
+        assert_eq!(working_memory(prose.as_bytes(), 10).depth, 1);
         assert_eq!(envelope_id(many.as_bytes()), json!(7));
         assert_eq!(envelope_id(b"not json"), Value::Null);
     }
