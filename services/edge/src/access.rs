@@ -41,12 +41,22 @@ pub struct AccessLog {
 
 #[derive(Debug, Default)]
 struct Entry {
-    tenant: String,
-    role: String,
+    /// The authenticated caller (shared with the request, not copied).
+    caller: Option<Arc<crate::identity::Identity>>,
     rpc: Cow<'static, str>,
     tool: String,
     action: String,
     outcome: Cow<'static, str>,
+}
+
+impl Entry {
+    fn tenant(&self) -> &str {
+        self.caller.as_ref().map_or("", |c| c.tenant.as_str())
+    }
+
+    fn role(&self) -> &str {
+        self.caller.as_ref().map_or("", |c| c.role.as_str())
+    }
 }
 
 // === impl AccessLog ===
@@ -113,8 +123,8 @@ impl AccessLog {
         };
         span.record("http.response.status_code", status.as_u16());
         for (field, value) in [
-            ("tenant", entry.tenant.as_str()),
-            ("role", entry.role.as_str()),
+            ("tenant", entry.tenant()),
+            ("role", entry.role()),
             ("mcp.method.name", entry.rpc.as_ref()),
             ("gen_ai.tool.name", entry.tool.as_str()),
         ] {
@@ -132,10 +142,9 @@ impl AccessLog {
     }
 
     /// Records the authenticated caller.
-    pub fn caller(&self, tenant: &str, role: &str) {
+    pub fn caller(&self, identity: &Arc<crate::identity::Identity>) {
         if let Ok(mut entry) = self.entry.lock() {
-            tenant.clone_into(&mut entry.tenant);
-            role.clone_into(&mut entry.role);
+            entry.caller = Some(Arc::clone(identity));
         }
     }
 
@@ -258,7 +267,7 @@ where
     request_seconds(bounded_method(&entry.rpc)).record(elapsed.as_secs_f64());
     log.record_on_span(&entry, status, &outcome);
     if let Some(message) = error {
-        tracing::debug!(request_id = %log.id, tenant = %entry.tenant, %outcome, message, "client error");
+        tracing::debug!(request_id = %log.id, tenant = %entry.tenant(), %outcome, message, "client error");
     }
     let line = Line {
         id: &log.id,
@@ -344,8 +353,8 @@ impl Line<'_> {
                 request_id = %self.id,
                 http = %format_args!("{} {}", self.method, self.path),
                 status = self.status.as_u16(),
-                tenant = %or_dash(&entry.tenant),
-                role = %or_dash(&entry.role),
+                tenant = %or_dash(entry.tenant()),
+                role = %or_dash(entry.role()),
                 rpc = %or_dash(&entry.rpc),
                 tool = %or_dash(&entry.tool),
                 action = %or_dash(&entry.action),
@@ -449,8 +458,8 @@ fn text_line(
     line.push_str(path);
     line.push_str(" status=");
     tp_telemetry::push_padded(line, u32::from(status.as_u16()), 0);
-    value(line, " tenant=", &entry.tenant);
-    value(line, " role=", &entry.role);
+    value(line, " tenant=", entry.tenant());
+    value(line, " role=", entry.role());
     value(line, " rpc=", &entry.rpc);
     value(line, " tool=", &entry.tool);
     value(line, " action=", &entry.action);
@@ -523,8 +532,10 @@ mod tests {
     #[test]
     fn the_text_line_reads_like_fields_and_quotes_what_needs_it() {
         let entry = Entry {
-            tenant: "acme".into(),
-            role: "collector".into(),
+            caller: Some(Arc::new(crate::identity::Identity::anonymous(
+                "acme",
+                "collector",
+            ))),
             rpc: "tools/call".into(),
             tool: "client_wiki".into(),
             action: String::new(),
@@ -565,8 +576,10 @@ mod tests {
         assert!(!line.contains('\n'));
         // Not ASCII: written as it is unless it needs quoting.
         let accented = Entry {
-            tenant: "société".into(),
-            role: "a\u{85}b".into(),
+            caller: Some(Arc::new(crate::identity::Identity::anonymous(
+                "société",
+                "a\u{85}b",
+            ))),
             ..Entry::default()
         };
         let line = laid_out(

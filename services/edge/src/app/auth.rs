@@ -115,7 +115,7 @@ pub(super) async fn authenticate(
         }
     };
     if let Some(log) = crate::access::of(request.extensions()) {
-        log.caller(&identity.tenant, &identity.role);
+        log.caller(&identity);
     }
     request.extensions_mut().insert(Caller(identity));
     Ok(request)
