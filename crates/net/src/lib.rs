@@ -30,7 +30,10 @@ use serde::{Deserialize, Serialize};
 pub use body::{BodyTimedOut, TimedBody, is_body_timeout};
 pub use grpc_conn::GrpcConn;
 pub use io::Guarded;
-pub use serve::{grpc_incoming, grpc_incoming_tls, serve_http1, serve_http1_tls};
+pub use serve::{
+    Handler, IncomingRequest, TowerHandler, grpc_incoming, grpc_incoming_tls, serve_http1,
+    serve_http1_tls,
+};
 
 /// Connection and request-read limits of one listener (the edge's `[http]`, the control
 /// plane's `[grpc]`).

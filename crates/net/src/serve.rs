@@ -24,55 +24,89 @@ fn refused(listener: &'static str) {
     metrics::counter!("tp_net_connections_refused_total", "listener" => listener).increment(1);
 }
 
-/// Serves HTTP/1 on `listener` with `service` until `shutdown` resolves, then stops accepting
+/// What answers the requests of [`serve_http1`]'s connections.
+///
+/// Unlike a `tower::Service`, whose future must have a name (so a service written with
+/// `async` boxes it: one allocation per request, often one large enough to miss the
+/// allocator's per-thread cache), a handler's future is kept inline in the connection's one
+/// in-flight slot, which hyper allocates once per connection. A tower service serves through
+/// [`TowerHandler`].
+pub trait Handler<B>: Clone + Send + 'static {
+    /// The answer to `request`.
+    fn handle(
+        &self,
+        request: IncomingRequest,
+    ) -> impl Future<Output = http::Response<B>> + Send + use<Self, B>;
+}
+
+/// A request as [`serve_http1`] reads it: its body read under the listener's body timeout.
+pub type IncomingRequest = http::Request<TimedBody<Incoming>>;
+
+/// A `tower::Service` that never fails, as a [`Handler`] (its future as the service makes it).
+#[derive(Debug, Clone)]
+pub struct TowerHandler<S>(pub S);
+
+impl<S, B> Handler<B> for TowerHandler<S>
+where
+    S: tower::Service<
+            http::Request<TimedBody<Incoming>>,
+            Response = http::Response<B>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    fn handle(
+        &self,
+        request: IncomingRequest,
+    ) -> impl Future<Output = http::Response<B>> + Send + use<S, B> {
+        use tower::ServiceExt as _;
+        let service = self.0.clone();
+        async move {
+            match service.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    }
+}
+
+/// Serves HTTP/1 on `listener` with `handler` until `shutdown` resolves, then stops accepting
 /// and lets open connections finish their requests for up to `drain` before returning.
 ///
 /// Every connection holds a slot of `limits.max_connections`; every request's body is a
 /// [`TimedBody`]; every connection must send request heads within
 /// `limits.header_read_timeout_ms`; after `limits.max_requests_per_connection` requests the
 /// answer says `Connection: close`.
-pub async fn serve_http1<S, B>(
+pub async fn serve_http1<H, B>(
     listener: TcpListener,
-    service: S,
+    handler: H,
     limits: &ListenerLimits,
     shutdown: impl Future<Output = ()> + Send,
     drain: Duration,
 ) -> std::io::Result<()>
 where
-    S: tower::Service<
-            http::Request<TimedBody<Incoming>>,
-            Response = http::Response<B>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    H: Handler<B>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    serve_http1_tls(listener, service, limits, shutdown, drain, None).await
+    serve_http1_tls(listener, handler, limits, shutdown, drain, None).await
 }
 
 /// [`serve_http1`] over TLS when `tls` is set: the handshake must finish within
 /// `limits.header_read_timeout_ms` of the connection being accepted, and runs on the
 /// connection's own task, so slow handshakes never hold up the accept loop.
-pub async fn serve_http1_tls<S, B>(
+pub async fn serve_http1_tls<H, B>(
     listener: TcpListener,
-    service: S,
+    handler: H,
     limits: &ListenerLimits,
     shutdown: impl Future<Output = ()> + Send,
     drain: Duration,
     tls: Option<Arc<ReloadingTls>>,
 ) -> std::io::Result<()>
 where
-    S: tower::Service<
-            http::Request<TimedBody<Incoming>>,
-            Response = http::Response<B>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    H: Handler<B>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -106,16 +140,16 @@ where
         // TCP_NODELAY: SSE answers are several small writes (Nagle + delayed ACK = 40 ms).
         let _ = tcp.set_nodelay(true);
         let io = Guarded::new(tcp, Some(slot), None, None);
-        let service = service.clone();
+        let handler = handler.clone();
         let watcher = graceful.watcher();
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
-                None => serve_connection(io, service, watcher, settings).await,
+                None => serve_connection(io, handler, watcher, settings).await,
                 Some(tls) => match tokio::time::timeout(header_timeout, tls.acceptor().accept(io))
                     .await
                 {
-                    Ok(Ok(stream)) => serve_connection(stream, service, watcher, settings).await,
+                    Ok(Ok(stream)) => serve_connection(stream, handler, watcher, settings).await,
                     Ok(Err(error)) => handshake_failed("http", &error),
                     Err(_) => handshake_failed("http", &"timed out"),
                 },
@@ -146,21 +180,14 @@ struct Http1Settings {
 }
 
 /// Serves one HTTP/1 connection (plain or TLS) until it closes or the listener drains.
-async fn serve_connection<IO, S, B>(
+async fn serve_connection<IO, H, B>(
     io: IO,
-    service: S,
+    handler: H,
     watcher: hyper_util::server::graceful::Watcher,
     settings: Http1Settings,
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    S: tower::Service<
-            http::Request<TimedBody<Incoming>>,
-            Response = http::Response<B>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    H: Handler<B>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -171,12 +198,11 @@ async fn serve_connection<IO, S, B>(
     } = settings;
     let served = Arc::new(AtomicU32::new(0));
     let per_request = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-        use tower::ServiceExt as _;
         let count = served.fetch_add(1, Ordering::Relaxed) + 1;
         let request = request.map(|body| TimedBody::new(body, body_timeout));
-        let service = service.clone();
+        let answer = handler.handle(request);
         async move {
-            let mut response = service.oneshot(request).await?;
+            let mut response = answer.await;
             if count >= max_requests {
                 response.headers_mut().insert(
                     http::header::CONNECTION,
@@ -327,7 +353,7 @@ mod tests {
         tokio::spawn(async move {
             serve_http1(
                 listener,
-                ok_service(),
+                TowerHandler(ok_service()),
                 &limits,
                 std::future::pending(),
                 Duration::from_secs(1),

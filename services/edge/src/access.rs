@@ -22,7 +22,7 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 #[derive(Debug)]
 pub struct AccessLog {
     entry: Mutex<Entry>,
-    id: String,
+    id: RequestId,
     /// The request's span: the parent of spans opened on other tasks (the call pipeline runs
     /// parts of a call on tasks of their own, where the current span is not the request's).
     /// Opened when the request starts if spans are exported, else when the request first goes
@@ -31,9 +31,10 @@ pub struct AccessLog {
     span: std::sync::OnceLock<tracing::Span>,
     /// When the request reached the edge's service.
     started: Instant,
-    /// The HTTP method and path, for the span (OpenTelemetry's HTTP conventions).
+    /// The HTTP method and target, for the span (OpenTelemetry's HTTP conventions) and the
+    /// access line (the target shares the request head's buffer: no copy).
     method: axum::http::Method,
-    path: String,
+    uri: axum::http::Uri,
     /// A hash of the 2025-xx session id, if the request carries one (the id itself is a
     /// sealed token: it is not copied into traces).
     session: Option<String>,
@@ -64,7 +65,7 @@ impl Entry {
 impl AccessLog {
     /// The request id (the client's `x-request-id` when it is a short token, else a new one).
     pub fn id(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 
     /// When the request reached the edge's service.
@@ -84,12 +85,13 @@ impl AccessLog {
     pub fn span(&self) -> &tracing::Span {
         self.span.get_or_init(|| {
             if !tp_telemetry::trace::exporting() {
-                return tracing::info_span!("request", request_id = %self.id);
+                return tracing::info_span!("request", request_id = %self.id());
             }
-            let route = if self.path == "/mcp" || self.path.starts_with("/mcp/") {
+            let path = self.uri.path();
+            let route = if path == "/mcp" || path.starts_with("/mcp/") {
                 "/mcp"
             } else {
-                self.path.as_str()
+                path
             };
             let span = tracing::info_span!(
                 "request",
@@ -97,10 +99,10 @@ impl AccessLog {
                 otel.kind = "server",
                 otel.status_code = tracing::field::Empty,
                 http.request.method = %self.method,
-                url.path = %self.path,
+                url.path = %path,
                 http.route = %route,
                 http.response.status_code = tracing::field::Empty,
-                request_id = %self.id,
+                request_id = %self.id(),
                 tenant = tracing::field::Empty,
                 role = tracing::field::Empty,
                 mcp.method.name = tracing::field::Empty,
@@ -182,29 +184,63 @@ pub fn of(extensions: &axum::http::Extensions) -> Option<&AccessLog> {
 }
 
 /// A client's request id when it is 1–64 characters of `[A-Za-z0-9._:-]`; a new one otherwise.
-fn request_id(request: &Request) -> String {
+fn request_id(request: &Request) -> RequestId {
     request
         .headers()
         .get(&REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|id| {
-            (1..=64).contains(&id.len())
-                && id
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
-        })
-        .map_or_else(new_request_id, std::borrow::ToOwned::to_owned)
+        .and_then(|v| RequestId::new(v.as_bytes()))
+        .unwrap_or_else(RequestId::random)
 }
 
-/// 16 hex digits of randomness.
-fn new_request_id() -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bits = rand::random::<u64>();
-    let mut id = String::with_capacity(16);
-    for shift in (0..16).rev() {
-        id.push(char::from(HEX[((bits >> (shift * 4)) & 0xf) as usize]));
+/// A request id: 1–64 characters of `[A-Za-z0-9._:-]`, kept inline (every request has one:
+/// no allocation).
+#[derive(Clone, Copy)]
+struct RequestId {
+    len: u8,
+    bytes: [u8; RequestId::MAX],
+}
+
+impl RequestId {
+    const MAX: usize = 64;
+
+    /// `id` when it is a request id.
+    fn new(id: &[u8]) -> Option<RequestId> {
+        if !(1..=Self::MAX).contains(&id.len())
+            || !id
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(b))
+        {
+            return None;
+        }
+        let mut bytes = [0; Self::MAX];
+        bytes[..id.len()].copy_from_slice(id);
+        Some(RequestId {
+            len: u8::try_from(id.len()).ok()?,
+            bytes,
+        })
     }
-    id
+
+    /// 16 hex digits of randomness.
+    fn random() -> RequestId {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let bits = rand::random::<u64>();
+        let mut bytes = [0; Self::MAX];
+        for (at, byte) in bytes[..16].iter_mut().enumerate() {
+            *byte = HEX[((bits >> ((15 - at) * 4)) & 0xf) as usize];
+        }
+        RequestId { len: 16, bytes }
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII is ever stored.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The span to run (part of) a request in: its span, opened now if it was not (see
@@ -214,7 +250,7 @@ pub fn span_to_enter(extensions: &axum::http::Extensions) -> tracing::Span {
     match extensions.get::<Arc<AccessLog>>() {
         // Health checks have no span unless asked (TOOLPLANE_TRACE_HEALTH_CHECKS).
         Some(log)
-            if matches!(log.path.as_str(), "/healthz" | "/readyz")
+            if matches!(log.uri.path(), "/healthz" | "/readyz")
                 && !tp_telemetry::trace::health_checks_traced() =>
         {
             tracing::Span::none()
@@ -235,7 +271,7 @@ where
     let started = Instant::now();
     let log = open(&mut request, started);
     let method = request.method().clone();
-    let uri = request.uri().clone();
+    let uri = log.uri.clone();
     // Load balancers' health checks are not traced (one span a second per balancer is noise)
     // unless TOOLPLANE_TRACE_HEALTH_CHECKS asks for them.
     let health = matches!(uri.path(), "/healthz" | "/readyz");
@@ -250,7 +286,7 @@ where
     } else {
         inner(request).await
     };
-    if let Ok(value) = HeaderValue::from_str(&log.id) {
+    if let Ok(value) = HeaderValue::from_str(log.id()) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     if health {
@@ -267,10 +303,10 @@ where
     request_seconds(bounded_method(&entry.rpc)).record(elapsed.as_secs_f64());
     log.record_on_span(&entry, status, &outcome);
     if let Some(message) = error {
-        tracing::debug!(request_id = %log.id, tenant = %entry.tenant(), %outcome, message, "client error");
+        tracing::debug!(request_id = %log.id(), tenant = %entry.tenant(), %outcome, message, "client error");
     }
     let line = Line {
-        id: &log.id,
+        id: log.id(),
         method: &method,
         path: uri.path(),
         status,
@@ -295,7 +331,7 @@ fn open(request: &mut Request, started: Instant) -> Arc<AccessLog> {
         span: std::sync::OnceLock::new(),
         started,
         method: request.method().clone(),
-        path: request.uri().path().to_owned(),
+        uri: request.uri().clone(),
         session,
     });
     request.extensions_mut().insert(Arc::clone(&log));
@@ -437,11 +473,20 @@ fn text_line(
     use std::fmt::Write as _;
     /// `key` with its leading space and `=`.
     fn value(line: &mut String, key: &str, value: &str) {
+        /// The bytes written as they are: printable ASCII but space, `"` and `=`.
+        const PLAIN: [bool; 256] = {
+            let mut plain = [false; 256];
+            let mut b = b' ' + 1;
+            while b < 0x7f {
+                plain[b as usize] = b != b'"' && b != b'=';
+                b += 1;
+            }
+            plain
+        };
         line.push_str(key);
-        let plain = |b: u8| b > b' ' && b < 0x7f && b != b'"' && b != b'=';
         if value.is_empty() {
             line.push('-');
-        } else if value.bytes().all(plain) {
+        } else if value.bytes().all(|b| PLAIN[usize::from(b)]) {
             line.push_str(value);
         } else if value.contains([' ', '"', '=']) || value.chars().any(char::is_control) {
             let _ = write!(line, "{value:?}");
@@ -622,7 +667,8 @@ mod tests {
 
     #[test]
     fn request_ids_are_sixteen_hex_digits_and_differ() {
-        let (a, b) = (new_request_id(), new_request_id());
+        let (a, b) = (RequestId::random(), RequestId::random());
+        let (a, b) = (a.as_str(), b.as_str());
         assert_eq!(a.len(), 16);
         assert!(
             a.bytes()
@@ -630,6 +676,18 @@ mod tests {
             "{a}"
         );
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_client_request_id_is_kept_only_when_it_is_a_short_token() {
+        let kept = |id: &[u8]| RequestId::new(id).map(|id| id.as_str().to_owned());
+        assert_eq!(kept(b"abc-1.2:3_Z").as_deref(), Some("abc-1.2:3_Z"));
+        assert_eq!(kept(&[b'a'; 64]).map(|id| id.len()), Some(64));
+        assert_eq!(kept(&[b'a'; 65]), None);
+        assert_eq!(kept(b""), None);
+        assert_eq!(kept(b"a b"), None);
+        assert_eq!(kept(b"a\n"), None);
+        assert_eq!(kept("é".as_bytes()), None);
     }
 
     #[test]

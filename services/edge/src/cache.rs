@@ -57,14 +57,44 @@ pub struct CacheSettings {
 }
 
 /// `tenant \0 role`.
-type RegistryKey = String;
+/// The (tenant, role) of a registry in L1, as one string (`tenant\0role`: names hold no
+/// NUL). Hashed as its two parts, so that a request looks its registry up by
+/// [`RegistryKeyRef`] without building the string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RegistryKey(String);
+
+impl RegistryKey {
+    fn parts(&self) -> (&str, &str) {
+        self.0.split_once('\0').unwrap_or((self.0.as_str(), ""))
+    }
+}
+
+impl std::hash::Hash for RegistryKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (tenant, role) = self.parts();
+        RegistryKeyRef { tenant, role }.hash(state);
+    }
+}
+
+/// A [`RegistryKey`] borrowed from its parts.
+#[derive(Hash)]
+struct RegistryKeyRef<'a> {
+    tenant: &'a str,
+    role: &'a str,
+}
+
+impl quick_cache::Equivalent<RegistryKey> for RegistryKeyRef<'_> {
+    fn equivalent(&self, key: &RegistryKey) -> bool {
+        key.parts() == (self.tenant, self.role)
+    }
+}
 
 fn registry_key(tenant: &str, role: &str) -> RegistryKey {
     let mut key = String::with_capacity(tenant.len() + role.len() + 1);
     key.push_str(tenant);
     key.push('\0');
     key.push_str(role);
-    key
+    RegistryKey(key)
 }
 
 /// An L1 entry: the value and when it was loaded (for the backstop TTL).
@@ -277,7 +307,7 @@ impl Caches {
     /// (no I/O; `None` otherwise).
     pub async fn registry_l1(&self, tenant: &str, role: &str) -> Option<Arc<Registry>> {
         let version = self.versions.required(tenant)?;
-        let slot = self.registries.get(registry_key(tenant, role).as_str())?;
+        let slot = self.registries.get(&RegistryKeyRef { tenant, role })?;
         if slot.registry.revision < version || !self.young(slot.loaded) {
             return None;
         }
@@ -320,7 +350,7 @@ impl Caches {
         // moment ago is served as it is.
         let entry = self
             .registries
-            .entry_async(key.as_str(), |_, slot| {
+            .entry_async(&key, |_, slot| {
                 if slot.registry.revision >= version && slot.loaded.elapsed() < self.settings.l1_ttl
                 {
                     EntryAction::Retain((Arc::clone(&slot.registry), true))
@@ -432,7 +462,7 @@ impl Caches {
                 Err(other) => return Err(other),
             }
         }
-        if let Some(slot) = self.registries.get(key.as_str()) {
+        if let Some(slot) = self.registries.get(&key) {
             hit("l1_stale", "registry");
             return Ok(slot.registry);
         }

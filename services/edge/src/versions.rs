@@ -11,6 +11,10 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
+/// By tenant name or key id. The names come from the control plane's change stream, not from
+/// clients; foldhash (seeded per process) costs a third of std's SipHash on every request.
+type ByName = HashMap<String, u64, foldhash::fast::RandomState>;
+
 use tp_proto::pb;
 
 /// Revisions known from the watch stream.
@@ -26,11 +30,25 @@ struct Inner {
     ever_synced: bool,
     head: u64,
     global: u64,
-    tenants: HashMap<String, u64>,
+    tenants: ByName,
     /// Key id → the last revision that changed (revoked, deleted, re-issued) the key.
-    keys: HashMap<String, u64>,
+    keys: ByName,
     /// Tenant → the last revision that deleted it.
-    deleted: HashMap<String, u64>,
+    deleted: ByName,
+}
+
+impl Inner {
+    fn required(&self, tenant: &str) -> Option<u64> {
+        self.synced.then(|| {
+            self.global
+                .max(self.tenants.get(tenant).copied().unwrap_or(0))
+        })
+    }
+
+    fn key_changed_after(&self, tenant: &str, key_id: &str, revision: u64) -> bool {
+        self.keys.get(key_id).is_some_and(|&r| r > revision)
+            || self.deleted.get(tenant).is_some_and(|&r| r > revision)
+    }
 }
 
 /// What a change invalidated.
@@ -69,20 +87,29 @@ impl Versions {
     /// The revision a cached entry of `tenant` must have reached, or `None` while the watch is
     /// not caught up (then only last-known-good entries can be served).
     pub fn required(&self, tenant: &str) -> Option<u64> {
-        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        inner.synced.then(|| {
-            inner
-                .global
-                .max(inner.tenants.get(tenant).copied().unwrap_or(0))
-        })
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .required(tenant)
     }
 
     /// Whether something changed key `key_id` or deleted `tenant` after `revision`: an identity
     /// resolved at `revision` must then not be trusted without asking the control plane again.
     pub fn key_changed_after(&self, tenant: &str, key_id: &str, revision: u64) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .key_changed_after(tenant, key_id, revision)
+    }
+
+    /// [`Versions::required`] of `tenant` and [`Versions::key_changed_after`] of an identity
+    /// resolved at `revision`, read under one lock (the check every request's caller takes).
+    pub fn identity_check(&self, tenant: &str, key_id: &str, revision: u64) -> (Option<u64>, bool) {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        inner.keys.get(key_id).is_some_and(|&r| r > revision)
-            || inner.deleted.get(tenant).is_some_and(|&r| r > revision)
+        (
+            inner.required(tenant),
+            inner.key_changed_after(tenant, key_id, revision),
+        )
     }
 
     /// The last revision seen.

@@ -175,14 +175,32 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let request = request.map(Body::new);
+        use futures::FutureExt as _;
+        Box::pin(self.answer(request.map(Body::new)).map(Ok))
+    }
+}
+
+/// What the edge's listener serves: [`EdgeService`], its answer's future kept inline in the
+/// connection's in-flight slot instead of boxed per request ([`tp_net::Handler`]).
+impl tp_net::Handler<Body> for EdgeService {
+    fn handle(
+        &self,
+        request: tp_net::IncomingRequest,
+    ) -> impl std::future::Future<Output = Response> + Send + use<> {
+        self.answer(request.map(Body::new))
+    }
+}
+
+impl EdgeService {
+    /// The answer to one request (see [`EdgeService`]).
+    fn answer(&self, request: Request) -> impl std::future::Future<Output = Response> + use<> {
         let state = Arc::clone(&self.state);
         let router = self.router.clone();
         let limits = Arc::clone(&self.limits);
-        // Outermost: every request is logged (crate::access), including refused ones and those
-        // answered from precomputed pages.
-        Box::pin(async move {
+        async move {
             let unready = state.unready.clone();
+            // Outermost: every request is logged (crate::access), including refused ones and
+            // those answered from precomputed pages.
             let mut response = crate::access::around(request, move |request| {
                 serve(state, router, limits, request)
             })
@@ -195,8 +213,8 @@ where
                     axum::http::HeaderValue::from_static("close"),
                 );
             }
-            Ok(response)
-        })
+            response
+        }
     }
 }
 

@@ -17,16 +17,11 @@ impl Caches {
     /// watch is caught up, resolved at or after the tenant's latest revision; while it is not,
     /// trusted as the last known good ([`Caches::trusted_while_unreachable`]).
     pub(super) fn current(&self, identity: &Identity, now: u64) -> bool {
-        match self.versions.required(&identity.tenant) {
-            Some(required) => {
-                identity.revision >= required
-                    && !identity.expired(now)
-                    && !self.versions.key_changed_after(
-                        &identity.tenant,
-                        &identity.key_id,
-                        identity.revision,
-                    )
-            }
+        let (required, changed) =
+            self.versions
+                .identity_check(&identity.tenant, &identity.key_id, identity.revision);
+        match required {
+            Some(required) => identity.revision >= required && !identity.expired(now) && !changed,
             None => self.trusted_while_unreachable(identity, now),
         }
     }

@@ -21,7 +21,7 @@ async fn an_abandoned_reload_puts_the_last_known_good_back() {
     // A reload takes the stale entry out, then is dropped (an error or a cancelled
     // request) without a new one.
     let entry = cache
-        .entry_async(key.as_str(), |_, _| EntryAction::<()>::ReplaceWithGuard)
+        .entry_async(&key, |_, _| EntryAction::<()>::ReplaceWithGuard)
         .await;
     let EntryResult::Replaced(guard, stale) = entry else {
         panic!("a stale entry is replaced");
@@ -30,13 +30,10 @@ async fn an_abandoned_reload_puts_the_last_known_good_back() {
         guard: Some(guard),
         stale: Some(stale),
     });
-    assert_eq!(
-        cache.get(key.as_str()).map(|s| s.registry.revision),
-        Some(3)
-    );
+    assert_eq!(cache.get(&key).map(|s| s.registry.revision), Some(3));
     // One that puts a new entry in keeps it.
     let EntryResult::Replaced(guard, stale) = cache
-        .entry_async(key.as_str(), |_, _| EntryAction::<()>::ReplaceWithGuard)
+        .entry_async(&key, |_, _| EntryAction::<()>::ReplaceWithGuard)
         .await
     else {
         panic!("replaced");
@@ -47,10 +44,7 @@ async fn an_abandoned_reload_puts_the_last_known_good_back() {
     };
     reload.put(slot(5));
     drop(reload);
-    assert_eq!(
-        cache.get(key.as_str()).map(|s| s.registry.revision),
-        Some(5)
-    );
+    assert_eq!(cache.get(&key).map(|s| s.registry.revision), Some(5));
 }
 
 #[test]
@@ -70,4 +64,21 @@ fn fast_ids_find_only_the_credential_they_were_given_and_differ_between_processe
     assert_ne!(ids.of(key), other.of(key));
     ids.clear();
     assert_eq!(ids.get(key), None);
+}
+
+#[test]
+fn a_registry_is_found_by_its_borrowed_key() {
+    let cache: Slab<RegistryKey, Slot> = Slab::new(16);
+    cache.insert(registry_key("acme", "collector"), slot(3));
+    cache.insert(registry_key("acme", "admin"), slot(4));
+    let revision = |tenant, role| {
+        cache
+            .get(&RegistryKeyRef { tenant, role })
+            .map(|s| s.registry.revision)
+    };
+    assert_eq!(revision("acme", "collector"), Some(3));
+    assert_eq!(revision("acme", "admin"), Some(4));
+    assert_eq!(revision("acme", "collect"), None);
+    assert_eq!(revision("acm", "ecollector"), None);
+    assert_eq!(revision("globex", "collector"), None);
 }
