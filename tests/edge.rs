@@ -748,6 +748,20 @@ async fn usage_reaches_the_control_plane_and_metrics_are_exposed() {
     ] {
         assert!(metrics.contains(name), "{name} missing from /metrics");
     }
+    // Each call counted once, by its outcome (the handles are kept, not looked up per call).
+    let calls = |outcome: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|line| {
+                line.starts_with("tp_edge_mcp_requests_total{")
+                    && line.contains("method=\"tools/call\"")
+                    && line.contains(&format!("outcome=\"{outcome}\""))
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(calls("ok"), 5.0, "{metrics}");
+    assert_eq!(calls("tool_error") + calls("rejected"), 0.0, "{metrics}");
 }
 
 #[tokio::test]

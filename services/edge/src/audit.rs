@@ -72,7 +72,9 @@ pub struct Audit {
 
 #[derive(Debug, Default)]
 struct Queue {
-    batches: VecDeque<pb::ReportUsageRequest>,
+    /// Shared with the delivery under way (which must not hold the queue's lock while it
+    /// sends): the one copy of each record is the one sent.
+    batches: VecDeque<Arc<pb::ReportUsageRequest>>,
     /// Records in `batches`.
     records: usize,
 }
@@ -125,7 +127,7 @@ impl Audit {
                 let (spill, adopted) = Spill::open(dir)?;
                 for batch in adopted {
                     queue.records += batch.records.len();
-                    queue.batches.push_back(batch);
+                    queue.batches.push_back(Arc::new(batch));
                 }
                 Some(Mutex::new(spill))
             }
@@ -216,7 +218,7 @@ impl Audit {
         let mut queue = lock(&self.queue);
         for batch in made {
             queue.records += batch.records.len();
-            queue.batches.push_back(batch);
+            queue.batches.push_back(Arc::new(batch));
         }
         // Over capacity: the oldest go (never the last, which holds the newest records).
         while queue.records > self.settings.capacity && queue.batches.len() > 1 {
@@ -237,7 +239,7 @@ impl Audit {
     }
 
     /// The oldest unacknowledged batch.
-    fn front(&self) -> Option<pb::ReportUsageRequest> {
+    fn front(&self) -> Option<Arc<pb::ReportUsageRequest>> {
         lock(&self.queue).batches.front().cloned()
     }
 
@@ -260,21 +262,22 @@ impl Audit {
     /// the records acknowledged and whether the queue emptied.
     async fn deliver(&self, control: &ControlPlane) -> (u64, bool) {
         let mut acknowledged = 0;
-        // The queue keeps its copy until the control plane acknowledges it; this one is sent.
+        // The queue keeps the batch until the control plane acknowledges it; it is sent from
+        // there (copied once per attempt, into the request).
         while let Some(batch) = self.front() {
             let pb::ReportUsageRequest {
                 records,
                 shed,
-                edge,
                 batch_id,
-            } = batch;
-            let sent = records.len() as u64;
-            match control.report_usage(records, &edge, shed, &batch_id).await {
+                ..
+            } = &*batch;
+            let (sent, shed) = (records.len() as u64, *shed);
+            match control.report_usage(&batch).await {
                 Ok(duplicate) => {
-                    self.delivered(&batch_id);
+                    self.delivered(batch_id);
                     acknowledged += sent;
                     if duplicate {
-                        tracing::info!(batch_id = %batch_id, "the control plane had this audit batch already (an acknowledgement was lost, or the edge stopped before it was recorded)");
+                        tracing::info!(%batch_id, "the control plane had this audit batch already (an acknowledgement was lost, or the edge stopped before it was recorded)");
                     } else {
                         metrics::counter!("tp_edge_audit_sent_total").increment(sent);
                     }
@@ -282,7 +285,7 @@ impl Audit {
                 Err(status) if status.code() == Code::InvalidArgument => {
                     // Retrying cannot fix what the control plane finds malformed.
                     tracing::warn!(error = %status.message(), records = sent, "the control plane refused a batch of audit records; dropped");
-                    self.delivered(&batch_id);
+                    self.delivered(batch_id);
                     self.shed.fetch_add(shed, Ordering::Relaxed);
                     self.dropped(sent);
                 }

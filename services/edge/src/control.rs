@@ -268,22 +268,10 @@ impl ControlPlane {
         .await
     }
 
-    /// Sends audit records as edge `edge`, with the count of records it shed before them, as
-    /// the delivery `batch_id` (the same on every retry); whether the control plane had stored
-    /// that batch before.
-    pub async fn report_usage(
-        &self,
-        records: Vec<pb::UsageRecord>,
-        edge: &str,
-        shed: u64,
-        batch_id: &str,
-    ) -> Result<bool, Status> {
-        let request = pb::ReportUsageRequest {
-            records,
-            shed,
-            edge: edge.to_owned(),
-            batch_id: batch_id.to_owned(),
-        };
+    /// Sends a batch of audit records (with the count of records its edge shed before them,
+    /// and its `batch_id`, the same on every retry); whether the control plane had stored that
+    /// batch before.
+    pub async fn report_usage(&self, request: &pb::ReportUsageRequest) -> Result<bool, Status> {
         self.call(|mut client| {
             let request = request.clone();
             async move { client.report_usage(request).await }

@@ -106,7 +106,15 @@ fn lookup_error(error: LookupError) -> Error {
 
 /// Whether the request is 2026-07-28 (per-request version in `_meta`).
 fn stateless(ctx: &CallContext<'_>) -> bool {
-    ctx.meta.protocol_version().is_some()
+    declares_version(ctx.meta)
+}
+
+/// Whether `_meta` names the request's protocol version (2026-07-28 and later): what
+/// `RequestMetaObject::protocol_version().is_some()` says (any string is a version to rmcp),
+/// without decoding the version into a new string each time it is asked.
+pub(crate) fn declares_version(meta: &rmcp::model::RequestMetaObject) -> bool {
+    meta.get(crate::transport::rules::META_PROTOCOL_VERSION)
+        .is_some_and(serde_json::Value::is_string)
 }
 
 // === impl McpHandler ===
@@ -342,4 +350,27 @@ async fn listing_changed(
     let changed = now.is_none() || seen.is_none_or(|before| before != now);
     *seen = Some(now);
     changed
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_declared_version_is_what_rmcp_reads_as_one() {
+        for meta in [
+            serde_json::json!({}),
+            serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+            serde_json::json!({"io.modelcontextprotocol/protocolVersion": "not-a-date"}),
+            serde_json::json!({"io.modelcontextprotocol/protocolVersion": 20260728}),
+            serde_json::json!({"io.modelcontextprotocol/protocolVersion": null}),
+            serde_json::json!({"io.modelcontextprotocol/protocolversion": "2026-07-28"}),
+        ] {
+            let meta: rmcp::model::RequestMetaObject =
+                serde_json::from_value(meta.clone()).expect("a _meta object");
+            assert_eq!(
+                super::declares_version(&meta),
+                meta.protocol_version().is_some(),
+                "{meta:?}"
+            );
+        }
+    }
 }

@@ -18,7 +18,7 @@ impl Relay {
         // 2026-07-28 requests carry their own log level; without one the client asked for no
         // log messages. Earlier versions set a level per session, which a stateless edge does
         // not keep, so every message of the call is relayed.
-        let min_log = if ctx.meta.protocol_version().is_some() {
+        let min_log = if super::declares_version(ctx.meta) {
             ctx.meta.log_level().map(log_rank)
         } else {
             Some(0)

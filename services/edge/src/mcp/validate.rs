@@ -202,7 +202,7 @@ pub(super) fn missing_client_capabilities(
     tool: &EdgeTool,
     ctx: &CallContext<'_>,
 ) -> Result<(), Error> {
-    if tool.resolved.client_capabilities.is_empty() || ctx.meta.protocol_version().is_none() {
+    if tool.resolved.client_capabilities.is_empty() || !super::declares_version(ctx.meta) {
         return Ok(());
     }
     let declared = ctx
