@@ -193,7 +193,10 @@ impl tp_net::Handler<Body> for EdgeService {
 
 impl EdgeService {
     /// The answer to one request (see [`EdgeService`]).
-    fn answer(&self, request: Request) -> impl std::future::Future<Output = Response> + use<> {
+    pub(crate) fn answer(
+        &self,
+        request: Request,
+    ) -> impl std::future::Future<Output = Response> + use<> {
         let state = Arc::clone(&self.state);
         let router = self.router.clone();
         let limits = Arc::clone(&self.limits);

@@ -638,3 +638,21 @@ async fn with_the_shared_cache_down_the_edge_serves_from_the_control_plane_and_s
     assert_eq!(names(&answer), ["search"]);
     assert_eq!(table.resolves.load(Ordering::SeqCst), resolves);
 }
+
+/// The answer's future lives in every open connection's in-flight slot, idle or not
+/// (`tp_net::Handler`): a large local held across an `.await` on the request path would cost
+/// every connection that much. Bounded in the test build, whose futures are larger than the
+/// release build's.
+#[tokio::test]
+async fn the_answers_future_held_by_every_connection_stays_small() {
+    let table = Arc::new(Table::default());
+    let (_state, service) = edge(&table, json!({}));
+    let request = Request::builder().uri("/mcp").body(Body::empty()).unwrap();
+    let future = service.answer(request);
+    let size = std::mem::size_of_val(&future);
+    eprintln!("the answer's future: {size} bytes");
+    assert!(
+        size <= 5 * 1024,
+        "{size} bytes held by every open connection"
+    );
+}
