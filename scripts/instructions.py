@@ -20,7 +20,8 @@ instructions per request, with start-up, the first (cold) requests and shutdown 
   bare server, warm `tools/list` on the edge (2025-11-25 and 2026-07-28), and `tools/call`
   (`discover_apis`, answered by the demo executor) on the edge,
 
-with the ratio of the warm list to the bare server. The totals cover the whole process
+with the ratio of the warm list to the bare server, and for the edge the same figures for its
+request path alone (its service, inclusive: steadier than the totals). The totals cover the whole process
 (every thread), so timers that tick while the longer run lasts are counted too; they are
 small beside N requests. (Zeroing and dumping the counters of a running process through
 `callgrind_control` interrupts its system calls, which the bare server does not survive.) Targets (issue 33): warm list <= 1.5x the bare server,
@@ -48,6 +49,9 @@ TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/toolpla
 RELEASE = os.path.join(TARGET, "release")
 STATELESS = "2026-07-28"
 LEGACY = "2025-11-25"
+# The edge's service, inclusive: the request path alone, without the HTTP server around it
+# (steadier than the totals, which carry start-up work that lands in one run of a pair).
+REQUEST_PATH = "tp_edge::app::router::EdgeService::answer::{{closure}}"
 WARM_TARGET = 1.5
 CALL_TARGET = 120_000
 RUNS = 3
@@ -164,8 +168,20 @@ def total_instructions(path):
     sys.exit(f"no instruction total in {path}")
 
 
-def run_once(out_dir, argv, env, log, port, request, expect, count, what):
-    """Starts `argv` under callgrind, sends `count` requests, stops it; its total Ir."""
+def inclusive_instructions(path, function):
+    """The inclusive Ir of `function` in one callgrind output file (None when it is absent)."""
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
+                               capture_output=True, text=True).stdout
+    for line in annotated.splitlines():
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:(.*) \[", line)
+        if m and m.group(2) == function:
+            return int(m.group(1).replace(",", ""))
+    return None
+
+
+def run_once(out_dir, argv, env, log, port, request, expect, count, what, function=None):
+    """Starts `argv` under callgrind, sends `count` requests, stops it; its total Ir, and
+    `function`'s inclusive Ir when one is named."""
     process = valgrind(out_dir, argv, env, log)
     try:
         wait_port(port, what, process)
@@ -178,21 +194,28 @@ def run_once(out_dir, argv, env, log, port, request, expect, count, what):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    return total_instructions(os.path.join(out_dir, f"callgrind.{process.pid}"))
+    path = os.path.join(out_dir, f"callgrind.{process.pid}")
+    return total_instructions(path), function and inclusive_instructions(path, function)
 
 
-def measure(out_dir, argv, env, log, port, request, expect, n, what):
+def measure(out_dir, argv, env, log, port, request, expect, n, what, function=None):
     """Instructions per request: two runs of the same process, with n/4 and n requests; the
     difference divided by 3n/4 (start-up, warm-up and shutdown cancel out). The median of
-    RUNS pairs, and every pair's figure."""
+    RUNS pairs and every pair's figure; the same for `function` alone (inclusive), when one
+    is named and found in every run, else None."""
     print(f"measuring {what} ...", file=sys.stderr, flush=True)
     few = max(1, n // 4)
-    per_request = []
+    per_request, in_function = [], []
     for _ in range(RUNS):
-        small = run_once(out_dir, argv, env, log, port, request, expect, few, what)
-        large = run_once(out_dir, argv, env, log, port, request, expect, n, what)
+        small, small_in = run_once(out_dir, argv, env, log, port, request, expect, few, what,
+                                   function)
+        large, large_in = run_once(out_dir, argv, env, log, port, request, expect, n, what,
+                                   function)
         per_request.append((large - small) / (n - few))
-    return median(per_request), per_request
+        if small_in is not None and large_in is not None:
+            in_function.append((large_in - small_in) / (n - few))
+    alone = median(in_function) if function and len(in_function) == RUNS else None
+    return median(per_request), per_request, alone, in_function
 
 
 def valgrind(out_dir, argv, env, log):
@@ -260,12 +283,12 @@ def main():
         edge_log = open(os.path.join(work, "edge.log"), "w")
         warm_legacy = measure(out_dir, edge_argv, edge_env, edge_log, edge_port,
                               list_request(LEGACY, key), b'"tools"', n,
-                              f"the edge's warm tools/list at {LEGACY}")
+                              f"the edge's warm tools/list at {LEGACY}", REQUEST_PATH)
         warm_stateless = measure(out_dir, edge_argv, edge_env, edge_log, edge_port,
                                  list_request(STATELESS, key), b'"tools"', n,
-                                 f"the edge's warm tools/list at {STATELESS}")
+                                 f"the edge's warm tools/list at {STATELESS}", REQUEST_PATH)
         call = measure(out_dir, edge_argv, edge_env, edge_log, edge_port, call_request(key),
-                       b'"result"', n, "the edge's tools/call")
+                       b'"result"', n, "the edge's tools/call", REQUEST_PATH)
 
         # The bare server, with the edge's own warm answer (fetched from a plain edge).
         edge = subprocess.Popen(edge_argv, env=edge_env, stdout=edge_log,
@@ -300,11 +323,11 @@ def main():
             except subprocess.TimeoutExpired:
                 process.kill()
 
-    (baseline, baseline_runs) = baseline
-    (warm_legacy, legacy_runs) = warm_legacy
-    (warm_stateless, stateless_runs) = warm_stateless
-    (call, call_runs) = call
-    (proxy, proxy_runs) = proxy
+    (baseline, baseline_runs, _, _) = baseline
+    (warm_legacy, legacy_runs, legacy_path, legacy_path_runs) = warm_legacy
+    (warm_stateless, stateless_runs, stateless_path, stateless_path_runs) = warm_stateless
+    (call, call_runs, call_path, call_path_runs) = call
+    (proxy, proxy_runs, _, _) = proxy
     rows = [
         ("bare server, same bytes", baseline, baseline_runs, None),
         (f"edge warm tools/list, {LEGACY}", warm_legacy, legacy_runs,
@@ -320,6 +343,17 @@ def main():
     for name, value, runs, note in rows:
         spread = " / ".join(f"{r / 1000:.1f}k" for r in runs)
         print(f"  {name:<44} {value:>10,.0f}   ({spread})" + (f"   {note}" if note else ""))
+    print(f"the edge's request path alone ({REQUEST_PATH}, inclusive; no HTTP server):")
+    for name, value, runs in [(f"warm tools/list, {LEGACY}", legacy_path, legacy_path_runs),
+                              (f"warm tools/list, {STATELESS}", stateless_path,
+                               stateless_path_runs),
+                              (f"tools/call discover_apis, {STATELESS}", call_path,
+                               call_path_runs)]:
+        if value is None:
+            print(f"  {name:<44} {'n/a':>10}   (the function was not found: renamed?)")
+        else:
+            spread = " / ".join(f"{r / 1000:.1f}k" for r in runs)
+            print(f"  {name:<44} {value:>10,.0f}   ({spread})")
     worst_warm = max(warm_legacy, warm_stateless) / baseline
     print(f"targets: warm list <= {WARM_TARGET}x bare (worst {worst_warm:.2f}x); "
           f"tools/call <= {CALL_TARGET:,} on the edge ({call:,.0f})")
