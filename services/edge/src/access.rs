@@ -271,10 +271,9 @@ where
     let started = Instant::now();
     let log = open(&mut request, started);
     let method = request.method().clone();
-    let uri = log.uri.clone();
     // Load balancers' health checks are not traced (one span a second per balancer is noise)
     // unless TOOLPLANE_TRACE_HEALTH_CHECKS asks for them.
-    let health = matches!(uri.path(), "/healthz" | "/readyz");
+    let health = matches!(log.uri.path(), "/healthz" | "/readyz");
     let mut response = if tp_telemetry::trace::exporting()
         && (!health || tp_telemetry::trace::health_checks_traced())
     {
@@ -308,7 +307,7 @@ where
     let line = Line {
         id: log.id(),
         method: &method,
-        path: uri.path(),
+        path: log.uri.path(),
         status,
         entry: &entry,
         outcome: &outcome,
