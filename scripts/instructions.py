@@ -21,7 +21,10 @@ instructions per request, with start-up, the first (cold) requests and shutdown 
   (`discover_apis`, answered by the demo executor) on the edge,
 
 with the ratio of the warm list to the bare server, and for the edge the same figures for its
-request path alone (its service, inclusive: steadier than the totals). The totals cover the whole process
+request path alone (its service, inclusive: steadier than the totals), and for every process
+the allocator's share (the inclusive cost of malloc, free and their kin: the edge links
+mimalloc, the baselines glibc's malloc, so the share says how much of a ratio is the
+allocator's). The totals cover the whole process
 (every thread), so timers that tick while the longer run lasts are counted too; they are
 small beside N requests. (Zeroing and dumping the counters of a running process through
 `callgrind_control` interrupts its system calls, which the bare server does not survive.) Targets (issue 33): warm list <= 1.5x the bare server,
@@ -54,6 +57,10 @@ LEGACY = "2025-11-25"
 REQUEST_PATH = "tp_edge::app::router::EdgeService::answer::{{closure}}"
 WARM_TARGET = 1.5
 CALL_TARGET = 120_000
+# The allocator's entry points (glibc's, which the baselines use, and mimalloc's, which the
+# services link): their inclusive cost is the allocator's share of a request.
+ALLOCATOR = {"malloc", "free", "realloc", "calloc", "posix_memalign", "mi_malloc_aligned",
+             "mi_zalloc_aligned", "mi_realloc_aligned", "mi_free"}
 RUNS = 3
 
 
@@ -169,19 +176,25 @@ def total_instructions(path):
 
 
 def inclusive_instructions(path, function):
-    """The inclusive Ir of `function` in one callgrind output file (None when it is absent)."""
+    """The inclusive Ir of `function` in one callgrind output file (None when it is absent),
+    and the inclusive Ir of the allocator's entry points (ALLOCATOR) together."""
     annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
                                capture_output=True, text=True).stdout
+    found, allocator = None, 0
     for line in annotated.splitlines():
         m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:(.*) \[", line)
-        if m and m.group(2) == function:
-            return int(m.group(1).replace(",", ""))
-    return None
+        if not m:
+            continue
+        if m.group(2) == function:
+            found = int(m.group(1).replace(",", ""))
+        if m.group(2) in ALLOCATOR:
+            allocator += int(m.group(1).replace(",", ""))
+    return found, allocator
 
 
 def run_once(out_dir, argv, env, log, port, request, expect, count, what, function=None):
     """Starts `argv` under callgrind, sends `count` requests, stops it; its total Ir, and
-    `function`'s inclusive Ir when one is named."""
+    `function`'s inclusive Ir (None when it is not found), and the allocator's."""
     process = valgrind(out_dir, argv, env, log)
     try:
         wait_port(port, what, process)
@@ -195,27 +208,29 @@ def run_once(out_dir, argv, env, log, port, request, expect, count, what, functi
             process.kill()
             process.wait()
     path = os.path.join(out_dir, f"callgrind.{process.pid}")
-    return total_instructions(path), function and inclusive_instructions(path, function)
+    found, allocator = inclusive_instructions(path, function)
+    return total_instructions(path), found, allocator
 
 
 def measure(out_dir, argv, env, log, port, request, expect, n, what, function=None):
     """Instructions per request: two runs of the same process, with n/4 and n requests; the
     difference divided by 3n/4 (start-up, warm-up and shutdown cancel out). The median of
     RUNS pairs and every pair's figure; the same for `function` alone (inclusive), when one
-    is named and found in every run, else None."""
+    is named and found in every run, else None; the median of the allocator's share."""
     print(f"measuring {what} ...", file=sys.stderr, flush=True)
     few = max(1, n // 4)
-    per_request, in_function = [], []
+    per_request, in_function, in_allocator = [], [], []
     for _ in range(RUNS):
-        small, small_in = run_once(out_dir, argv, env, log, port, request, expect, few, what,
-                                   function)
-        large, large_in = run_once(out_dir, argv, env, log, port, request, expect, n, what,
-                                   function)
+        small, small_in, small_alloc = run_once(out_dir, argv, env, log, port, request, expect,
+                                                few, what, function)
+        large, large_in, large_alloc = run_once(out_dir, argv, env, log, port, request, expect,
+                                                n, what, function)
         per_request.append((large - small) / (n - few))
+        in_allocator.append((large_alloc - small_alloc) / (n - few))
         if small_in is not None and large_in is not None:
             in_function.append((large_in - small_in) / (n - few))
     alone = median(in_function) if function and len(in_function) == RUNS else None
-    return median(per_request), per_request, alone, in_function
+    return median(per_request), per_request, alone, in_function, median(in_allocator)
 
 
 def valgrind(out_dir, argv, env, log):
@@ -323,26 +338,29 @@ def main():
             except subprocess.TimeoutExpired:
                 process.kill()
 
-    (baseline, baseline_runs, _, _) = baseline
-    (warm_legacy, legacy_runs, legacy_path, legacy_path_runs) = warm_legacy
-    (warm_stateless, stateless_runs, stateless_path, stateless_path_runs) = warm_stateless
-    (call, call_runs, call_path, call_path_runs) = call
-    (proxy, proxy_runs, _, _) = proxy
+    (baseline, baseline_runs, _, _, baseline_alloc) = baseline
+    (warm_legacy, legacy_runs, legacy_path, legacy_path_runs, legacy_alloc) = warm_legacy
+    (warm_stateless, stateless_runs, stateless_path, stateless_path_runs,
+     stateless_alloc) = warm_stateless
+    (call, call_runs, call_path, call_path_runs, call_alloc) = call
+    (proxy, proxy_runs, _, _, proxy_alloc) = proxy
     rows = [
-        ("bare server, same bytes", baseline, baseline_runs, None),
-        (f"edge warm tools/list, {LEGACY}", warm_legacy, legacy_runs,
+        ("bare server, same bytes", baseline, baseline_runs, baseline_alloc, None),
+        (f"edge warm tools/list, {LEGACY}", warm_legacy, legacy_runs, legacy_alloc,
          f"{warm_legacy / baseline:.2f}x bare"),
-        (f"edge warm tools/list, {STATELESS}", warm_stateless, stateless_runs,
+        (f"edge warm tools/list, {STATELESS}", warm_stateless, stateless_runs, stateless_alloc,
          f"{warm_stateless / baseline:.2f}x bare"),
-        (f"edge tools/call discover_apis, {STATELESS}", call, call_runs,
+        (f"edge tools/call discover_apis, {STATELESS}", call, call_runs, call_alloc,
          f"{call / proxy:.2f}x bare proxy"),
-        ("bare proxy: HTTP in, signed gRPC call out", proxy, proxy_runs, None),
+        ("bare proxy: HTTP in, signed gRPC call out", proxy, proxy_runs, proxy_alloc, None),
     ]
     print(f"instructions per request (callgrind; median of {RUNS} pairs of runs with {n // 4} "
-          f"and {n} sequential requests on one connection; one runtime worker; whole process)")
-    for name, value, runs, note in rows:
+          f"and {n} sequential requests on one connection; one runtime worker; whole process; "
+          f"in brackets, the allocator's share: {', '.join(sorted(ALLOCATOR))}, inclusive)")
+    for name, value, runs, allocator, note in rows:
         spread = " / ".join(f"{r / 1000:.1f}k" for r in runs)
-        print(f"  {name:<44} {value:>10,.0f}   ({spread})" + (f"   {note}" if note else ""))
+        print(f"  {name:<44} {value:>10,.0f}   ({spread})   [allocator {allocator / 1000:.1f}k]"
+              + (f"   {note}" if note else ""))
     print(f"the edge's request path alone ({REQUEST_PATH}, inclusive; no HTTP server):")
     for name, value, runs in [(f"warm tools/list, {LEGACY}", legacy_path, legacy_path_runs),
                               (f"warm tools/list, {STATELESS}", stateless_path,
@@ -354,6 +372,13 @@ def main():
         else:
             spread = " / ".join(f"{r / 1000:.1f}k" for r in runs)
             print(f"  {name:<44} {value:>10,.0f}   ({spread})")
+    # The same ratios with each process's allocator share left out: what the edge's own work
+    # costs beside the bare server's, whichever allocator each links.
+    bare_own = baseline - baseline_alloc
+    print(f"without the allocator's share: warm tools/list {LEGACY} "
+          f"{(warm_legacy - legacy_alloc) / bare_own:.2f}x bare, {STATELESS} "
+          f"{(warm_stateless - stateless_alloc) / bare_own:.2f}x bare; tools/call "
+          f"{(call - call_alloc) / (proxy - proxy_alloc):.2f}x bare proxy")
     worst_warm = max(warm_legacy, warm_stateless) / baseline
     print(f"targets: warm list <= {WARM_TARGET}x bare (worst {worst_warm:.2f}x); "
           f"tools/call <= {CALL_TARGET:,} on the edge ({call:,.0f})")

@@ -11,12 +11,12 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use tracing::Instrument as _;
 
-/// The header a request id travels in, both ways.
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+use crate::transport::heads::Heads;
+pub use crate::transport::heads::REQUEST_ID;
 
 /// What the stack learned about one request.
 #[derive(Debug)]
@@ -184,10 +184,10 @@ pub fn of(extensions: &axum::http::Extensions) -> Option<&AccessLog> {
 }
 
 /// A client's request id when it is 1–64 characters of `[A-Za-z0-9._:-]`; a new one otherwise.
-fn request_id(request: &Request) -> RequestId {
-    request
-        .headers()
-        .get(&REQUEST_ID)
+fn request_id(heads: &Heads) -> RequestId {
+    heads
+        .request_id
+        .first()
         .and_then(|v| RequestId::new(v.as_bytes()))
         .unwrap_or_else(RequestId::random)
 }
@@ -263,13 +263,13 @@ pub fn span_to_enter(extensions: &axum::http::Extensions) -> tracing::Span {
 
 /// The outermost step of the edge's service: runs `inner` (in the request's span when spans
 /// are exported: see [`AccessLog`]), writes the request's line.
-pub async fn around<F, Fut>(mut request: Request, inner: F) -> Response
+pub async fn around<F, Fut>(mut request: Request, heads: &Heads, inner: F) -> Response
 where
     F: FnOnce(Request) -> Fut,
     Fut: std::future::Future<Output = Response>,
 {
     let started = Instant::now();
-    let log = open(&mut request, started);
+    let log = open(&mut request, heads, started);
     let method = request.method().clone();
     // Load balancers' health checks are not traced (one span a second per balancer is noise)
     // unless TOOLPLANE_TRACE_HEALTH_CHECKS asks for them.
@@ -318,11 +318,11 @@ where
 }
 
 /// The request's access log, opened and put into its extensions.
-fn open(request: &mut Request, started: Instant) -> Arc<AccessLog> {
-    let id = request_id(request);
-    let session = request
-        .headers()
-        .get(&crate::transport::session::SESSION_ID)
+fn open(request: &mut Request, heads: &Heads, started: Instant) -> Arc<AccessLog> {
+    let id = request_id(heads);
+    let session = heads
+        .session_id
+        .first()
         .map(|v| tp_telemetry::trace::fingerprint(v.as_bytes()));
     let log = Arc::new(AccessLog {
         entry: Mutex::default(),

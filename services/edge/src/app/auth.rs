@@ -50,11 +50,9 @@ fn missing_credentials(state: &EdgeState) -> &'static str {
 pub(super) async fn authenticate(
     state: &EdgeState,
     mut request: Request<Body>,
+    heads: &crate::transport::heads::Heads,
 ) -> Result<Request<Body>, Response> {
-    let header = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(HeaderValue::to_str);
+    let header = heads.authorization.first().map(HeaderValue::to_str);
     let identity = match header {
         None => match &state.config.anonymous {
             Some((tenant, role)) => Arc::new(Identity::anonymous(tenant, role)),

@@ -9,6 +9,7 @@ use super::methods;
 use super::*;
 use crate::error::{Answering, Error};
 use crate::transport::envelope::{Envelope, Read};
+use crate::transport::heads::Heads;
 use crate::transport::rules::{self, Refused};
 
 /// Serves one `/mcp` request. Malformed JSON-RPC is answered with the codes JSON-RPC 2.0
@@ -23,6 +24,7 @@ use crate::transport::rules::{self, Refused};
 pub(super) async fn serve_mcp_request(
     state: Arc<EdgeState>,
     request: Request,
+    heads: &Heads,
     declared: Option<u64>,
 ) -> Response {
     let max_body = state.config.mcp.max_body_bytes;
@@ -30,22 +32,20 @@ pub(super) async fn serve_mcp_request(
         // Rare paths are boxed: their futures would make every request's larger.
         return Box::pin(drain_and_refuse(max_body, request)).await;
     }
-    let request = match authenticate(&state, request).await {
+    let request = match authenticate(&state, request, heads).await {
         Ok(request) => request,
         Err(refused) => return refused,
     };
     if request.method() == axum::http::Method::GET
-        && request
-            .headers()
-            .contains_key(&crate::transport::session::SESSION_ID)
+        && heads.session_id.is_present()
         && state.config.mcp.session_ttl.is_some()
     {
-        return notification_stream(&state, request);
+        return notification_stream(&state, request, heads);
     }
     if request.method() != axum::http::Method::POST {
         return methods::method_not_allowed();
     }
-    if let Err(refused) = rules::media(request.headers()) {
+    if let Err(refused) = rules::media(heads) {
         return refused.into_response();
     }
     let (mut parts, body) = request.into_parts();
@@ -82,14 +82,14 @@ pub(super) async fn serve_mcp_request(
     {
         return refused.into_response();
     }
-    if let Err(refused) = open_session(&state, &mut parts, envelope.as_ref()) {
+    if let Err(refused) = open_session(&state, &mut parts, heads, envelope.as_ref()) {
         return refused.into_response();
     }
     if let (Some(envelope), Some(log)) = (&envelope, crate::access::of(&parts.extensions)) {
         log_rpc(log, envelope);
     }
     let message = rules_message(envelope.as_ref());
-    match rules::admit(&parts.headers, message) {
+    match rules::admit(heads, message) {
         Ok(generation) => methods::dispatch(state, parts, envelope, generation).await,
         Err(refused) => {
             metrics::counter!("tp_edge_requests_refused_total", "reason" => "transport")
@@ -196,9 +196,10 @@ fn charge_working_memory(
 fn open_session(
     state: &EdgeState,
     parts: &mut axum::http::request::Parts,
+    heads: &Heads,
     envelope: Option<&Envelope<'_>>,
 ) -> Result<(), Refused> {
-    let Some(id) = parts.headers.get(&crate::transport::session::SESSION_ID) else {
+    let Some(id) = heads.session_id.first() else {
         return Ok(());
     };
     if state.config.mcp.session_ttl.is_none() {
@@ -285,24 +286,24 @@ pub(super) async fn read_body(
 /// With a session id that does not open, 404; without `text/event-stream` in `Accept`, or
 /// from a browser (any `Origin`: a cross-site page must not hold a caller's stream), 405 as
 /// any other GET.
-fn notification_stream(state: &Arc<EdgeState>, request: Request) -> Response {
+fn notification_stream(state: &Arc<EdgeState>, request: Request, heads: &Heads) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
         return methods::method_not_allowed();
     };
-    if request.headers().contains_key(header::ORIGIN) {
+    if heads.origin.is_present() {
         return methods::method_not_allowed();
     }
     let key = methods::bearer_key(request.headers());
-    let id = request
-        .headers()
-        .get("mcp-session-id")
+    let id = heads
+        .session_id
+        .first()
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if state.sessions.open(&caller.0, id).is_none() {
         return session_not_found().into_response();
     }
-    if !rules::accepts_sse(request.headers()) {
+    if !rules::accepts_sse(heads) {
         return methods::method_not_allowed();
     }
     // The stream holds a slot of its key's and its tenant's stream limits while it is open,

@@ -6,6 +6,7 @@
 //! goes to the [`router`].
 
 use super::*;
+use crate::transport::heads::Heads;
 
 /// The edge's router for everything but `/mcp` (which [`EdgeService`] serves itself): health
 /// checks and the protected-resource metadata.
@@ -104,12 +105,11 @@ pub(super) use crate::mcp::bounds::InFlightBytes;
 /// must be listed in `mcp.allowed_origins`, or — when that list is empty — be the edge's own
 /// origin (its authority is the request's `Host`, which the Host check has allowed): a page of
 /// another site can never make a browser call the edge.
-pub(super) fn origin_allowed(headers: &axum::http::HeaderMap, allowed: &[String]) -> bool {
-    let mut origins = headers.get_all(header::ORIGIN).iter();
-    let origin = match (origins.next(), origins.next()) {
-        (None, _) => return true,
-        (Some(origin), None) => origin,
-        (Some(_), Some(_)) => return false,
+pub(super) fn origin_allowed(heads: &Heads, allowed: &[String]) -> bool {
+    let origin = match heads.origin.single() {
+        Ok(None) => return true,
+        Ok(Some(origin)) => origin,
+        Err(()) => return false,
     };
     let Ok(origin) = origin.to_str() else {
         return false;
@@ -120,14 +120,15 @@ pub(super) fn origin_allowed(headers: &axum::http::HeaderMap, allowed: &[String]
     let authority = origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"));
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let host = heads.host.first().and_then(|h| h.to_str().ok());
     matches!((authority, host), (Some(authority), Some(host)) if authority.eq_ignore_ascii_case(host))
 }
 
 /// The `Content-Length` a request declares, when it reads as a number (read once per request).
-pub(super) fn declared_length(headers: &axum::http::HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
+pub(super) fn declared_length(heads: &Heads) -> Option<u64> {
+    heads
+        .content_length
+        .first()
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
 }
@@ -202,10 +203,14 @@ impl EdgeService {
         let limits = Arc::clone(&self.limits);
         async move {
             let unready = state.unready.clone();
+            // The headers every step reads, found in one pass; boxed, since the answer's
+            // future is moved whole a few times per request (and held by every connection).
+            let heads = Box::new(Heads::read(request.headers()));
+            let heads = &*heads;
             // Outermost: every request is logged (crate::access), including refused ones and
             // those answered from precomputed pages.
-            let mut response = crate::access::around(request, move |request| {
-                serve(state, router, limits, request)
+            let mut response = crate::access::around(request, heads, move |request| {
+                serve(state, router, limits, request, heads)
             })
             .await;
             // Leaving the fleet: the client (or the balancer) opens its next connection
@@ -223,16 +228,21 @@ impl EdgeService {
 
 /// The checks every `/mcp` request passes before anything reads it: headers that do not
 /// contradict themselves, an allowed `Host`, and no browser `Origin` the edge does not serve.
-fn screen(request: &Request, limits: &Limits, state: &EdgeState) -> Result<(), Error> {
+fn screen(
+    request: &Request,
+    heads: &Heads,
+    limits: &Limits,
+    state: &EdgeState,
+) -> Result<(), Error> {
     // Headers that say two things at once (two Authorization headers: which one did a proxy
     // in front check?) are refused before anything reads them.
-    if let Some(what) = crate::transport::hosts::contradiction(request.headers(), request.uri()) {
+    if let Some(what) = crate::transport::hosts::contradiction(heads, request.uri()) {
         metrics::counter!("tp_edge_bad_headers_total").increment(1);
         return Err(Error::new(Fault::BadHeaders, what));
     }
     // DNS rebinding: only the hosts the edge is reached by (checked once, here, for every
     // path; an entry without a port allows any port).
-    if !crate::transport::hosts::host_allowed(request.headers(), request.uri(), &limits.hosts) {
+    if !crate::transport::hosts::host_allowed(heads, request.uri(), &limits.hosts) {
         metrics::counter!("tp_edge_host_refused_total").increment(1);
         return Err(Error::new(
             Fault::ForbiddenOrigin,
@@ -240,7 +250,7 @@ fn screen(request: &Request, limits: &Limits, state: &EdgeState) -> Result<(), E
         ));
     }
     // Cross-site requests: a browser Origin must be listed.
-    if !origin_allowed(request.headers(), &state.config.mcp.allowed_origins) {
+    if !origin_allowed(heads, &state.config.mcp.allowed_origins) {
         metrics::counter!("tp_edge_origin_refused_total").increment(1);
         return Err(Error::new(
             Fault::ForbiddenOrigin,
@@ -256,6 +266,7 @@ async fn serve(
     router: Router,
     limits: Arc<Limits>,
     request: Request,
+    heads: &Heads,
 ) -> Response {
     use tower::ServiceExt as _;
     use tracing::Instrument as _;
@@ -267,7 +278,7 @@ async fn serve(
             Err(never) => match never {},
         };
     }
-    if let Err(refused) = screen(&request, &limits, &state) {
+    if let Err(refused) = screen(&request, heads, &limits, &state) {
         return refused.into_response();
     }
     // A request holds its slot until it is answered or timed out.
@@ -277,7 +288,7 @@ async fn serve(
     };
     // Memory: the bytes of request bodies being read and processed are bounded as a
     // whole, not only the number of requests.
-    let declared = declared_length(request.headers());
+    let declared = declared_length(heads);
     let cost = body_cost_kib(declared, request.method(), state.config.mcp.max_body_bytes);
     let _budget = if cost == 0 {
         None
@@ -296,7 +307,7 @@ async fn serve(
     request
         .extensions_mut()
         .insert(InFlightBytes(Arc::clone(&limits.bytes)));
-    let answer = serve_mcp_request(state, request, declared);
+    let answer = serve_mcp_request(state, request, heads, declared);
     // The request timeout, from when the request arrived. An answer ready at the first poll
     // (a warm `tools/list` whose body came with its head) never arms the timer.
     let mut answer = std::pin::pin!(answer);

@@ -1,7 +1,9 @@
 //! The transport's `Host` check (DNS rebinding): a request is answered only when its one
 //! `Host` header names a host of `mcp.allowed_hosts`.
 
-use axum::http::{HeaderMap, Uri, header};
+use axum::http::Uri;
+
+use super::heads::Heads;
 
 /// The hosts the edge answers (`mcp.allowed_hosts`), read once: `*` allows every host, an
 /// entry without a port any port; an entry no `Host` header could match matches nothing.
@@ -30,12 +32,11 @@ impl AllowedHosts {
 /// and for the authority of an absolute request target (`POST http://host/mcp`), which
 /// HTTP/1.1 says a server must use in place of `Host`. Compared without allocating: it runs
 /// on every request.
-pub fn host_allowed(headers: &HeaderMap, uri: &Uri, allowed: &AllowedHosts) -> bool {
+pub fn host_allowed(heads: &Heads, uri: &Uri, allowed: &AllowedHosts) -> bool {
     if allowed.any {
         return true;
     }
-    let mut hosts = headers.get_all(header::HOST).iter();
-    let (Some(host), None) = (hosts.next(), hosts.next()) else {
+    let Ok(Some(host)) = heads.host.single() else {
         return false;
     };
     let allowed_authority = |authority: &str| {
@@ -55,17 +56,15 @@ pub fn host_allowed(headers: &HeaderMap, uri: &Uri, allowed: &AllowedHosts) -> b
 /// Headers a request must not carry twice, and an absolute request target that disagrees
 /// with `Host`: the name of what contradicts itself, if anything (answered 400 before any
 /// other check, so that a proxy in front and the edge never read different values).
-pub fn contradiction(headers: &HeaderMap, uri: &Uri) -> Option<&'static str> {
-    for (name, what) in [
-        (header::AUTHORIZATION, "more than one Authorization header"),
-        (header::HOST, "more than one Host header"),
-    ] {
-        if headers.get_all(name).iter().nth(1).is_some() {
-            return Some(what);
-        }
+pub fn contradiction(heads: &Heads, uri: &Uri) -> Option<&'static str> {
+    if heads.authorization.is_repeated() {
+        return Some("more than one Authorization header");
+    }
+    if heads.host.is_repeated() {
+        return Some("more than one Host header");
     }
     let authority = uri.authority()?;
-    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let host = heads.host.first()?.to_str().ok()?;
     (!authority.as_str().eq_ignore_ascii_case(host))
         .then_some("the request target names another host than the Host header")
 }

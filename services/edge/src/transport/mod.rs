@@ -10,6 +10,7 @@
 pub mod cancels;
 pub mod cursor;
 pub mod envelope;
+pub mod heads;
 pub mod hosts;
 pub mod pages;
 pub mod questions;

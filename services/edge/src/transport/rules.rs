@@ -9,7 +9,9 @@
 //! the recorded answers. `Mcp-Param-*` headers are checked later, against the caller's own
 //! tool, by the call pipeline: only it knows per-tenant tools.
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::http::HeaderValue;
+
+use super::heads::{Heads, Seen};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::ProtocolVersion;
@@ -22,12 +24,7 @@ use crate::error::{Answering, Error};
 
 pub use super::pages::Generation;
 
-/// `MCP-Protocol-Version` (a constant: looking a header up by a `&str` parses the name).
-pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-/// `Mcp-Method` (2026-07-28).
-pub const METHOD: HeaderName = HeaderName::from_static("mcp-method");
-/// `Mcp-Name` (2026-07-28).
-pub const NAME: HeaderName = HeaderName::from_static("mcp-name");
+pub use super::heads::{METHOD, NAME, PROTOCOL_VERSION};
 
 /// The `_meta` key of a request's own protocol version (2026-07-28).
 pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -95,47 +92,20 @@ impl Refused {
 
 /// A POST's media types: it must accept both JSON and SSE (406 otherwise; an entry weighted
 /// `q=0` is not accepted, a malformed weight is ignored) and carry JSON (415).
-pub fn media(headers: &HeaderMap) -> Result<(), Refused> {
-    let (mut json, mut sse) = (false, false);
-    for value in headers.get_all(header::ACCEPT) {
-        let Ok(value) = value.to_str() else {
-            continue;
-        };
-        // What the official SDKs send, compared whole.
-        if value.as_bytes() == b"application/json, text/event-stream" {
-            (json, sse) = (true, true);
-            continue;
-        }
-        // What clients send: plain media types, no parameters to weigh or quotes to skip.
-        if !value.bytes().any(|b| b == b';' || b == b'"') {
-            for essence in value.as_bytes().split(|&b| b == b',') {
-                let essence = essence.trim_ascii();
-                json |= essence.eq_ignore_ascii_case(b"application/json");
-                sse |= essence.eq_ignore_ascii_case(b"text/event-stream");
-            }
-            continue;
-        }
-        for entry in split_unquoted(value, ',') {
-            let mut parts = split_unquoted(entry, ';');
-            let essence = parts.next().unwrap_or("").trim();
-            let weighted_out = parts.any(|parameter| {
-                parameter.split_once('=').is_some_and(|(name, value)| {
-                    name.trim().eq_ignore_ascii_case("q") && !quality_is_acceptable(value.trim())
-                })
-            });
-            if !weighted_out {
-                json |= essence.eq_ignore_ascii_case("application/json");
-                sse |= essence.eq_ignore_ascii_case("text/event-stream");
-            }
-        }
-    }
+pub fn media(heads: &Heads) -> Result<(), Refused> {
+    // Repeated `Accept` lines come joined into one list (`Heads`).
+    let (json, sse) = heads
+        .accept
+        .first()
+        .and_then(|value| value.to_str().ok())
+        .map_or((false, false), accepted);
     if !json || !sse {
         return Err(Refused::Http(Error::new(
             Fault::NotAcceptable,
             "Not Acceptable: Client must accept both application/json and text/event-stream",
         )));
     }
-    if !is_json(headers) {
+    if !is_json(heads) {
         return Err(Refused::Http(Error::new(
             Fault::UnsupportedMediaType,
             "Unsupported Media Type: Content-Type must be application/json",
@@ -144,18 +114,50 @@ pub fn media(headers: &HeaderMap) -> Result<(), Refused> {
     Ok(())
 }
 
+/// Whether an `Accept` list takes JSON, and SSE.
+fn accepted(value: &str) -> (bool, bool) {
+    // What the official SDKs send, compared whole.
+    if value.as_bytes() == b"application/json, text/event-stream" {
+        return (true, true);
+    }
+    let (mut json, mut sse) = (false, false);
+    // What clients send: plain media types, no parameters to weigh or quotes to skip.
+    if !value.bytes().any(|b| b == b';' || b == b'"') {
+        for essence in value.as_bytes().split(|&b| b == b',') {
+            let essence = essence.trim_ascii();
+            json |= essence.eq_ignore_ascii_case(b"application/json");
+            sse |= essence.eq_ignore_ascii_case(b"text/event-stream");
+        }
+        return (json, sse);
+    }
+    for entry in split_unquoted(value, ',') {
+        let mut parts = split_unquoted(entry, ';');
+        let essence = parts.next().unwrap_or("").trim();
+        let weighted_out = parts.any(|parameter| {
+            parameter.split_once('=').is_some_and(|(name, value)| {
+                name.trim().eq_ignore_ascii_case("q") && !quality_is_acceptable(value.trim())
+            })
+        });
+        if !weighted_out {
+            json |= essence.eq_ignore_ascii_case("application/json");
+            sse |= essence.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    (json, sse)
+}
+
 /// Whether `Accept` takes `text/event-stream` (a GET stream's one requirement).
-pub fn accepts_sse(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("text/event-stream"))
+pub fn accepts_sse(heads: &Heads) -> bool {
+    heads
+        .accept
+        .first()
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
 }
 
 /// Whether the body is JSON: the media type's essence, parameters aside.
-pub fn is_json(headers: &HeaderMap) -> bool {
-    headers.get(header::CONTENT_TYPE).is_some_and(|v| {
+pub fn is_json(heads: &Heads) -> bool {
+    heads.content_type.first().is_some_and(|v| {
         let v = v.as_bytes();
         if v == b"application/json" {
             return true;
@@ -270,7 +272,7 @@ impl std::fmt::Debug for Message<'_> {
 /// must match its body; from 2026-07-28 on, `Mcp-Method` (and `Mcp-Name` for a method with a
 /// target) must repeat the body, and a request must carry its version (the header's) and
 /// capabilities in `_meta`; a version in `_meta` must be one the edge supports.
-pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Refused> {
+pub fn admit(heads: &Heads, message: Message<'_>) -> Result<Generation, Refused> {
     let (id, method, params) = match message {
         Message::Request(id, method, params) => (id, Some(method), params),
         Message::Notification(method, params) => (&Value::Null, Some(method), params),
@@ -281,13 +283,13 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
     let meta_version = params.filter(|_| request).and_then(|p| p.meta_version());
     let meta_version = meta_version.as_deref();
 
-    let header = version_header(headers, id, initialize, params, meta_version)?;
+    let header = version_header(heads, id, initialize, params, meta_version)?;
 
     // SEP-2243: the method and its target repeated in headers.
     if let (Some(method), Some(version)) = (method, header)
         && version >= CURRENT
     {
-        standard_headers(headers, id, method, params, initialize)?;
+        standard_headers(heads, id, method, params, initialize)?;
     }
 
     if !request || initialize {
@@ -308,21 +310,16 @@ pub fn admit(headers: &HeaderMap, message: Message<'_>) -> Result<Generation, Re
 /// body, any other's must be a version the edge knows unless the request names its own in
 /// `_meta`.
 fn version_header<'h>(
-    headers: &'h HeaderMap,
+    heads: &'h Heads,
     id: &Value,
     initialize: bool,
     params: Option<&dyn Params>,
     meta_version: Option<&str>,
 ) -> Result<Option<&'h str>, Refused> {
-    let mut values = headers.get_all(&PROTOCOL_VERSION).iter();
-    let header = match (values.next(), values.next()) {
-        (None, _) => None,
-        (Some(value), None) => Some(value),
-        (Some(_), Some(_)) => {
-            return Err(Refused::bad_version_header(
-                "Bad Request: more than one MCP-Protocol-Version header",
-            ));
-        }
+    let Ok(header) = heads.protocol_version.single() else {
+        return Err(Refused::bad_version_header(
+            "Bad Request: more than one MCP-Protocol-Version header",
+        ));
     };
     let header = match header.map(HeaderValue::to_str) {
         None => None,
@@ -447,18 +444,17 @@ fn known(version: &str) -> bool {
 /// `Mcp-Method` repeats the method (an `initialize` may omit it), `Mcp-Name` the target of a
 /// method that has one: a tool's or prompt's `name`, a resource's `uri`, a task's `taskId`.
 fn standard_headers(
-    headers: &HeaderMap,
+    heads: &Heads,
     id: &Value,
     method: &str,
     params: Option<&dyn Params>,
     initialize: bool,
 ) -> Result<(), Refused> {
     if initialize {
-        let mut values = headers.get_all(&METHOD).iter();
-        let Some(first) = values.next() else {
+        let Some(first) = heads.method.first() else {
             return Ok(());
         };
-        if values.next().is_some() {
+        if heads.method.is_repeated() {
             return Err(Refused::header_mismatch(
                 id,
                 "multiple Mcp-Method header values supplied; initialize requires exactly one"
@@ -476,7 +472,7 @@ fn standard_headers(
         }
         return Ok(());
     }
-    match single(headers, &METHOD, "Mcp-Method").map_err(|m| Refused::header_mismatch(id, m))? {
+    match single(&heads.method, "Mcp-Method").map_err(|m| Refused::header_mismatch(id, m))? {
         None => {
             return Err(Refused::header_mismatch(
                 id,
@@ -500,7 +496,7 @@ fn standard_headers(
     let Some(expected) = params.and_then(|p| p.field(key)) else {
         return Ok(());
     };
-    match single(headers, &NAME, "Mcp-Name").map_err(|m| Refused::header_mismatch(id, m))? {
+    match single(&heads.name, "Mcp-Name").map_err(|m| Refused::header_mismatch(id, m))? {
         None => Err(Refused::header_mismatch(
             id,
             format!("missing required Mcp-Name header for `{method}`"),
@@ -520,18 +516,14 @@ fn standard_headers(
 }
 
 /// The one value of a header that may appear once.
-fn single<'a>(
-    headers: &'a HeaderMap,
-    name: &HeaderName,
-    spelled: &str,
-) -> Result<Option<&'a str>, String> {
-    let mut values = headers.get_all(name).iter();
-    let Some(value) = values.next() else {
-        return Ok(None);
+fn single<'a>(seen: &'a Seen, spelled: &str) -> Result<Option<&'a str>, String> {
+    let Ok(Some(value)) = seen.single() else {
+        return if seen.is_repeated() {
+            Err(format!("duplicate {spelled} header"))
+        } else {
+            Ok(None)
+        };
     };
-    if values.next().is_some() {
-        return Err(format!("duplicate {spelled} header"));
-    }
     value
         .to_str()
         .map(Some)

@@ -92,7 +92,7 @@ pub(in crate::app) fn cancel_key(
     let caller = parts.extensions.get::<crate::mcp::Caller>()?;
     let session = parts
         .headers
-        .get("mcp-session-id")
+        .get(&crate::transport::session::SESSION_ID)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let id = serde_json::to_value(id).ok()?;
