@@ -44,6 +44,8 @@ struct Balancer {
     /// Killed on drop.
     _process: Process,
     port: u16,
+    /// haproxy's stats page (each server's state, as haproxy sees it).
+    stats_port: u16,
     _dir: tempfile::TempDir,
 }
 
@@ -60,6 +62,7 @@ impl Balancer {
         )
         .unwrap();
         let mut config = String::new();
+        let stats_port = free_port();
         for line in shipped.lines() {
             let trimmed = line.trim();
             if trimmed.starts_with("server ") {
@@ -68,7 +71,7 @@ impl Balancer {
                 config.push_str(&format!("  bind 127.0.0.1:{port}\n"));
             } else if trimmed.starts_with("bind ") {
                 // The stats page.
-                config.push_str(&format!("  bind 127.0.0.1:{}\n", free_port()));
+                config.push_str(&format!("  bind 127.0.0.1:{stats_port}\n"));
             } else if trimmed.starts_with("default-server ") {
                 config.push_str(&line.replace("inter 1s", "inter 100ms"));
                 config.push('\n');
@@ -110,8 +113,31 @@ impl Balancer {
         Balancer {
             _process: process,
             port,
+            stats_port,
             _dir: dir,
         }
+    }
+
+    /// Waits until haproxy has edge `i` UP again (its stats page): only then may the other
+    /// edge stop. The edge's own `/readyz` is not enough on a loaded machine, where haproxy's
+    /// two passing checks may take longer than a fixed wait.
+    async fn until_up(&self, i: usize) {
+        let stats = format!("http://127.0.0.1:{}/stats;csv", self.stats_port);
+        let row = format!("edges,e{i},");
+        eventually(
+            &format!("e{i} UP in haproxy ({stats})"),
+            Duration::from_secs(30),
+            || {
+                let (stats, row) = (stats.clone(), row.clone());
+                async move {
+                    let csv = reqwest::get(&stats).await.ok()?.text().await.ok()?;
+                    let line = csv.lines().find(|l| l.starts_with(&row))?;
+                    // The 18th field is the server's status: UP, DOWN, "UP 1/2" while rising…
+                    (line.split(',').nth(17) == Some("UP")).then_some(())
+                }
+            },
+        )
+        .await;
     }
 
     fn addr(&self) -> String {
@@ -440,6 +466,7 @@ async fn rolling_restarts_behind_haproxy_fail_nothing_and_lose_no_audit_record()
     let rolling = {
         let edges = Arc::clone(&edges);
         let fleet = &fleet;
+        let balancer = &balancer;
         let spill = spill.path().to_owned();
         async move {
             for round in 0..3 {
@@ -459,6 +486,7 @@ async fn rolling_restarts_behind_haproxy_fail_nothing_and_lose_no_audit_record()
                     );
                     edges[i] = edge_at(fleet, ports[i], &spill.join(format!("e{i}"))).await;
                     until_ready(&edges[i]).await;
+                    balancer.until_up(i).await;
                     eprintln!("round {round}: edge {i} restarted (stopped in {stopped_in:?})");
                 }
             }

@@ -8,12 +8,6 @@ use figment::providers::Serialized;
 use serde::Serialize;
 use tp_control_plane::{ControlPlane, config};
 
-/// The process's allocator: mimalloc, which answers the many small allocations of a request
-/// from per-thread pages where glibc's malloc, once its per-thread cache of a size is full,
-/// takes its locked path (docs/performance.md, "The allocator").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The Toolplane control plane.
 #[derive(Debug, Parser)]
 #[command(version, about)]

@@ -5,12 +5,6 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 
-/// The process's allocator: mimalloc, which answers the many small allocations of a request
-/// from per-thread pages where glibc's malloc, once its per-thread cache of a size is full,
-/// takes its locked path (docs/performance.md, "The allocator").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The Toolplane wiki service.
 #[derive(Debug, Parser)]
 #[command(version, about)]
