@@ -26,7 +26,7 @@ use tp_proto::pb;
 use tp_test_support::services::free_port;
 use tp_test_support::{eventually, python};
 
-use crate::rolling::{compare, now_ms, settled_trail_of, under_load};
+use crate::rolling::{compare, now_ms, settled_trail_of, under_load, until_haproxy_up};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -331,21 +331,7 @@ impl Stack {
         )
         .await;
         let stats = format!("http://{}:8404/stats;csv", self.address("edge-lb"));
-        let row = format!("edges,{service},");
-        eventually(
-            &format!("{service} UP in haproxy ({stats})"),
-            Duration::from_secs(60),
-            || {
-                let (stats, row) = (stats.clone(), row.clone());
-                async move {
-                    let csv = reqwest::get(&stats).await.ok()?.text().await.ok()?;
-                    let line = csv.lines().find(|l| l.starts_with(&row))?;
-                    // The 18th field is the server's status: UP, DOWN, "UP 1/2" while rising…
-                    (line.split(',').nth(17) == Some("UP")).then_some(())
-                }
-            },
-        )
-        .await;
+        until_haproxy_up(&stats, service, Duration::from_secs(60)).await;
     }
 
     /// Issues an API key the way the Compose file's header says: `toolplanectl` inside the

@@ -123,26 +123,28 @@ impl Balancer {
     /// two passing checks may take longer than a fixed wait.
     async fn until_up(&self, i: usize) {
         let stats = format!("http://127.0.0.1:{}/stats;csv", self.stats_port);
-        let row = format!("edges,e{i},");
-        eventually(
-            &format!("e{i} UP in haproxy ({stats})"),
-            Duration::from_secs(30),
-            || {
-                let (stats, row) = (stats.clone(), row.clone());
-                async move {
-                    let csv = reqwest::get(&stats).await.ok()?.text().await.ok()?;
-                    let line = csv.lines().find(|l| l.starts_with(&row))?;
-                    // The 18th field is the server's status: UP, DOWN, "UP 1/2" while rising…
-                    (line.split(',').nth(17) == Some("UP")).then_some(())
-                }
-            },
-        )
-        .await;
+        until_haproxy_up(&stats, &format!("e{i}"), Duration::from_secs(30)).await;
     }
 
     fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
+}
+
+/// Waits until haproxy's stats page (`stats`, its CSV) shows `server` of the `edges` backend
+/// UP.
+pub(crate) async fn until_haproxy_up(stats: &str, server: &str, within: Duration) {
+    let row = format!("edges,{server},");
+    eventually(&format!("{server} UP in haproxy ({stats})"), within, || {
+        let (stats, row) = (stats.to_owned(), row.clone());
+        async move {
+            let csv = reqwest::get(&stats).await.ok()?.text().await.ok()?;
+            let line = csv.lines().find(|l| l.starts_with(&row))?;
+            // The 18th field is the server's status: UP, DOWN, "UP 1/2" while rising…
+            (line.split(',').nth(17) == Some("UP")).then_some(())
+        }
+    })
+    .await;
 }
 
 /// What the clients saw of one call.
