@@ -16,7 +16,9 @@ use serde_json::json;
 use tp_proto::pb;
 use tp_test_support::process::Process;
 use tp_test_support::services::{free_port, which};
-use tp_test_support::{EdgeProcess, McpHttp, eventually};
+use tp_test_support::{
+    ControlPlaneProcess, EdgeProcess, McpHttp, RedisProcess, StallProxy, eventually,
+};
 
 use crate::fleet::{Fleet, LEGACY};
 use crate::tls::Pki;
@@ -488,6 +490,68 @@ async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_fai
         })
         .collect();
     assert!(keys.iter().sum::<u64>() > 0, "{keys:?}");
+    // A key revoked leaves the cluster: its shared identity deleted on whichever shard held
+    // it (the edges read and delete per key slot), and the key refused on both edges.
+    let identities = |cluster: &Cluster| -> usize {
+        cluster
+            .primaries()
+            .iter()
+            .map(|port| {
+                let (_, keys) = cli(&[
+                    "-p".into(),
+                    port.to_string(),
+                    "--scan".into(),
+                    "--pattern".into(),
+                    "*:id:*".into(),
+                ]);
+                keys.lines().filter(|line| !line.trim().is_empty()).count()
+            })
+            .sum()
+    };
+    let mut admin = fleet.cp.admin().await;
+    let issued = admin
+        .tenants
+        .issue_api_key(pb::IssueApiKeyRequest {
+            tenant: "qa".into(),
+            role: "collector".into(),
+            label: "revoked in the cluster".into(),
+            ttl_seconds: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let before = identities(&cluster);
+    for edge in &edges {
+        let reply = McpHttp::new(&edge.addr, Some(&issued.key), LEGACY)
+            .request(1, "tools/list", json!({}))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    eventually(
+        "its identity in the cluster",
+        Duration::from_secs(10),
+        || async { (identities(&cluster) == before + 1).then_some(()) },
+    )
+    .await;
+    admin
+        .tenants
+        .revoke_api_key(pb::RevokeApiKeyRequest {
+            id: issued.info.unwrap().id,
+        })
+        .await
+        .unwrap();
+    eventually(
+        "its identity gone from the cluster",
+        Duration::from_secs(10),
+        || async { (identities(&cluster) == before).then_some(()) },
+    )
+    .await;
+    for edge in &edges {
+        let reply = McpHttp::new(&edge.addr, Some(&issued.key), LEGACY)
+            .request(1, "tools/list", json!({}))
+            .await;
+        assert_eq!(reply.status, 401, "{}", reply.body);
+    }
     // A message crosses edges through the cluster: a call on edge 0 cancelled on edge 1.
     let sleeper = fleet.key("qa", "collector").to_owned();
     let call = tokio::spawn({
@@ -790,4 +854,204 @@ async fn the_edges_follow_a_sentinel_failover_under_load() {
     );
     let (_, keys) = cli(&["-p".into(), replica_port.to_string(), "dbsize".into()]);
     assert!(keys.trim().parse::<u64>().unwrap_or(0) > 0, "{keys}");
+}
+
+/// `INFO commandstats`' count of `command` on the Redis at `port`.
+fn redis_calls(port: u16, command: &str) -> u64 {
+    let (ok, stats) = cli(&[
+        "-p".to_owned(),
+        port.to_string(),
+        "INFO".to_owned(),
+        "commandstats".to_owned(),
+    ]);
+    assert!(ok, "redis-cli INFO: {stats}");
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// How many shared identities the Redis at `port` holds (`toolplane:id:<hash>`).
+fn shared_identities(port: u16) -> usize {
+    let (ok, keys) = cli(&[
+        "-p".to_owned(),
+        port.to_string(),
+        "--scan".to_owned(),
+        "--pattern".to_owned(),
+        "*:id:*".to_owned(),
+    ]);
+    assert!(ok, "redis-cli --scan: {keys}");
+    keys.lines().filter(|line| !line.trim().is_empty()).count()
+}
+
+/// A world with `count` extra tenants, each with one key, imported in one revision into a new
+/// store: the control plane on it, and the keys.
+async fn bulk_world(work: &Path, count: usize) -> (ControlPlaneProcess, Vec<String>) {
+    let ctl = |args: &[&str]| {
+        let out = std::process::Command::new(tp_test_support::binary("toolplanectl"))
+            .args(args)
+            .output()
+            .expect("toolplanectl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let sqlite = |dir: &Path| format!("sqlite://{}", dir.join("control-plane.db").display());
+    let mut seed = ControlPlaneProcess::start(true).await;
+    seed.process.terminate().await;
+    let export = work.join("export.json");
+    ctl(&[
+        "export",
+        "--store-url",
+        &sqlite(&seed.data_dir),
+        "--out",
+        export.to_str().unwrap(),
+    ]);
+    let mut document: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
+    // Each new tenant copies one of the seed's, with its own names, the default roles and
+    // nothing else of its own; each key is written out.
+    let objects = document["objects"].as_array_mut().unwrap();
+    let template = objects
+        .iter()
+        .find(|o| o["kind"] == "tenant")
+        .expect("a tenant in the seed")["object"]
+        .clone();
+    let keys: Vec<String> = (0..count).map(|i| format!("tpk_{:064x}", i + 1)).collect();
+    for (i, key) in keys.iter().enumerate() {
+        let tenant = format!("bulk{i:05}");
+        let mut object = template.clone();
+        object["id"] = json!(tenant);
+        object["uid"] = json!(format!("bulk-{i}"));
+        object["connected_apis"] = json!(["google"]);
+        for own in ["roles", "token_issuers", "approvals"] {
+            object[own] = json!([]);
+        }
+        objects.push(json!({"kind": "tenant", "object": object}));
+        objects.push(json!({"kind": "api_key", "object": {
+            "id": format!("key-{tenant}"), "tenant": tenant, "role": "collector",
+            "hash": tp_proto::keys::hash(key), "label": "bulk",
+            "created_at": 1_763_900_000_000_u64, "expires_at": null, "revoked_at": null,
+        }}));
+    }
+    let grown = work.join("grown.json");
+    std::fs::write(&grown, serde_json::to_vec(&document).unwrap()).unwrap();
+    let world = work.join("world");
+    std::fs::create_dir_all(&world).unwrap();
+    ctl(&[
+        "import",
+        grown.to_str().unwrap(),
+        "--store-url",
+        &sqlite(&world),
+    ]);
+    for token in ["admin-token", "edge-token"] {
+        std::fs::copy(seed.data_dir.join(token), world.join(token)).unwrap();
+    }
+    (
+        ControlPlaneProcess::start_in(&world, Vec::new()).await,
+        keys,
+    )
+}
+
+/// A bulk import is one revision with every key in it, and an edge that starts replays it,
+/// checking Redis, for each key, for a shared identity the change made stale. It did that one
+/// key after another (two or three round trips each): after an import of 100,000 keys a new
+/// edge did not report itself synced for minutes. Now the keys are read in pipelined
+/// batches; the edge's Redis connection carries a few dozen reads for 3,000 keys, where it
+/// carried at least one per key. What it forgets stays right: the identities resolved after
+/// the import stay in Redis, and a key revoked afterwards leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_edge_replays_a_bulk_import_of_keys_in_a_few_redis_round_trips() {
+    const KEYS: usize = 3_000;
+    const RESOLVED: usize = 100;
+    let work = tempfile::tempdir().unwrap();
+    let (mut cp, keys) = bulk_world(work.path(), KEYS).await;
+    let redis = RedisProcess::start().await;
+    // Edge A resolves a hundred of the keys: their identities land in Redis, newer than the
+    // import.
+    let a = EdgeProcess::start(&cp, &[cp.url()], Some(&redis.url()), "").await;
+    for key in &keys[..RESOLVED] {
+        let reply = McpHttp::new(&a.addr, Some(key), LEGACY)
+            .request(1, "tools/list", json!({}))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    eventually(
+        "the resolved identities in Redis",
+        Duration::from_secs(10),
+        || async { (shared_identities(redis.port) == RESOLVED).then_some(()) },
+    )
+    .await;
+    // Edge B reaches Redis through a proxy that counts its reads, and starts while the control
+    // plane is down, so that its Redis connection is up before it replays the log.
+    cp.process.terminate().await;
+    let proxy = StallProxy::start(&format!("127.0.0.1:{}", redis.port)).await;
+    let b = EdgeProcess::start(
+        &cp,
+        &[cp.url()],
+        Some(&format!("redis://{}", proxy.addr)),
+        "",
+    )
+    .await;
+    let on_b = McpHttp::new(&b.addr, Some(&keys[0]), LEGACY);
+    eventually(
+        "edge B's Redis to be up",
+        Duration::from_secs(10),
+        || async {
+            let _ = on_b.request(1, "tools/list", json!({})).await;
+            (redis_state(&b).await == "up").then_some(())
+        },
+    )
+    .await;
+    let (gets_before, reads_before) = (redis_calls(redis.port, "get"), proxy.requests_read());
+    cp.restart_same_port().await;
+    eventually("edge B to catch up", Duration::from_secs(60), || async {
+        let (_, ready) = b.get("/readyz").await;
+        ready.contains("\"watch_synced\":true").then_some(())
+    })
+    .await;
+    let gets = redis_calls(redis.port, "get") - gets_before;
+    let reads = proxy.requests_read() - reads_before;
+    println!(
+        "edge B replayed an import of {KEYS} keys with {gets} GETs in {reads} reads of its Redis connection"
+    );
+    assert!(
+        gets >= KEYS as u64,
+        "the replay did not look every key up in Redis: {gets} GETs"
+    );
+    assert!(
+        reads <= KEYS as u64 / 20,
+        "the replay waited for Redis about once per key: {reads} reads for {gets} GETs"
+    );
+    assert_eq!(
+        shared_identities(redis.port),
+        RESOLVED,
+        "the replay forgot identities resolved after the import"
+    );
+    // A key revoked now is dropped from Redis, and refused.
+    let mut admin = cp.admin().await;
+    admin
+        .tenants
+        .revoke_api_key(pb::RevokeApiKeyRequest {
+            id: "key-bulk00000".into(),
+        })
+        .await
+        .unwrap();
+    eventually(
+        "the revoked key's identity gone from Redis",
+        Duration::from_secs(10),
+        || async { (shared_identities(redis.port) == RESOLVED - 1).then_some(()) },
+    )
+    .await;
+    eventually(
+        "the revoked key refused on B",
+        Duration::from_secs(10),
+        || async { (on_b.request(1, "tools/list", json!({})).await.status == 401).then_some(()) },
+    )
+    .await;
 }

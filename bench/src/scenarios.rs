@@ -504,7 +504,20 @@ async fn scale(world: &mut World, run: Run, table: &mut Table) -> anyhow::Result
     )
     .await;
     pin(fresh.process.pid().unwrap_or(0), 0);
-    wait_synced(&fresh).await?;
+    let synced_in = wait_synced(&fresh).await?;
+    if synced_in > Duration::from_secs(10) {
+        bail!(
+            "scale: a fresh edge took {:.1} s to catch up with the log (target ≤ 10 s): the replay of the import's keys is slow again",
+            synced_in.as_secs_f64()
+        );
+    }
+    table.notes.push(format!(
+        "scale: a fresh edge (Redis holding every bulk tenant's identity) replayed the log from \
+         its first revision, the import's {} keys included, and reported itself synced {:.1} s \
+         after it was ready",
+        world.tenants,
+        synced_in.as_secs_f64()
+    ));
     let fresh_rss = rss_mib(fresh.process.pid().unwrap_or(0));
     let body = list_body(LEGACY);
     let scale = wrk(

@@ -324,13 +324,13 @@ pub(crate) async fn build(tenants: usize, table: &mut Table) -> anyhow::Result<W
 }
 
 /// Waits until an edge's watch stream has caught up with the control plane (otherwise it
-/// serves through its degraded path and the figures measure that).
-pub(crate) async fn wait_synced(edge: &EdgeProcess) -> anyhow::Result<()> {
+/// serves through its degraded path and the figures measure that); how long that took.
+pub(crate) async fn wait_synced(edge: &EdgeProcess) -> anyhow::Result<Duration> {
     let started = Instant::now();
     loop {
         let (_, ready) = edge.get("/readyz").await;
         if ready.contains("\"watch_synced\":true") {
-            return Ok(());
+            return Ok(started.elapsed());
         }
         if started.elapsed() > Duration::from_secs(60) {
             bail!(

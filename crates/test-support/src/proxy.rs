@@ -22,6 +22,8 @@ pub struct StallProxy {
     replies_stalled: Arc<AtomicBool>,
     /// Bumped by [`StallProxy::resume`]: connections from before it are closed then.
     generation: Arc<AtomicU64>,
+    /// Reads from the clients' side: at least one per round trip a client waited for.
+    requests_read: Arc<AtomicU64>,
     task: JoinHandle<()>,
 }
 
@@ -35,10 +37,12 @@ impl StallProxy {
         let stalled = Arc::new(AtomicBool::new(false));
         let replies_stalled = Arc::new(AtomicBool::new(false));
         let generation = Arc::new(AtomicU64::new(0));
+        let requests_read = Arc::new(AtomicU64::new(0));
         let upstream = upstream.to_owned();
         let task = {
             let (stalled, generation) = (Arc::clone(&stalled), Arc::clone(&generation));
             let replies_stalled = Arc::clone(&replies_stalled);
+            let requests_read = Arc::clone(&requests_read);
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     let Ok(server) = TcpStream::connect(&upstream).await else {
@@ -47,16 +51,18 @@ impl StallProxy {
                     let born = generation.load(Ordering::SeqCst);
                     let (client_read, client_write) = client.into_split();
                     let (server_read, server_write) = server.into_split();
-                    for (mut from, mut to, also_stalled) in [
+                    for (mut from, mut to, also_stalled, reads) in [
                         (
                             Box::new(client_read) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
                             Box::new(server_write) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
                             None,
+                            Some(Arc::clone(&requests_read)),
                         ),
                         (
                             Box::new(server_read),
                             Box::new(client_write),
                             Some(Arc::clone(&replies_stalled)),
+                            None,
                         ),
                     ] {
                         let (stalled, generation) = (Arc::clone(&stalled), Arc::clone(&generation));
@@ -68,6 +74,9 @@ impl StallProxy {
                                     () = Self::closed(&generation, born) => return,
                                 };
                                 let Ok(n @ 1..) = read else { return };
+                                if let Some(reads) = &reads {
+                                    reads.fetch_add(1, Ordering::Relaxed);
+                                }
                                 while stalled.load(Ordering::SeqCst)
                                     || also_stalled
                                         .as_ref()
@@ -94,8 +103,16 @@ impl StallProxy {
             stalled,
             replies_stalled,
             generation,
+            requests_read,
             task,
         }
+    }
+
+    /// How many reads the proxy has made from its clients' side, on every connection so far.
+    /// A client that waits for each answer before it sends the next request costs at least
+    /// one read per request; pipelined requests share reads.
+    pub fn requests_read(&self) -> u64 {
+        self.requests_read.load(Ordering::Relaxed)
     }
 
     /// Resolves once connections born in `born` are to be closed.

@@ -148,6 +148,19 @@ impl Memory {
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Vec<u8>, Instant)>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// `key`'s value unless it has expired (an expired entry is dropped).
+    fn live(&self, key: &str) -> Option<Vec<u8>> {
+        let mut entries = self.entries();
+        match entries.get(key) {
+            Some((value, expires)) if *expires > Instant::now() => Some(value.clone()),
+            Some(_) => {
+                entries.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -282,20 +295,37 @@ impl Shared {
         self.run(
             "get",
             async |c| c.get::<_, Option<Vec<u8>>>(key).await,
-            |m| {
-                let mut entries = m.entries();
-                match entries.get(key) {
-                    Some((value, expires)) if *expires > Instant::now() => Some(value.clone()),
-                    Some(_) => {
-                        entries.remove(key);
-                        None
-                    }
-                    None => None,
-                }
-            },
+            |m| m.live(key),
         )
         .await
         .flatten()
+    }
+
+    /// GETs of several keys in one round trip (a pipeline; on a cluster, one command per key,
+    /// all at once), in the order of `keys`; `None` when it fails.
+    pub async fn get_many(&self, keys: &[String]) -> Option<Vec<Option<Vec<u8>>>> {
+        if keys.is_empty() {
+            return Some(Vec::new());
+        }
+        self.run(
+            "get_many",
+            async |c| {
+                if let Conn::Cluster(cluster) = c {
+                    let gets = keys.iter().map(|key| {
+                        let mut cluster = cluster.clone();
+                        async move { cluster.get::<_, Option<Vec<u8>>>(key).await }
+                    });
+                    return futures::future::join_all(gets).await.into_iter().collect();
+                }
+                let mut pipe = redis::pipe();
+                for key in keys {
+                    pipe.get(key);
+                }
+                pipe.query_async::<Vec<Option<Vec<u8>>>>(c).await
+            },
+            |m| keys.iter().map(|key| m.live(key)).collect(),
+        )
+        .await
     }
 
     /// The value of a counter that [`Shared::incr_window`] counts (0 when it does not exist);
@@ -466,6 +496,39 @@ impl Shared {
                 async |c| c.del::<_, ()>(key).await,
                 |m| {
                     m.entries().remove(key);
+                },
+            )
+            .await;
+    }
+
+    /// Deletes `keys` in one round trip (on a cluster, one command per key, all at once),
+    /// best effort.
+    pub async fn del_many(&self, keys: &[String]) {
+        if keys.is_empty() {
+            return;
+        }
+        let _ = self
+            .run(
+                "del_many",
+                async |c| {
+                    if let Conn::Cluster(cluster) = c {
+                        let dels = keys.iter().map(|key| {
+                            let mut cluster = cluster.clone();
+                            async move { cluster.del::<_, ()>(key).await }
+                        });
+                        return futures::future::join_all(dels).await.into_iter().collect();
+                    }
+                    let mut pipe = redis::pipe();
+                    for key in keys {
+                        pipe.del(key).ignore();
+                    }
+                    pipe.query_async::<()>(c).await
+                },
+                |m| {
+                    let mut entries = m.entries();
+                    for key in keys {
+                        entries.remove(key);
+                    }
                 },
             )
             .await;

@@ -170,10 +170,14 @@ impl Watcher {
     /// One committed change: versions bumped, revoked keys forgotten, the rest of the edge told.
     async fn change(&self, change: &pb::Change) {
         let Invalidated { all, tenants } = self.versions.apply(change);
-        for item in &change.items {
-            if item.kind == pb::ObjectKind::ApiKey as i32 {
-                self.caches.forget_key(&item.key, change.revision).await;
-            }
+        let keys: Vec<&str> = change
+            .items
+            .iter()
+            .filter(|item| item.kind == pb::ObjectKind::ApiKey as i32)
+            .map(|item| item.key.as_str())
+            .collect();
+        if !keys.is_empty() {
+            self.caches.forget_keys(&keys, change.revision).await;
         }
         metrics::gauge!("tp_edge_watch_revision").set(change.revision as f64);
         metrics::histogram!("tp_edge_watch_lag_seconds").record(

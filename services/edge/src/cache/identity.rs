@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// How many keys [`Caches::forget_keys`] reads from Redis in one round trip.
+const FORGET_BATCH: usize = 256;
+
 impl Caches {
     /// Refused by the control plane a moment ago: while the watch is caught up, until the next
     /// change; while it is not, until the entry expires (a refused key stays refused through an
@@ -197,40 +200,63 @@ impl Caches {
     }
 
     /// Drops what a change made stale that lazy revision checks cannot catch: the shared
-    /// identity of a changed key (a fresh edge could otherwise trust it during an outage).
-    /// An identity resolved at or after `revision` already reflects the change and is kept —
-    /// a fresh edge replays the change log from the start, and must not forget the keys it
-    /// verified a moment ago (it would then have nothing to serve them from in an outage).
-    pub async fn forget_key(&self, key_id: &str, revision: u64) {
+    /// identities of the changed keys `key_ids` (a fresh edge could otherwise trust one during
+    /// an outage). An identity resolved at or after `revision` already reflects the change and
+    /// is kept — a fresh edge replays the change log from the start, and must not forget the
+    /// keys it verified a moment ago (it would then have nothing to serve them from in an
+    /// outage).
+    ///
+    /// Redis is read in pipelined batches of 256 keys (`FORGET_BATCH`): a bulk import is one
+    /// change with every key in it, and an edge that starts replays it; one key after another,
+    /// 100,000 keys kept it from catching up for minutes.
+    pub async fn forget_keys(&self, key_ids: &[&str], revision: u64) {
         let Some(shared) = &self.shared else {
             return;
         };
-        let by_key_id = shared.key(&["idk", key_id]);
-        let Some(hash) = shared
-            .get(&by_key_id)
-            .await
-            .and_then(|b| String::from_utf8(b).ok())
-        else {
-            return;
-        };
-        let shared_key = shared.key(&["id", &hash]);
-        let stored = shared
-            .get(&shared_key)
-            .await
-            .and_then(|b| pb::Identity::decode(b.as_slice()).ok());
-        if stored.is_some_and(|identity| identity.revision >= revision) {
-            return;
-        }
-        shared.del(&shared_key).await;
-        let Some(id) = key_hash_from_hex(&hash) else {
-            return;
-        };
-        if self
-            .identities
-            .get(&id)
-            .is_none_or(|(identity, _)| identity.revision < revision)
-        {
-            self.identities.remove(&id);
+        for batch in key_ids.chunks(FORGET_BATCH) {
+            let by_key_id: Vec<String> = batch.iter().map(|id| shared.key(&["idk", id])).collect();
+            let Some(found) = shared.get_many(&by_key_id).await else {
+                continue;
+            };
+            let hashes: Vec<String> = found
+                .into_iter()
+                .flatten()
+                .filter_map(|bytes| String::from_utf8(bytes).ok())
+                .collect();
+            if hashes.is_empty() {
+                continue;
+            }
+            let shared_keys: Vec<String> = hashes
+                .iter()
+                .map(|hash| shared.key(&["id", hash]))
+                .collect();
+            // Unreadable (Redis failed in between): treated as stale, as a missing copy is.
+            let stored = shared
+                .get_many(&shared_keys)
+                .await
+                .unwrap_or_else(|| vec![None; shared_keys.len()]);
+            let (mut stale, mut stale_ids) = (Vec::new(), Vec::new());
+            for ((hash, shared_key), stored) in hashes.iter().zip(shared_keys).zip(stored) {
+                let current = stored
+                    .and_then(|bytes| pb::Identity::decode(bytes.as_slice()).ok())
+                    .is_some_and(|identity| identity.revision >= revision);
+                if !current {
+                    stale.push(shared_key);
+                    stale_ids.extend(key_hash_from_hex(hash));
+                }
+            }
+            // Redis first, then L1: a lookup in between must not find the old copy in Redis
+            // and bring it back into L1.
+            shared.del_many(&stale).await;
+            for id in stale_ids {
+                if self
+                    .identities
+                    .get(&id)
+                    .is_none_or(|(identity, _)| identity.revision < revision)
+                {
+                    self.identities.remove(&id);
+                }
+            }
         }
     }
 }
