@@ -491,7 +491,7 @@ async fn a_redis_cluster_carries_cache_limits_and_messages_through_a_primary_fai
         .collect();
     assert!(keys.iter().sum::<u64>() > 0, "{keys:?}");
     // A key revoked leaves the cluster: its shared identity deleted on whichever shard held
-    // it (the edges read and delete per key slot), and the key refused on both edges.
+    // it, and the key refused on both edges.
     let identities = |cluster: &Cluster| -> usize {
         cluster
             .primaries()
@@ -974,7 +974,7 @@ async fn a_fresh_edge_replays_a_bulk_import_of_keys_in_a_few_redis_round_trips()
     let redis = RedisProcess::start().await;
     // Edge A resolves a hundred of the keys: their identities land in Redis, newer than the
     // import.
-    let a = EdgeProcess::start(&cp, &[cp.url()], Some(&redis.url()), "").await;
+    let mut a = EdgeProcess::start(&cp, &[cp.url()], Some(&redis.url()), "").await;
     for key in &keys[..RESOLVED] {
         let reply = McpHttp::new(&a.addr, Some(key), LEGACY)
             .request(1, "tools/list", json!({}))
@@ -1033,7 +1033,8 @@ async fn a_fresh_edge_replays_a_bulk_import_of_keys_in_a_few_redis_round_trips()
         RESOLVED,
         "the replay forgot identities resolved after the import"
     );
-    // A key revoked now is dropped from Redis, and refused.
+    // A key revoked now is dropped from Redis by B (A is stopped), and refused.
+    a.process.kill9().await;
     let mut admin = cp.admin().await;
     admin
         .tenants

@@ -231,6 +231,12 @@ impl Shared {
         self.healthy.load(Ordering::Relaxed)
     }
 
+    /// How many commands have failed since the cache was made.
+    #[cfg(test)]
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
     /// `prefix:part1:part2...`
     pub fn key(&self, parts: &[&str]) -> String {
         let mut key = self.prefix.clone();

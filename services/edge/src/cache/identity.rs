@@ -213,50 +213,66 @@ impl Caches {
         let Some(shared) = &self.shared else {
             return;
         };
-        for batch in key_ids.chunks(FORGET_BATCH) {
-            let by_key_id: Vec<String> = batch.iter().map(|id| shared.key(&["idk", id])).collect();
-            let Some(found) = shared.get_many(&by_key_id).await else {
-                continue;
-            };
-            let hashes: Vec<String> = found
-                .into_iter()
-                .flatten()
-                .filter_map(|bytes| String::from_utf8(bytes).ok())
-                .collect();
-            if hashes.is_empty() {
-                continue;
-            }
-            let shared_keys: Vec<String> = hashes
-                .iter()
-                .map(|hash| shared.key(&["id", hash]))
-                .collect();
-            // Unreadable (Redis failed in between): treated as stale, as a missing copy is.
-            let stored = shared
-                .get_many(&shared_keys)
-                .await
-                .unwrap_or_else(|| vec![None; shared_keys.len()]);
-            let (mut stale, mut stale_ids) = (Vec::new(), Vec::new());
-            for ((hash, shared_key), stored) in hashes.iter().zip(shared_keys).zip(stored) {
-                let current = stored
-                    .and_then(|bytes| pb::Identity::decode(bytes.as_slice()).ok())
-                    .is_some_and(|identity| identity.revision >= revision);
-                if !current {
-                    stale.push(shared_key);
-                    stale_ids.extend(key_hash_from_hex(hash));
-                }
-            }
-            // Redis first, then L1: a lookup in between must not find the old copy in Redis
-            // and bring it back into L1.
-            shared.del_many(&stale).await;
-            for id in stale_ids {
-                if self
-                    .identities
-                    .get(&id)
-                    .is_none_or(|(identity, _)| identity.revision < revision)
-                {
-                    self.identities.remove(&id);
-                }
+        for (n, batch) in key_ids.chunks(FORGET_BATCH).enumerate() {
+            if !self.forget_batch(shared, batch, revision).await {
+                // Redis is not connected or did not answer: the next batches would each wait
+                // out the command timeout as well. What is left stays in Redis until its TTL,
+                // and the revision checks refuse it meanwhile.
+                let unchecked = key_ids.len() - n * FORGET_BATCH;
+                tracing::info!(
+                    revision,
+                    unchecked,
+                    "the shared cache did not answer: the shared identities of up to `unchecked` of the change's keys were not checked"
+                );
+                return;
             }
         }
+    }
+
+    /// One batch of [`Caches::forget_keys`]; whether Redis answered its reads.
+    async fn forget_batch(&self, shared: &Shared, batch: &[&str], revision: u64) -> bool {
+        let by_key_id: Vec<String> = batch.iter().map(|id| shared.key(&["idk", id])).collect();
+        let Some(found) = shared.get_many(&by_key_id).await else {
+            return false;
+        };
+        let hashes: Vec<String> = found
+            .into_iter()
+            .flatten()
+            .filter_map(|bytes| String::from_utf8(bytes).ok())
+            .collect();
+        if hashes.is_empty() {
+            return true;
+        }
+        let shared_keys: Vec<String> = hashes
+            .iter()
+            .map(|hash| shared.key(&["id", hash]))
+            .collect();
+        // Unreadable (Redis failed in between): treated as stale, as a missing copy is.
+        let read = shared.get_many(&shared_keys).await;
+        let answered = read.is_some();
+        let stored = read.unwrap_or_else(|| vec![None; shared_keys.len()]);
+        let (mut stale, mut stale_ids) = (Vec::new(), Vec::new());
+        for ((hash, shared_key), stored) in hashes.iter().zip(shared_keys).zip(stored) {
+            let current = stored
+                .and_then(|bytes| pb::Identity::decode(bytes.as_slice()).ok())
+                .is_some_and(|identity| identity.revision >= revision);
+            if !current {
+                stale.push(shared_key);
+                stale_ids.extend(key_hash_from_hex(hash));
+            }
+        }
+        // Redis first, then L1: a lookup in between must not find the old copy in Redis and
+        // bring it back into L1.
+        shared.del_many(&stale).await;
+        for id in stale_ids {
+            if self
+                .identities
+                .get(&id)
+                .is_none_or(|(identity, _)| identity.revision < revision)
+            {
+                self.identities.remove(&id);
+            }
+        }
+        answered
     }
 }

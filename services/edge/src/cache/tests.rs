@@ -82,3 +82,152 @@ fn a_registry_is_found_by_its_borrowed_key() {
     assert_eq!(revision("acm", "ecollector"), None);
     assert_eq!(revision("globex", "collector"), None);
 }
+
+/// A control plane that knows nothing (the caches under test never ask it).
+#[derive(Debug)]
+struct Nowhere;
+
+impl Directory for Nowhere {
+    fn resource(&self) -> &str {
+        ""
+    }
+    fn reachable(&self) -> bool {
+        false
+    }
+    fn authenticate<'a>(
+        &'a self,
+        _key: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<pb::Identity, tonic::Status>> {
+        Box::pin(async { Err(tonic::Status::unavailable("nowhere")) })
+    }
+    fn resolve<'a>(
+        &'a self,
+        _tenant: &'a str,
+        _role: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<pb::ResolvedRegistry, tonic::Status>> {
+        Box::pin(async { Err(tonic::Status::unavailable("nowhere")) })
+    }
+    fn credential<'a>(
+        &'a self,
+        _tenant: &'a str,
+        _provider: &'a str,
+        _user: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<pb::Credential, tonic::Status>> {
+        Box::pin(async { Err(tonic::Status::unavailable("nowhere")) })
+    }
+}
+
+/// Caches on the in-process stand-in for Redis.
+fn caches_on(shared: &Arc<Shared>) -> Caches {
+    let minute = Duration::from_secs(60);
+    Caches::new(
+        Arc::new(Versions::default()),
+        Arc::new(Nowhere),
+        Some(Arc::clone(shared)),
+        CacheSettings {
+            registries: 16,
+            identities: 4096,
+            l1_ttl: minute,
+            l2_ttl: minute,
+            identity_max_stale: minute,
+        },
+    )
+}
+
+/// Key `i`'s identity at `revision`, in Redis (`l2`) and in L1 (`l1`): its key id and hash.
+async fn resolved(caches: &Caches, i: usize, l2: u64, l1: u64) -> (String, KeyHash) {
+    let shared = caches.shared.as_ref().unwrap();
+    let (key_id, key) = (format!("key-{i}"), format!("tpk_{i:064x}"));
+    let id = key_hash(&key);
+    let identity = |revision| {
+        Arc::new(Identity::from_pb(pb::Identity {
+            tenant: "acme".into(),
+            role: "collector".into(),
+            key_id: key_id.clone(),
+            revision,
+            ..Default::default()
+        }))
+    };
+    let ttl = Duration::from_secs(60);
+    shared
+        .set(
+            &shared.key(&["idk", &key_id]),
+            hex::encode(id).as_bytes(),
+            ttl,
+        )
+        .await;
+    shared
+        .set(
+            &shared.key(&["id", &hex::encode(id)]),
+            &identity(l2).to_pb().encode_to_vec(),
+            ttl,
+        )
+        .await;
+    caches.hold_identity(&key, id, &identity(l1));
+    (key_id, id)
+}
+
+/// A change at revision 10 naming 600 keys (three batches): the copies resolved before it go,
+/// from Redis and from L1; those resolved after it stay; an L1 copy newer than its Redis copy
+/// stays in L1 while the Redis copy goes. Keys without a copy, an index entry that is not a
+/// hash and a key named twice change nothing else.
+#[tokio::test]
+async fn a_change_forgets_the_copies_older_than_itself_in_batches() {
+    let shared = Shared::memory("t");
+    let caches = caches_on(&shared);
+    let mut keys = Vec::new();
+    for i in 0..600 {
+        let (l2, l1) = match i % 3 {
+            0 => (5, 5),
+            1 => (20, 20),
+            _ => (5, 20),
+        };
+        keys.push((resolved(&caches, i, l2, l1).await, l2, l1));
+    }
+    shared
+        .set(
+            &shared.key(&["idk", "not-a-hash"]),
+            b"zz",
+            Duration::from_secs(60),
+        )
+        .await;
+    let mut named: Vec<&str> = keys
+        .iter()
+        .map(|((key_id, _), _, _)| key_id.as_str())
+        .collect();
+    named.extend(["never-seen", "not-a-hash", "key-0"]);
+    caches.forget_keys(&named, 10).await;
+    for ((key_id, id), l2, l1) in &keys {
+        let in_l2 = shared
+            .get(&shared.key(&["id", &hex::encode(id)]))
+            .await
+            .is_some();
+        assert_eq!(in_l2, *l2 >= 10, "{key_id} in Redis");
+        assert_eq!(
+            caches.identities.get(id).is_some(),
+            *l1 >= 10,
+            "{key_id} in L1"
+        );
+    }
+}
+
+/// Redis down: nothing is forgotten (not even from L1, as before batching), and the change
+/// is done with at once instead of waiting on every batch.
+#[tokio::test]
+async fn a_change_seen_while_redis_is_down_leaves_the_copies_alone() {
+    let shared = Shared::memory("t");
+    let caches = caches_on(&shared);
+    let mut keys = Vec::new();
+    for i in 0..300 {
+        keys.push(resolved(&caches, i, 5, 5).await);
+    }
+    shared.set_down(true);
+    let named: Vec<&str> = keys.iter().map(|(key_id, _)| key_id.as_str()).collect();
+    caches.forget_keys(&named, 10).await;
+    let failures = shared.failures();
+    assert_eq!(failures, 1, "one failed read, not one per batch");
+    shared.set_down(false);
+    for (key_id, id) in &keys {
+        assert!(caches.identities.get(id).is_some(), "{key_id} in L1");
+    }
+}
